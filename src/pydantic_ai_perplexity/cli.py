@@ -1,0 +1,5 @@
+"""The `pydantic-ai-perplexity` command."""
+
+
+def main() -> None:
+    """Run the command line."""
