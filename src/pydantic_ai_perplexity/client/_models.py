@@ -8,7 +8,7 @@ the API adds types without notice, and a client must not break on them. Always s
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
 
@@ -206,8 +206,15 @@ _ITEM_TYPES = frozenset(
 )  # fmt: skip
 
 
+def field_of(value: object, key: str) -> object:
+    """`value[key]` of a decoded JSON object, or `value.key` of a model; `None` when absent."""
+    if isinstance(value, dict):
+        return cast('dict[str, object]', value).get(key)
+    return getattr(value, key, None)
+
+
 def _item_tag(value: Any) -> str:
-    kind: object = value.get('type') if isinstance(value, dict) else getattr(value, 'type', None)  # pyright: ignore[reportUnknownMemberType]
+    kind = field_of(value, 'type')
     return kind if isinstance(kind, str) and kind in _ITEM_TYPES else 'unknown'
 
 

@@ -1,0 +1,372 @@
+"""What a research run found, read once from the wire: answer, sources, verified citations, progress, cost.
+
+The Agent API sends no `output_text` and no top-level citations: the answer is the text of the `message`
+items, sources are the results of every `search_results` item, and the answer's `[n]` / `[web:n]` markers
+point at those results' ids. `ResearchResult.from_response` does that reading once, so every way in (toolset,
+MCP server, CLI, notebooks) shows the same thing. A marker that points at no source is reported in
+`orphan_markers`, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .client._models import (
+    TERMINAL_STATUSES,
+    AgentEvent,
+    FetchUrlResultsItem,
+    McpCallItem,
+    Response,
+    SearchResultsItem,
+    field_of,
+)
+
+if TYPE_CHECKING:
+    from .client._models import OutputItem
+
+__all__ = ('Citation', 'Progress', 'ProgressTracker', 'ResearchResult', 'Source', 'Usage', 'normalize_url')
+
+_MARKER = re.compile(r'\[(?:web:)?(\d+(?:\s*,\s*(?:web:)?\d+)*)\]')
+_TRACKING_PARAMS = ('utm_', 'fbclid', 'gclid', 'mc_cid', 'mc_eid', 'ref_src')
+
+
+def normalize_url(url: str) -> str:
+    """A URL reduced to what identifies the page: lower-case host without `www.`, no fragment, no tracking params."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return url.strip()
+    host = (parts.hostname or '').lower().removeprefix('www.')
+    if parts.port and parts.port not in (80, 443):
+        host = f'{host}:{parts.port}'
+    query = urlencode(
+        sorted((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not k.startswith(_TRACKING_PARAMS))
+    )
+    path = parts.path.rstrip('/') or ''
+    scheme = parts.scheme.lower() if parts.scheme.lower() not in ('http', 'https') else 'https'
+    return urlunsplit((scheme, host, path, query, ''))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra='forbid')
+
+
+class Source(_Model):
+    """A web page the run found; `n` is its number in rendered text, `ids` the API's result ids for it."""
+
+    n: int
+    url: str
+    title: str = ''
+    snippet: str = ''
+    date: str | None = None
+    last_updated: str | None = None
+    ids: list[int] = Field(default_factory=list[int])
+    cited: bool = False
+
+    @property
+    def domain(self) -> str:
+        """The page's host without `www.`."""
+        return (urlsplit(self.url).hostname or '').removeprefix('www.')
+
+
+class Citation(_Model):
+    """One marker in the answer resolved to a source: `answer[start:end] == marker`."""
+
+    marker: str
+    source_id: int
+    source_n: int | None
+    start: int
+    end: int
+
+
+class Usage(_Model):
+    """Tokens and cost as the API billed them (`usage.cost`); `cost_usd` is `None` until the API reports it."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None
+    input_cost_usd: float | None = None
+    output_cost_usd: float | None = None
+    tool_calls_cost_usd: float | None = None
+    tool_costs_usd: dict[str, float] = Field(default_factory=dict[str, float])
+    tool_calls: dict[str, int] = Field(default_factory=dict[str, int])
+
+
+class Progress(_Model):
+    """How far a run got: counts only, never page text, so it is safe to show a model mid-run."""
+
+    queries: list[str] = Field(default_factory=list[str])
+    searches: int = 0
+    results_seen: int = 0
+    pages_fetched: int = 0
+    fetch_failures: int = 0
+    mcp_calls: int = 0
+    answer_chars: int = 0
+    elapsed_s: float = 0.0
+    last_step: str | None = None
+
+    def summary(self) -> str:
+        """One line, e.g. `3 searches, 24 results, 5 pages fetched`."""
+        parts = [f'{self.searches} search{"es" if self.searches != 1 else ""}', f'{self.results_seen} results']
+        if self.pages_fetched or self.fetch_failures:
+            parts.append(f'{self.pages_fetched} pages fetched')
+        if self.mcp_calls:
+            parts.append(f'{self.mcp_calls} remote tool calls')
+        if self.answer_chars:
+            parts.append(f'{self.answer_chars} answer characters')
+        return ', '.join(parts)
+
+
+class ProgressTracker:
+    """Folds stream events (or snapshots) into a `Progress`; one per run being watched."""
+
+    def __init__(self, *, started: float | None = None) -> None:
+        self._started = time.monotonic() if started is None else started
+        self.progress = Progress()
+        self._seen_items: set[int] = set()
+
+    def observe(self, event: AgentEvent) -> str | None:
+        """Account for one event; return a short human description when it is a research step, else `None`."""
+        p = self.progress
+        p.elapsed_s = round(time.monotonic() - self._started, 3)
+        step: str | None = None
+        match event.type:
+            case 'response.reasoning.search_queries':
+                queries = event.queries or []
+                p.queries.extend(queries)
+                p.searches += 1
+                step = f'searching: {"; ".join(queries)}' if queries else 'searching'
+            case 'response.reasoning.search_results':
+                n = len(event.results or [])
+                p.results_seen += n
+                step = f'found {n} results'
+            case 'response.reasoning.fetch_url_queries':
+                urls = event.urls or []
+                step = f'fetching {len(urls)} page{"s" if len(urls) != 1 else ""}'
+            case 'response.reasoning.fetch_url_results':
+                contents = event.contents or []
+                p.pages_fetched += len(contents)
+                step = f'fetched {len(contents)} page{"s" if len(contents) != 1 else ""}'
+            case 'response.output_item.done':
+                item = event.item_
+                if isinstance(item, McpCallItem):
+                    p.mcp_calls += 1
+                    status = 'failed' if item.error else 'ok'
+                    step = f'remote tool {item.server_label}.{item.name}: {status}'
+            case 'response.output_text.delta':
+                if p.answer_chars == 0:
+                    step = 'writing the answer'
+                p.answer_chars += len(event.delta or '')
+            case _:
+                pass
+        if step is not None:
+            p.last_step = step
+        return step
+
+    def observe_snapshot(self, response: Response) -> None:
+        """Account for partial output items of a polled snapshot (each item once)."""
+        self.progress.elapsed_s = round(time.monotonic() - self._started, 3)
+        for index, item in enumerate(response.output):
+            if index in self._seen_items:
+                continue
+            self._seen_items.add(index)
+            _count_item(self.progress, item)
+
+
+def _count_item(p: Progress, item: OutputItem) -> None:
+    if isinstance(item, SearchResultsItem):
+        p.searches += 1
+        p.queries.extend(item.queries or [])
+        p.results_seen += len(item.results)
+    elif isinstance(item, FetchUrlResultsItem):
+        p.pages_fetched += len(item.contents)
+    elif isinstance(item, McpCallItem):
+        p.mcp_calls += 1
+
+
+def _invocations(detail: Any) -> int:
+    count = field_of(detail, 'invocation')
+    return count if isinstance(count, int) else 0
+
+
+def _usage_from(response: Response) -> Usage:
+    wire = response.usage
+    if wire is None:
+        return Usage()
+    cost = wire.cost
+    tool_calls = {k: _invocations(v) for k, v in (wire.tool_calls_details or {}).items()}
+    return Usage(
+        input_tokens=wire.input_tokens,
+        output_tokens=wire.output_tokens,
+        total_tokens=wire.total_tokens or wire.input_tokens + wire.output_tokens,
+        reasoning_tokens=int((wire.output_tokens_details or {}).get('reasoning_tokens') or 0),
+        cost_usd=cost.total_cost if cost else None,
+        input_cost_usd=cost.input_cost if cost else None,
+        output_cost_usd=cost.output_cost if cost else None,
+        tool_calls_cost_usd=cost.tool_calls_cost if cost else None,
+        tool_costs_usd=dict(cost.tool_calls_cost_details or {}) if cost else {},
+        tool_calls=tool_calls,
+    )
+
+
+def _sources_from(items: Iterable[SearchResultsItem]) -> tuple[list[Source], dict[int, Source]]:
+    by_url: dict[str, Source] = {}
+    by_id: dict[int, Source] = {}
+    for item in items:
+        for r in item.results:
+            if not r.url:
+                continue
+            key = normalize_url(r.url)
+            source = by_url.get(key)
+            if source is None:
+                source = Source(
+                    n=len(by_url) + 1,
+                    url=r.url,
+                    title=r.title,
+                    snippet=r.snippet,
+                    date=r.date,
+                    last_updated=r.last_updated,
+                )
+                by_url[key] = source
+            if r.id is not None and r.id not in by_id:
+                by_id[r.id] = source
+                source.ids.append(r.id)
+    return list(by_url.values()), by_id
+
+
+def _citations_from(answer: str, by_id: dict[int, Source]) -> tuple[list[Citation], list[str]]:
+    citations: list[Citation] = []
+    orphans: list[str] = []
+    for match in _MARKER.finditer(answer):
+        for raw in match.group(1).split(','):
+            number = int(raw.strip().removeprefix('web:'))
+            source = by_id.get(number)
+            if source is None:
+                marker = f'[{number}]'
+                if marker not in orphans:
+                    orphans.append(marker)
+                continue
+            source.cited = True
+            citations.append(
+                Citation(
+                    marker=match.group(0), source_id=number, source_n=source.n, start=match.start(), end=match.end()
+                )
+            )
+    return citations, orphans
+
+
+def _ts(value: int | None) -> datetime | None:
+    return datetime.fromtimestamp(value, UTC) if value else None
+
+
+class ResearchResult(_Model):
+    """The outcome of a research run, complete or still going.
+
+    `status` is the API's: `queued`, `in_progress`, `completed`, `incomplete`, `failed` or `cancelled`. A run
+    still going (`done` false) is a hand-off: collect it later by `response_id`. Failed, incomplete and
+    cancelled runs are results too, with `error` saying why.
+    """
+
+    response_id: str
+    status: str
+    answer: str = ''
+    sources: list[Source] = Field(default_factory=list[Source])
+    citations: list[Citation] = Field(default_factory=list[Citation])
+    orphan_markers: list[str] = Field(default_factory=list[str])
+    progress: Progress = Field(default_factory=Progress)
+    usage: Usage = Field(default_factory=Usage)
+    model: str | None = None
+    effort: str | None = None
+    query: str | None = None
+    error: str | None = None
+    data: Any = None
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the run reached a terminal status."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run cost as billed, when the API reported it."""
+        return self.usage.cost_usd
+
+    @property
+    def cited_sources(self) -> list[Source]:
+        """The sources the answer's markers point at."""
+        return [s for s in self.sources if s.cited]
+
+    @classmethod
+    def from_response(
+        cls,
+        response: Response,
+        *,
+        progress: Progress | None = None,
+        effort: str | None = None,
+        query: str | None = None,
+        structured: bool = False,
+    ) -> ResearchResult:
+        """Read a wire `Response`. With `structured`, the answer is parsed as JSON into `data` when it is JSON."""
+        answer = response.output_text
+        sources, by_id = _sources_from(response.items(SearchResultsItem))
+        citations, orphans = _citations_from(answer, by_id)
+        if progress is None:
+            progress = Progress()
+            for item in response.output:
+                _count_item(progress, item)
+            progress.answer_chars = len(answer)
+        data: Any = None
+        if structured and answer:
+            try:
+                data = json.loads(answer)
+            except ValueError:
+                data = None
+        error = None
+        if response.error is not None:
+            error = response.error.message or str(response.error.code or response.error.type or 'error')
+        elif response.status == 'incomplete':
+            reason = (response.incomplete_details or {}).get('reason')
+            error = f'incomplete: {reason}' if reason else 'incomplete'
+        return cls(
+            response_id=response.id,
+            status=response.status,
+            answer=answer,
+            sources=sources,
+            citations=citations,
+            orphan_markers=orphans,
+            progress=progress,
+            usage=_usage_from(response),
+            model=response.model if response.done else None,
+            effort=effort or response.effort or response.preset,
+            query=query,
+            error=error,
+            data=data,
+            created_at=_ts(response.created_at),
+            completed_at=_ts(response.completed_at),
+        )
+
+    def to_markdown(self) -> str:
+        """The answer with numbered sources and a status line, as Markdown (for people, not models)."""
+        from .render import result_to_markdown
+
+        return result_to_markdown(self)
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def _repr_html_(self) -> str:
+        from .render import result_to_html
+
+        return result_to_html(self)
