@@ -4,6 +4,7 @@
 PerplexityError
 ├── ConfigurationError            missing key, unsafe base URL, bad setting
 ├── BudgetExceededError           a run would push recorded spend past the cap
+├── InvalidArgumentError          a research option we can tell is wrong before sending (effort, dates, domains)
 ├── ResearchTimeoutError          a run is still going when `wait(timeout=...)` ran out (not a network error)
 └── APIError                      anything the HTTP exchange went wrong with
     ├── APIConnectionError        could not reach the API (DNS, refused, reset, dropped)
@@ -42,6 +43,7 @@ __all__ = (
     'ConfigurationError',
     'ExternalConnectorError',
     'InternalServerError',
+    'InvalidArgumentError',
     'MalformedResponseError',
     'NotFoundError',
     'PayloadTooLargeError',
@@ -192,6 +194,18 @@ class RateLimitError(APIStatusError):
 
 class InternalServerError(APIStatusError):
     """5xx: the API failed, still after the allowed retries."""
+
+
+class InvalidArgumentError(PerplexityError, ValueError):
+    """A research option has a value we can tell is wrong before sending anything (bad effort, date, domain).
+
+    `argument` names the option; the message says what would be accepted. A model calling a tool can fix
+    this itself, so the toolset turns it into a retry prompt rather than a failure.
+    """
+
+    def __init__(self, message: str, *, argument: str) -> None:
+        super().__init__(message)
+        self.argument = argument
 
 
 for _name in __all__:
