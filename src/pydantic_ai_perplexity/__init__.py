@@ -1,1 +1,108 @@
-"""Perplexity's Agent API as a research tool for pydantic-ai agents, MCP clients, notebooks and pipelines."""
+"""Perplexity's Agent API as a research tool for pydantic-ai agents, MCP clients, notebooks and pipelines.
+
+Importing the package is cheap: each public name is imported from its module on first use, so the MCP
+server's start-up path never pays for pydantic-ai, and a notebook never pays for the MCP SDK.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .errors import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    BudgetExceededError,
+    ConfigurationError,
+    ExternalConnectorError,
+    InternalServerError,
+    InvalidArgumentError,
+    MalformedResponseError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    PerplexityError,
+    RateLimitError,
+    ResearchTimeoutError,
+    RetiredEndpointError,
+    RunMayHaveStartedError,
+)
+
+if TYPE_CHECKING:
+    from .client import PerplexityClient
+    from .ledger import Ledger, RunRecord
+    from .research import Researcher, research
+    from .results import Citation, Progress, ResearchResult, Source, Usage
+    from .toolset import PerplexityToolset, ResearchProgress, collect_deferred
+
+__version__ = '0.1.0'
+
+__all__ = (
+    'APIConnectionError',
+    'APIError',
+    'APIStatusError',
+    'APITimeoutError',
+    'AuthenticationError',
+    'BadRequestError',
+    'BudgetExceededError',
+    'Citation',
+    'ConfigurationError',
+    'ExternalConnectorError',
+    'InternalServerError',
+    'InvalidArgumentError',
+    'Ledger',
+    'MalformedResponseError',
+    'NotFoundError',
+    'PayloadTooLargeError',
+    'PermissionDeniedError',
+    'PerplexityClient',
+    'PerplexityError',
+    'PerplexityToolset',
+    'Progress',
+    'RateLimitError',
+    'ResearchProgress',
+    'ResearchResult',
+    'ResearchTimeoutError',
+    'Researcher',
+    'RetiredEndpointError',
+    'RunMayHaveStartedError',
+    'RunRecord',
+    'Source',
+    'Usage',
+    '__version__',
+    'collect_deferred',
+    'research',
+)
+
+_LAZY = {
+    'PerplexityClient': '.client',
+    'Researcher': '.research',
+    'research': '.research',
+    'ResearchResult': '.results',
+    'Source': '.results',
+    'Citation': '.results',
+    'Progress': '.results',
+    'Usage': '.results',
+    'Ledger': '.ledger',
+    'RunRecord': '.ledger',
+    'PerplexityToolset': '.toolset',
+    'ResearchProgress': '.toolset',
+    'collect_deferred': '.toolset',
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,505 @@
+"""The one implementation of research that every way in uses: start, wait with progress, collect, cancel, list.
+
+A research call is always a *background* run (`background: true, store: true`): the create returns at once
+with the run's id, which is recorded in the ledger before anything else can go wrong, and the run then goes
+on server-side whatever happens to this process. Waiting streams the run's events (resuming after drops) and
+stops at the wait budget; a run still going then comes back as a hand-off, a `ResearchResult` whose `done`
+is false, to be collected later by `response_id` from any process.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import anyio
+import anyio.to_thread
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from .client import PerplexityClient
+from .client._models import AgentEvent, Response, SearchResponse
+from .client._params import AgentRequest, McpTool, SearchRequest, Tool, WebSearchFilters, WebSearchTool
+from .errors import (
+    BadRequestError,
+    ConfigurationError,
+    InvalidArgumentError,
+    ResearchTimeoutError,
+)
+from .ledger import Ledger, RunRecord, budget_from_env, estimate_cost
+from .results import Progress, ProgressTracker, ResearchResult
+
+if TYPE_CHECKING:
+    import httpx2
+
+__all__ = ('EFFORTS', 'OnProgress', 'Researcher', 'research')
+
+#: The run depths the API knows, fastest first. A pin like `fast@2026-10-16.0` is accepted too.
+EFFORTS = ('fast', 'low', 'medium', 'high', 'xhigh')
+_LEGACY_PRESETS = {
+    'fast-search': 'fast',
+    'pro-search': 'low',
+    'deep-research': 'medium',
+    'advanced-deep-research': 'high',
+}
+_EFFORT = re.compile(r'^(fast|low|medium|high|xhigh)(@\d{4}-\d{2}-\d{2}\.\d+)?$')
+_DOMAIN = re.compile(r'^-?(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$')
+_RECENCY = ('hour', 'day', 'week', 'month', 'year')
+_SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
+
+DEFAULT_WAIT_SECONDS = 600.0
+
+OnProgress = Callable[[Progress, str], Awaitable[None] | None]
+"""Called with the run's progress so far and a short description of each research step."""
+
+Recency = Literal['hour', 'day', 'week', 'month', 'year']
+
+
+def normalize_effort(effort: str) -> str:
+    """Check an effort name and return it (legacy preset names mapped to today's); raise with the choices."""
+    value = effort.strip().lower()
+    value = _LEGACY_PRESETS.get(value, value)
+    if not _EFFORT.match(value):
+        raise InvalidArgumentError(
+            f'Unknown effort {effort!r}: use one of {", ".join(EFFORTS)} '
+            '(fast for a quick fact, low/medium for a question needing a few sources, high/xhigh for a survey), '
+            'optionally pinned like "fast@2026-10-16.0".',
+            argument='effort',
+        )
+    return value
+
+
+def _wire_date(value: str | date, argument: str) -> str:
+    if isinstance(value, date):
+        day = value
+    else:
+        try:
+            day = date.fromisoformat(value.strip())
+        except ValueError:
+            raise InvalidArgumentError(
+                f'{argument}={value!r} is not a date: give it as YYYY-MM-DD, e.g. "2026-01-31".', argument=argument
+            ) from None
+    return day.strftime('%m/%d/%Y')
+
+
+def _domains(domains: Sequence[str]) -> list[str]:
+    if isinstance(domains, str):
+        domains = [domains]
+    cleaned: list[str] = []
+    for raw in domains:
+        value = raw.strip().lower()
+        deny = value.startswith('-')
+        host = value.removeprefix('-')
+        host = re.sub(r'^[a-z]+://', '', host).split('/', 1)[0].removeprefix('www.')
+        candidate = f'-{host}' if deny else host
+        if not _DOMAIN.match(candidate):
+            raise InvalidArgumentError(
+                f'{raw!r} is not a domain: give bare domains like "nature.com" to search only those, '
+                'or "-reddit.com" to exclude one.',
+                argument='domains',
+            )
+        cleaned.append(candidate)
+    if len(cleaned) > 20:
+        raise InvalidArgumentError(f'{len(cleaned)} domains given; at most 20 are allowed.', argument='domains')
+    return cleaned
+
+
+def _response_format(output_type: type[BaseModel] | dict[str, Any]) -> tuple[dict[str, Any], TypeAdapter[Any] | None]:
+    if isinstance(output_type, dict):
+        schema = output_type
+        name = str(schema.get('title') or 'research_result')
+        adapter = None
+    else:
+        schema = output_type.model_json_schema()
+        name = output_type.__name__
+        adapter = TypeAdapter(output_type)
+    name = _SCHEMA_NAME.sub('_', name)[:64] or 'research_result'
+    return {'type': 'json_schema', 'json_schema': {'name': name, 'schema': schema}}, adapter
+
+
+@dataclass
+class _Run:
+    query: str
+    effort: str
+    started: float
+    adapter: TypeAdapter[Any] | None
+    structured: bool
+
+
+class Researcher:
+    """Runs research on Perplexity's Agent API and keeps the ledger and budget; one per process is typical.
+
+    Use it as an async context manager (re-entrant: it is reference-counted, so one HTTP client serves every
+    user inside it), or call `aclose()` when done. Settings not given come from the environment at
+    construction: `PERPLEXITY_API_KEY`, `PERPLEXITY_BASE_URL`, `PERPLEXITY_EFFORT`, `PERPLEXITY_WAIT_SECONDS`,
+    `PERPLEXITY_BUDGET_USD`, `PERPLEXITY_STATE_DIR`.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        effort: str | None = None,
+        wait_seconds: float | None = None,
+        budget_usd: float | None = None,
+        ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
+        origin: str = 'api',
+        client: PerplexityClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        max_retries: int = 2,
+    ) -> None:
+        self.effort = normalize_effort(effort or os.environ.get('PERPLEXITY_EFFORT') or 'medium')
+        self.wait_seconds = wait_seconds if wait_seconds is not None else _env_seconds('PERPLEXITY_WAIT_SECONDS')
+        if self.wait_seconds < 0:
+            raise ConfigurationError(f'wait_seconds must be 0 or more, not {self.wait_seconds}.')
+        self.budget_usd = budget_usd if budget_usd is not None else budget_from_env()
+        self.origin = origin
+        if ledger is False:
+            self.ledger: Ledger | None = None
+        elif isinstance(ledger, Ledger):
+            self.ledger = ledger
+        else:
+            self.ledger = Ledger(cast('str | os.PathLike[str] | None', ledger))
+        if self.budget_usd is not None and self.ledger is None:
+            raise ConfigurationError('A budget needs the ledger to record spend: drop ledger=False or budget_usd.')
+        self._owns_client = client is None
+        self._client = client
+        self._client_settings: dict[str, Any] = {
+            'api_key': api_key,
+            'base_url': base_url,
+            'http_client': http_client,
+            'max_retries': max_retries,
+        }
+        if client is None:
+            # Fail fast on a bad base URL (construction reads and checks the environment).
+            self._client = PerplexityClient(**self._client_settings)
+        self._users = 0
+        self._lock = anyio.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Researcher:
+        async with self._lock:
+            self._users += 1
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        async with self._lock:
+            self._users -= 1
+            last = self._users == 0
+        if last:
+            await self.aclose()
+
+    @property
+    def client(self) -> PerplexityClient:
+        """The HTTP client; made again on first use after `aclose()`, so a researcher can be re-entered."""
+        if self._client is None:
+            self._client = PerplexityClient(**self._client_settings)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (if this researcher made it) and the ledger; both reopen on next use."""
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+        if self.ledger is not None:
+            await anyio.to_thread.run_sync(self.ledger.close)
+
+    def __repr__(self) -> str:
+        return f'Researcher(effort={self.effort!r}, wait_seconds={self.wait_seconds!r}, client={self._client!r})'
+
+    # -- research ----------------------------------------------------------------------------------------------
+
+    def build_request(
+        self,
+        *,
+        effort: str | None = None,
+        model: str | None = None,
+        instructions: str | None = None,
+        domains: Sequence[str] | None = None,
+        recency: str | None = None,
+        after: str | date | None = None,
+        before: str | date | None = None,
+        fetch_pages: bool | int | None = None,
+        output_type: type[BaseModel] | dict[str, Any] | None = None,
+        mcp_servers: Sequence[McpTool] | None = None,
+        max_steps: int | None = None,
+        extra: AgentRequest | None = None,
+    ) -> AgentRequest:
+        """The create request for these options, checked; raises `InvalidArgumentError` naming what to fix."""
+        request: AgentRequest = {}
+        request['effort'] = normalize_effort(effort) if effort else self.effort
+        if model:
+            if '/' not in model:
+                raise InvalidArgumentError(
+                    f'model={model!r} is not a model id: use "provider/model", e.g. "openai/gpt-5.4", or leave it out '
+                    'to let the effort choose.',
+                    argument='model',
+                )
+            request['model'] = model
+        if instructions:
+            request['instructions'] = instructions
+        if max_steps is not None:
+            if not 1 <= max_steps <= 100:
+                raise InvalidArgumentError(f'max_steps={max_steps} is out of range 1..100.', argument='max_steps')
+            request['max_steps'] = max_steps
+        filters: WebSearchFilters = {}
+        if domains:
+            filters['search_domain_filter'] = _domains(domains)
+        if recency:
+            if recency not in _RECENCY:
+                raise InvalidArgumentError(
+                    f'recency={recency!r} is not one of {", ".join(_RECENCY)}.', argument='recency'
+                )
+            if after or before:
+                raise InvalidArgumentError(
+                    'recency cannot be combined with after/before: use one or the other.', argument='recency'
+                )
+            filters['search_recency_filter'] = cast('Recency', recency)
+        if after:
+            filters['search_after_date_filter'] = _wire_date(after, 'after')
+        if before:
+            filters['search_before_date_filter'] = _wire_date(before, 'before')
+        tools: list[Tool] = []
+        if filters:
+            web: WebSearchTool = {'type': 'web_search', 'filters': filters}
+            tools.append(web)
+        if fetch_pages:
+            tools.append({'type': 'fetch_url', 'max_urls': 5 if fetch_pages is True else int(fetch_pages)})
+        tools.extend(mcp_servers or ())
+        if tools:
+            request['tools'] = tools
+        if output_type is not None:
+            request['response_format'] = cast('Any', _response_format(output_type)[0])
+        if extra:
+            request.update(extra)
+        return request
+
+    async def start(
+        self,
+        query: str,
+        *,
+        output_type: type[BaseModel] | dict[str, Any] | None = None,
+        **options: Any,
+    ) -> ResearchResult:
+        """Start a background run and return at once (status `queued`); collect it later by `response_id`."""
+        response, _ = await self._start(query, output_type=output_type, **options)
+        return ResearchResult.from_response(response, effort=response.effort, query=query)
+
+    async def run(
+        self,
+        query: str,
+        *,
+        output_type: type[BaseModel] | dict[str, Any] | None = None,
+        on_progress: OnProgress | None = None,
+        wait_seconds: float | None = None,
+        **options: Any,
+    ) -> ResearchResult:
+        """Start a run and wait up to the wait budget: the finished result, or a hand-off if it is still going.
+
+        Options: `effort`, `model`, `instructions`, `domains` (allow, or `-domain` to deny), `recency`,
+        `after`, `before` (ISO dates), `fetch_pages`, `mcp_servers`, `max_steps`, `extra` (raw request fields).
+        """
+        response, run = await self._start(query, output_type=output_type, **options)
+        return await self._wait(response.id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+
+    async def collect(
+        self, response_id: str, *, wait_seconds: float | None = None, on_progress: OnProgress | None = None
+    ) -> ResearchResult:
+        """Wait again (up to the wait budget) for a run started earlier, by this or any other process."""
+        record = await self._ledger_call(self.ledger.get, response_id) if self.ledger else None
+        run = _Run(
+            query=record.query if record else '',
+            effort=(record.effort if record else None) or '',
+            started=time.monotonic(),
+            adapter=None,
+            structured=False,
+        )
+        return await self._wait(response_id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+
+    async def cancel(self, response_id: str) -> ResearchResult:
+        """Ask the API to cancel a run (it stops billing); returns the run's state after the acknowledgement."""
+        try:
+            ack = await self.client.cancel(response_id)
+        except BadRequestError:
+            # Already finished: nothing to cancel; report how it ended.
+            response = await self.client.retrieve(response_id)
+            result = ResearchResult.from_response(response)
+            await self._record_end(result)
+            return result
+        if self.ledger:
+            await self._ledger_call(self.ledger.update, response_id, status=ack.status)
+        try:
+            response = await self.client.wait(
+                response_id, timeout=min(5.0, self.wait_seconds or 5.0), poll_interval=0.2
+            )
+        except ResearchTimeoutError as exc:
+            last = cast('Response | None', exc.last)
+            return ResearchResult(response_id=response_id, status=last.status if last else ack.status)
+        result = ResearchResult.from_response(response)
+        await self._record_end(result)
+        return result
+
+    async def list(self, *, status: str | None = None, limit: int = 20) -> list[RunRecord]:
+        """Recent runs from the ledger, newest first."""
+        if self.ledger is None:
+            return []
+        return await self._ledger_call(self.ledger.list, status=status, limit=limit)
+
+    async def search(
+        self,
+        query: str | list[str],
+        *,
+        max_results: int = 10,
+        domains: Sequence[str] | None = None,
+        recency: str | None = None,
+        after: str | date | None = None,
+        before: str | date | None = None,
+    ) -> SearchResponse:
+        """The Search API: ranked pages (title, url, date, snippet), no synthesis. Fast and cheap."""
+        if not 1 <= max_results <= 20:
+            raise InvalidArgumentError(f'max_results={max_results} is out of range 1..20.', argument='max_results')
+        filters: SearchRequest = {'max_results': max_results}
+        if domains:
+            filters['search_domain_filter'] = _domains(domains)
+        if recency:
+            if recency not in _RECENCY:
+                raise InvalidArgumentError(
+                    f'recency={recency!r} is not one of {", ".join(_RECENCY)}.', argument='recency'
+                )
+            filters['search_recency_filter'] = cast('Recency', recency)
+        if after:
+            filters['search_after_date_filter'] = _wire_date(after, 'after')
+        if before:
+            filters['search_before_date_filter'] = _wire_date(before, 'before')
+        return await self.client.search(query, **filters)
+
+    # -- internals ---------------------------------------------------------------------------------------------
+
+    async def _start(
+        self, query: str, *, output_type: type[BaseModel] | dict[str, Any] | None, **options: Any
+    ) -> tuple[Response, _Run]:
+        if not query or not query.strip():
+            raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
+        request = self.build_request(output_type=output_type, **options)
+        effort = request.get('effort') or self.effort
+        adapter = _response_format(output_type)[1] if output_type is not None else None
+        token: str | None = None
+        if self.ledger is not None:
+            record = RunRecord(
+                response_id='',
+                created_at=datetime.now(UTC),
+                updated_at=datetime.now(UTC),
+                query=query,
+                effort=effort,
+                model=request.get('model'),
+                status='starting',
+                origin=self.origin,
+                estimate_usd=estimate_cost(effort),
+            )
+            token = await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
+        try:
+            response = await self.client.start(query, **request)
+        except BaseException:
+            if token is not None and self.ledger is not None:
+                await self._ledger_call(self.ledger.release, token)
+            raise
+        if token is not None and self.ledger is not None:
+            await self._ledger_call(self.ledger.bind, token, response.id, status=response.status)
+        run = _Run(query, effort, time.monotonic(), adapter, output_type is not None)
+        return response, run
+
+    async def _wait(
+        self, response_id: str, run: _Run, *, on_progress: OnProgress | None, wait_seconds: float | None
+    ) -> ResearchResult:
+        tracker = ProgressTracker(started=run.started)
+        budget = self.wait_seconds if wait_seconds is None else wait_seconds
+
+        async def on_event(event: AgentEvent) -> None:
+            step = tracker.observe(event)
+            if step is not None and on_progress is not None:
+                outcome = on_progress(tracker.progress, step)
+                if outcome is not None:
+                    await outcome
+
+        try:
+            response = await self.client.wait(response_id, timeout=budget, on_event=on_event)
+        except ResearchTimeoutError as exc:
+            last = cast('Response | None', exc.last)
+            if last is not None:
+                tracker.observe_snapshot(last)
+            tracker.progress.elapsed_s = round(time.monotonic() - run.started, 3)
+            status = last.status if last is not None and last.status != 'queued' else 'in_progress'
+            if self.ledger:
+                await self._ledger_call(self.ledger.update, response_id, status=status)
+            return ResearchResult(
+                response_id=response_id,
+                status=status,
+                progress=tracker.progress,
+                effort=run.effort or None,
+                query=run.query or None,
+            )
+        tracker.progress.elapsed_s = round(time.monotonic() - run.started, 3)
+        tracker.progress.answer_chars = len(response.output_text)
+        result = ResearchResult.from_response(
+            response,
+            progress=tracker.progress if tracker.progress.searches or not response.output else None,
+            effort=run.effort or None,
+            query=run.query or None,
+            structured=run.structured,
+        )
+        if run.adapter is not None and result.data is not None:
+            try:
+                result.data = run.adapter.validate_python(result.data)
+            except ValidationError as exc:
+                result.error = f'structured output did not match the requested type: {exc.error_count()} errors'
+        await self._record_end(result)
+        return result
+
+    async def _record_end(self, result: ResearchResult) -> None:
+        if self.ledger is None:
+            return
+        fields: dict[str, Any] = {
+            'status': result.status,
+            'sources': len(result.sources),
+            'cited': len(result.cited_sources),
+            'input_tokens': result.usage.input_tokens,
+            'output_tokens': result.usage.output_tokens,
+            'error': result.error,
+        }
+        if result.model:
+            fields['model'] = result.model
+        if result.cost_usd is not None:
+            fields['cost_usd'] = result.cost_usd
+        await self._ledger_call(self.ledger.update, result.response_id, **fields)
+
+    async def _ledger_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def _env_seconds(name: str) -> float:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return DEFAULT_WAIT_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f'{name}={raw!r} is not a number of seconds.') from None
+    if value < 0:
+        raise ConfigurationError(f'{name} must be 0 or more, not {value}.')
+    return value
+
+
+async def research(query: str, **options: Any) -> ResearchResult:
+    """Research one question with settings from the environment: the one-liner for notebooks and scripts.
+
+    Takes the options of `Researcher.run`, plus `wait_seconds`, `on_progress` and `output_type`.
+    """
+    settings = {k: options.pop(k) for k in ('api_key', 'base_url', 'budget_usd', 'ledger') if k in options}
+    async with Researcher(origin='api', **settings) as researcher:
+        return await researcher.run(query, **options)
