@@ -35,8 +35,8 @@ from .errors import (
     ConfigurationError,
     InvalidArgumentError,
     NotFoundError,
-    PerplexityError,
     PermissionDeniedError,
+    PerplexityError,
 )
 from .ledger import Ledger, RunRecord
 from .research import Researcher
