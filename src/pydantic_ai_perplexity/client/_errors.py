@@ -1,0 +1,239 @@
+"""Turning HTTP failures into the library's exceptions, with messages that say what to do.
+
+Messages are built from our own words, the request's method and path, and the server's error text with any
+occurrence of the key removed. They never include headers, request bodies, or the key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, cast
+
+import httpx2
+
+from ..errors import (
+    APIConnectionError,
+    APIStatusError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    ExternalConnectorError,
+    InternalServerError,
+    MalformedResponseError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    RateLimitError,
+    RetiredEndpointError,
+    RunMayHaveStartedError,
+)
+from ._retry import RequestKind, retry_after
+from ._settings import API_KEY_ENV
+
+__all__ = ('ErrorContext', 'as_object', 'malformed_error', 'network_error', 'redact', 'status_error')
+
+_REDACTED = '[redacted]'
+_RETIRED_MARKER = 'sonar is now the agent api'
+_MCP_SERVER = re.compile(r'MCP server "([^"]+)"')
+_MAY_HAVE_STARTED = (
+    'A run may have started and been billed; the request was not re-sent, so that no second run is started. '
+    'If it was a background run, find it by id (the ledger, or your usage page) before trying again; for '
+    'long runs prefer start() + wait(), which survive dropped connections.'
+)
+
+
+class ErrorContext:
+    """What an error message may mention about the request: method, path, attempts, and the key to scrub."""
+
+    __slots__ = ('attempts', 'key', 'kind', 'method', 'path')
+
+    def __init__(self, *, method: str, path: str, kind: RequestKind, attempts: int, key: str | None) -> None:
+        self.method = method
+        self.path = path
+        self.kind = kind
+        self.attempts = attempts
+        self.key = key
+
+    @property
+    def where(self) -> str:
+        return f'{self.method} {self.path}'
+
+    @property
+    def tries(self) -> str:
+        return '1 attempt' if self.attempts == 1 else f'{self.attempts} attempts'
+
+
+def redact(text: str, key: str | None) -> str:
+    """`text` with every occurrence of the key replaced."""
+    return text.replace(key, _REDACTED) if key and key in text else text
+
+
+def _redact_body(body: Any, key: str | None) -> Any:
+    if not key:
+        return body
+    dumped = json.dumps(body)
+    return json.loads(dumped.replace(key, _REDACTED)) if key in dumped else body
+
+
+def as_object(value: object) -> dict[str, Any] | None:
+    """`value` if it is a JSON object, typed as one."""
+    return cast('dict[str, Any]', value) if isinstance(value, dict) else None
+
+
+def _parse_body(response: httpx2.Response) -> tuple[Any, str, str | None, str | None]:
+    """(body, message, type, param) from any of the error shapes the API family uses."""
+    text = response.text
+    try:
+        body: Any = json.loads(text) if text.strip() else None
+    except ValueError:
+        return text[:500], ' '.join(text.split())[:300], None, None
+    message, kind, param = '', None, None
+    outer = as_object(body)
+    if outer is not None:
+        error = outer.get('error')
+        source = as_object(error) or outer
+        if isinstance(error, str):
+            message = error
+        detail = source.get('detail')
+        if isinstance(source.get('message'), str):
+            message = source['message']
+        elif isinstance(detail, str):
+            message = detail
+        elif isinstance(detail, list):
+            message, param = _fastapi_detail(cast('list[Any]', detail))
+        if isinstance(source.get('type'), str):
+            kind = source['type']
+        if isinstance(source.get('param'), str):
+            param = source['param']
+    elif isinstance(body, str):
+        message = body
+    return body, message, kind, param
+
+
+def _fastapi_detail(detail: list[Any]) -> tuple[str, str | None]:
+    parts: list[str] = []
+    param: str | None = None
+    for item in detail:
+        entry = as_object(item)
+        if entry is None:
+            parts.append(str(item))
+            continue
+        raw_loc = entry.get('loc')
+        loc = [p for p in cast('list[Any]', raw_loc) if p != 'body'] if isinstance(raw_loc, list) else []
+        name = '.'.join(str(p) for p in loc)
+        param = param or name or None
+        msg = str(entry.get('msg', ''))
+        parts.append(f'{name}: {msg}' if name else msg)
+    return '; '.join(parts), param
+
+
+def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError:
+    """The exception for a non-2xx answer, read in full."""
+    status = response.status_code
+    body, server_message, error_type, param = _parse_body(response)
+    server_message = redact(server_message, ctx.key) or response.reason_phrase or 'no error message'
+    request_id = response.headers.get('x-request-id')
+    head = f'{ctx.where} failed with HTTP {status}' + (f' ({error_type})' if error_type else '')
+    tail = f' (request id {request_id})' if request_id else ''
+    common: dict[str, Any] = {
+        'status_code': status,
+        'error_type': error_type,
+        'param': param,
+        'request_id': request_id,
+        'body': _redact_body(body, ctx.key),
+        'method': ctx.method,
+        'path': ctx.path,
+    }
+    if status == 410 or _RETIRED_MARKER in server_message.lower():
+        return RetiredEndpointError(
+            f'{head}: {server_message}. This endpoint was retired (the Sonar chat API ended on 2026-09-27); '
+            f'use the Agent API, POST /v1/agent (PerplexityClient.create or start).{tail}',
+            **common,
+        )
+    if status == 400 or status == 422:
+        named = f'parameter {param!r}' if param else 'the request'
+        return BadRequestError(f'{head}: the API rejected {named}: {server_message}{tail}', **common)
+    if status == 401:
+        return AuthenticationError(
+            f'{head}: {server_message}. The API key was not accepted: check that {API_KEY_ENV} (or api_key=) '
+            f'holds a current key from your Perplexity API settings, with no quotes or extra characters.{tail}',
+            **common,
+        )
+    if status == 403:
+        return PermissionDeniedError(
+            f'{head}: {server_message}. The key was recognised but may not do this: check in your Perplexity API '
+            f'settings that the key is active and the account has credit and access to this feature.{tail}',
+            **common,
+        )
+    if status == 404:
+        return NotFoundError(
+            f'{head}: {server_message}. No such run for this key: the id is unknown or expired, belongs to another '
+            f'account, or the run was created with store=False (start runs with store=True to retrieve them).{tail}',
+            **common,
+        )
+    if status == 413:
+        return PayloadTooLargeError(
+            f'{head}: {server_message}. The request body is larger than the API accepts (32 MiB): shorten the '
+            f'input, or pass files by URL instead of inline data.{tail}',
+            **common,
+        )
+    if status == 424:
+        match = _MCP_SERVER.search(server_message)
+        label = match.group(1) if match else None
+        named = f'The remote MCP server {label!r}' if label else 'A remote MCP server in tools'
+        return ExternalConnectorError(
+            f'{head}: {server_message}. {named} could not be used: check that its server_url is reachable from '
+            f'the internet over https (Streamable HTTP) and that its authorization is valid.{tail}',
+            server_label=label,
+            **common,
+        )
+    if status == 429:
+        wait = retry_after(response.headers)
+        hint = f'retry after {wait:g} s' if wait is not None and wait > 0 else 'retry later'
+        return RateLimitError(
+            f'{head}: {server_message}. Rate limited after {ctx.tries}: {hint}, or lower the request rate '
+            f'(limits rise with your usage tier).{tail}',
+            retry_after=wait,
+            **common,
+        )
+    if status >= 500:
+        note = f' {_MAY_HAVE_STARTED}' if ctx.kind == 'create' else ' The API is failing; try again later.'
+        return InternalServerError(f'{head} after {ctx.tries}: {server_message}.{note}{tail}', **common)
+    return APIStatusError(f'{head}: {server_message}{tail}', **common)
+
+
+def network_error(exc: httpx2.TransportError, ctx: ErrorContext, *, sent: bool) -> APIConnectionError:
+    """The exception for a failed exchange. `sent`: the request may have reached the API."""
+    detail = redact(f'{type(exc).__name__}: {exc}' if str(exc) else type(exc).__name__, ctx.key)
+    if ctx.kind == 'create' and sent:
+        return RunMayHaveStartedError(
+            f'{ctx.where} failed after the request was sent ({detail}). {_MAY_HAVE_STARTED}',
+            method=ctx.method,
+            path=ctx.path,
+        )
+    if isinstance(exc, httpx2.TimeoutException):
+        return APITimeoutError(
+            f'{ctx.where} timed out after {ctx.tries} ({detail}). The network or the API is slow: try again, or '
+            f'raise PerplexityClient(timeout=...).',
+            method=ctx.method,
+            path=ctx.path,
+        )
+    return APIConnectionError(
+        f'{ctx.where} could not reach the API after {ctx.tries} ({detail}). Check the network and the base URL '
+        f'(PERPLEXITY_BASE_URL).',
+        method=ctx.method,
+        path=ctx.path,
+    )
+
+
+def malformed_error(ctx: ErrorContext, why: str, body: str = '') -> MalformedResponseError:
+    """The exception for a 2xx answer that is not what the contract promises."""
+    note = f' {_MAY_HAVE_STARTED}' if ctx.kind == 'create' else ''
+    return MalformedResponseError(
+        f'{ctx.where} answered with {why}. This is not the API contract: check that the base URL points at the '
+        f'Perplexity API (or the emulator) and not at a proxy or captive portal.{note}',
+        method=ctx.method,
+        path=ctx.path,
+        body=redact(body, ctx.key),
+    )

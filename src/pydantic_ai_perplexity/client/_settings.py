@@ -1,0 +1,92 @@
+"""Where the client's settings come from and what makes them safe.
+
+The environment (`PERPLEXITY_API_KEY`, `PERPLEXITY_BASE_URL`) is read when a client is constructed, never at
+import. The key is kept in a `SecretStr` so that no repr shows it, and is checked to be a plain token: a key
+with whitespace or non-ASCII characters would otherwise surface inside an HTTP library's header error.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from urllib.parse import urlsplit
+
+import httpx2
+from pydantic import SecretStr
+
+from ..errors import ConfigurationError
+
+__all__ = ('API_KEY_ENV', 'BASE_URL_ENV', 'DEFAULT_BASE_URL', 'DEFAULT_TIMEOUT', 'resolve_api_key', 'resolve_base_url')
+
+API_KEY_ENV = 'PERPLEXITY_API_KEY'
+BASE_URL_ENV = 'PERPLEXITY_BASE_URL'
+DEFAULT_BASE_URL = 'https://api.perplexity.ai'
+#: 60 s to read (a quiet stream longer than that is resumed), 5 s to connect.
+DEFAULT_TIMEOUT = httpx2.Timeout(60.0, connect=5.0)
+
+_LOOPBACK_NAMES = frozenset({'localhost'})
+
+
+def resolve_api_key(api_key: str | None) -> SecretStr | None:
+    """The key from the argument, else `PERPLEXITY_API_KEY`; `None` when neither is set (or both are blank)."""
+    source = 'api_key' if api_key is not None else API_KEY_ENV
+    raw = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+    value = (raw or '').strip()
+    if not value:
+        return None
+    if not all('\x21' <= ch <= '\x7e' for ch in value):
+        raise ConfigurationError(
+            f'The API key given in {source} contains whitespace, control or non-ASCII characters, so it cannot be '
+            f'sent in an HTTP header. Copy the key again from your Perplexity API settings (keys look like "pplx-…").'
+        )
+    return SecretStr(value)
+
+
+def resolve_base_url(base_url: str | None) -> str:
+    """The base URL from the argument, else `PERPLEXITY_BASE_URL`, else the public API; checked to be safe.
+
+    The key travels in a header to this URL, so it must be `https://`, or `http://` to a loopback host only
+    (`127.0.0.0/8`, `localhost`, `::1`: the emulator, a local proxy).
+    """
+    source = 'base_url' if base_url is not None else BASE_URL_ENV
+    raw = base_url if base_url is not None else os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
+    raw = raw.strip()
+    try:
+        parts = urlsplit(raw)
+        host = parts.hostname or ''
+        port = parts.port
+    except ValueError:
+        raise ConfigurationError(f'{source} is not a valid URL; expected e.g. {DEFAULT_BASE_URL!r}.') from None
+    scheme = parts.scheme.lower()
+    if scheme not in ('http', 'https') or not host:
+        raise ConfigurationError(
+            f'{source} must be an absolute http(s) URL such as {DEFAULT_BASE_URL!r}; got a URL with scheme '
+            f'{scheme!r} and host {host!r}.'
+        )
+    shown = f'{scheme}://{_format_host(host)}' + (f':{port}' if port is not None else '')
+    if parts.username is not None or parts.password is not None:
+        raise ConfigurationError(
+            f'{source} must not contain credentials (user:password@); the API key is sent in the Authorization '
+            f'header only. Use {shown!r}.'
+        )
+    if parts.query or parts.fragment:
+        raise ConfigurationError(f'{source} must not contain a query string or fragment; use {shown!r} plus a path.')
+    if scheme == 'http' and not _is_loopback(host):
+        raise ConfigurationError(
+            f'{source} {shown!r} uses plain http to a host that is not loopback, so the API key would travel in '
+            f'clear text. Use https://, or http:// only to 127.0.0.1, localhost or ::1 (e.g. the emulator).'
+        )
+    return f'{shown}{parts.path.rstrip("/")}'
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _format_host(host: str) -> str:
+    return f'[{host}]' if ':' in host else host
