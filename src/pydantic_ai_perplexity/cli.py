@@ -10,7 +10,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import click
@@ -25,7 +25,7 @@ def _err(message: str) -> None:
 
 
 @contextlib.contextmanager
-def _endpoint() -> Iterator[dict[str, str]]:
+def _endpoint() -> Generator[dict[str, str], None, None]:
     """The API to talk to: the configured one, or (with no key) a built-in emulator, said in one line."""
     if os.environ.get('PERPLEXITY_API_KEY'):
         yield {}
@@ -121,7 +121,9 @@ def research(
         def on_progress(progress: Progress, step: str) -> None:
             _err(f'  [{progress.elapsed_s:6.1f}s] {step}')
 
-        async with Researcher(origin='cli', wait_seconds=wait_seconds, **settings) as researcher:
+        async with Researcher(
+            origin='cli', wait_seconds=wait_seconds, api_key=settings.get('api_key'), base_url=settings.get('base_url')
+        ) as researcher:
             if no_wait:
                 result = await researcher.start(question, **options)
             else:
@@ -270,7 +272,7 @@ def doctor() -> None:
 
     from .doctor import run_checks
 
-    ok = anyio.run(run_checks, lambda line: click.echo(line))
+    ok = anyio.run(run_checks, click.echo)
     if not ok:
         sys.exit(1)
 

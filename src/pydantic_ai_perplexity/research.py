@@ -30,7 +30,7 @@ from .errors import (
     InvalidArgumentError,
     ResearchTimeoutError,
 )
-from .ledger import Ledger, RunRecord, budget_from_env, estimate_cost
+from .ledger import Ledger, Origin, RunRecord, budget_from_env, estimate_cost
 from .results import Progress, ProgressTracker, ResearchResult
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class Researcher:
         wait_seconds: float | None = None,
         budget_usd: float | None = None,
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
-        origin: str = 'api',
+        origin: Origin = 'api',
         client: PerplexityClient | None = None,
         http_client: httpx2.AsyncClient | None = None,
         max_retries: int = 2,
@@ -158,13 +158,13 @@ class Researcher:
         if self.wait_seconds < 0:
             raise ConfigurationError(f'wait_seconds must be 0 or more, not {self.wait_seconds}.')
         self.budget_usd = budget_usd if budget_usd is not None else budget_from_env()
-        self.origin = origin
+        self.origin: Origin = origin
         if ledger is False:
             self.ledger: Ledger | None = None
         elif isinstance(ledger, Ledger):
             self.ledger = ledger
         else:
-            self.ledger = Ledger(cast('str | os.PathLike[str] | None', ledger))
+            self.ledger = Ledger(ledger)
         if self.budget_usd is not None and self.ledger is None:
             raise ConfigurationError('A budget needs the ledger to record spend: drop ledger=False or budget_usd.')
         self._owns_client = client is None
@@ -260,7 +260,7 @@ class Researcher:
                 raise InvalidArgumentError(
                     'recency cannot be combined with after/before: use one or the other.', argument='recency'
                 )
-            filters['search_recency_filter'] = cast('Recency', recency)
+            filters['search_recency_filter'] = recency
         if after:
             filters['search_after_date_filter'] = _wire_date(after, 'after')
         if before:
@@ -372,7 +372,7 @@ class Researcher:
                 raise InvalidArgumentError(
                     f'recency={recency!r} is not one of {", ".join(_RECENCY)}.', argument='recency'
                 )
-            filters['search_recency_filter'] = cast('Recency', recency)
+            filters['search_recency_filter'] = recency
         if after:
             filters['search_after_date_filter'] = _wire_date(after, 'after')
         if before:
