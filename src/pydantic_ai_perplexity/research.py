@@ -27,8 +27,10 @@ from .client._params import AgentRequest, McpTool, SearchRequest, Tool, WebSearc
 from .errors import (
     BadRequestError,
     ConfigurationError,
+    InternalServerError,
     InvalidArgumentError,
     ResearchTimeoutError,
+    RunMayHaveStartedError,
 )
 from .ledger import Ledger, Origin, RunRecord, budget_from_env, estimate_cost
 from .results import Progress, ProgressTracker, ResearchResult
@@ -392,7 +394,6 @@ class Researcher:
         token: str | None = None
         if self.ledger is not None:
             record = RunRecord(
-                response_id='',
                 created_at=datetime.now(UTC),
                 updated_at=datetime.now(UTC),
                 query=query,
@@ -405,6 +406,9 @@ class Researcher:
             token = await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
         try:
             response = await self.client.start(query, **request)
+        except (RunMayHaveStartedError, InternalServerError):
+            # A billed run may exist: its reservation keeps counting against the budget.
+            raise
         except BaseException:
             if token is not None and self.ledger is not None:
                 await self._ledger_call(self.ledger.release, token)
