@@ -29,6 +29,8 @@ from .errors import (
     ConfigurationError,
     InternalServerError,
     InvalidArgumentError,
+    MalformedResponseError,
+    PerplexityError,
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
@@ -406,10 +408,11 @@ class Researcher:
             token = await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
         try:
             response = await self.client.start(query, **request)
-        except (RunMayHaveStartedError, InternalServerError):
+        except (RunMayHaveStartedError, InternalServerError, MalformedResponseError):
             # A billed run may exist: its reservation keeps counting against the budget.
             raise
-        except BaseException:
+        except PerplexityError:
+            # The API refused the create (4xx, refused connection, ...): no run, give the estimate back.
             if token is not None and self.ledger is not None:
                 await self._ledger_call(self.ledger.release, token)
             raise
