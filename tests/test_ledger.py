@@ -1,0 +1,655 @@
+"""The run ledger and the budget, on real SQLite files, with real processes where concurrency is the point."""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing
+import os
+import pickle
+import signal
+import sqlite3
+import threading
+import warnings
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pydantic_ai_perplexity import ledger as ledger_module
+from pydantic_ai_perplexity.errors import BudgetExceededError, ConfigurationError
+from pydantic_ai_perplexity.ledger import (
+    ESTIMATED_COST_USD,
+    MIGRATIONS,
+    RESERVED,
+    SCHEMA_VERSION,
+    BudgetUnenforceableError,
+    Ledger,
+    LedgerWarning,
+    RunRecord,
+    budget_from_env,
+    default_ledger_path,
+    estimate_cost,
+    is_provisional,
+)
+
+JOIN_TIMEOUT = 120
+
+
+@pytest.fixture(autouse=True)
+def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv('PERPLEXITY_BUDGET_USD', raising=False)
+    monkeypatch.delenv('PERPLEXITY_STATE_DIR', raising=False)
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / 'state' / 'ledger.sqlite3'
+
+
+@pytest.fixture
+def ledger(path: Path) -> Iterator[Ledger]:
+    with Ledger(path) as ledger:
+        yield ledger
+
+
+def run(response_id: str, **fields: Any) -> RunRecord:
+    fields.setdefault('query', f'query for {response_id}')
+    fields.setdefault('origin', 'toolset')
+    return RunRecord(response_id=response_id, **fields)
+
+
+def raw_rows(path: Path, sql: str) -> list[Any]:
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(sql).fetchall()
+    finally:
+        db.close()
+
+
+# --- records --------------------------------------------------------------------------------------------------------
+
+
+def test_every_field_round_trips(ledger: Ledger) -> None:
+    created = datetime(2026, 3, 4, 5, 6, 7, 891011, tzinfo=UTC)
+    record = RunRecord(
+        response_id='resp_0b1c2d3e-0000-4000-8000-000000000001',
+        created_at=created,
+        updated_at=created + timedelta(seconds=90),
+        query='What changed in SQLite 3.40?\nWith a newline, quotes \' " and ünïcode.',
+        effort='high@2026-10-16.0',
+        model='openai/gpt-5.2',
+        status='completed',
+        origin='mcp',
+        sources=12,
+        cited=7,
+        input_tokens=123_456,
+        output_tokens=7_890,
+        cost_usd=0.4321,
+        estimate_usd=1.0,
+        error='upstream said: partial',
+        trace_id='0af7651916cd43dd8448eb211c80319c',
+        span_id='b7ad6b7169203331',
+        caller='notebook-token',
+    )
+    ledger.record_start(record)
+    assert ledger.get(record.response_id) == record
+    assert ledger.get('resp_unknown') is None
+
+
+def test_record_defaults_to_utc_times_and_an_estimate_from_its_effort() -> None:
+    record = run('resp_a', effort='xhigh', created_at=datetime(2026, 1, 1, 12, tzinfo=timezone(timedelta(hours=2))))
+    assert record.created_at == datetime(2026, 1, 1, 10, tzinfo=UTC)
+    assert record.created_at.tzinfo is UTC
+    assert record.updated_at == record.created_at
+    assert record.estimate_usd == ESTIMATED_COST_USD['xhigh']
+    assert run('resp_b', estimate_usd=0.0).estimate_usd == 0.0
+    assert is_provisional(RunRecord(query='q', origin='cli').response_id)
+    assert not is_provisional('resp_0b1c2d3e')
+
+
+def test_times_from_other_zones_are_stored_and_read_in_utc(ledger: Ledger) -> None:
+    local = datetime(2026, 6, 1, 9, 30, tzinfo=timezone(timedelta(hours=-7)))
+    ledger.record_start(run('resp_tz', created_at=local))
+    got = ledger.get('resp_tz')
+    assert got is not None
+    assert got.created_at == local
+    assert got.created_at.tzinfo == UTC
+
+
+def test_recording_a_run_twice_keeps_the_first_row(ledger: Ledger) -> None:
+    ledger.record_start(run('resp_1', query='first'))
+    ledger.record_start(run('resp_1', query='second'))
+    got = ledger.get('resp_1')
+    assert got is not None
+    assert got.query == 'first'
+
+
+def test_list_is_newest_first_and_filters_by_status_and_origin(ledger: Ledger) -> None:
+    start = datetime(2026, 5, 1, tzinfo=UTC)
+    specs = [
+        ('resp_1', 'completed', 'toolset'),
+        ('resp_2', 'failed', 'mcp'),
+        ('resp_3', 'completed', 'mcp'),
+        ('resp_4', 'in_progress', 'cli'),
+        ('resp_5', 'completed', 'mcp'),
+    ]
+    for minute, (response_id, status, origin) in enumerate(specs):
+        ledger.record_start(
+            run(response_id, status=status, origin=origin, created_at=start + timedelta(minutes=minute))
+        )
+
+    def ids(records: list[RunRecord]) -> list[str]:
+        return [r.response_id for r in records]
+
+    assert ids(ledger.list()) == ['resp_5', 'resp_4', 'resp_3', 'resp_2', 'resp_1']
+    assert ids(ledger.list(limit=2)) == ['resp_5', 'resp_4']
+    assert ids(ledger.list(status='completed')) == ['resp_5', 'resp_3', 'resp_1']
+    assert ids(ledger.list(origin='mcp')) == ['resp_5', 'resp_3', 'resp_2']
+    assert ids(ledger.list(status='completed', origin='mcp', limit=1)) == ['resp_5']
+    assert ledger.list(status='cancelled') == []
+    assert ledger.list(limit=0) == []
+
+
+def test_runs_created_in_the_same_instant_list_in_reverse_insertion_order(ledger: Ledger) -> None:
+    same = datetime(2026, 5, 1, tzinfo=UTC)
+    for n in range(3):
+        ledger.record_start(run(f'resp_{n}', created_at=same))
+    assert [r.response_id for r in ledger.list()] == ['resp_2', 'resp_1', 'resp_0']
+
+
+def test_update_sets_fields_and_moves_updated_at(ledger: Ledger) -> None:
+    created = datetime(2026, 1, 1, tzinfo=UTC)
+    ledger.record_start(run('resp_u', created_at=created, effort='medium'))
+    ledger.update(
+        'resp_u',
+        status='completed',
+        model='openai/gpt-5.2',
+        sources=9,
+        cited=4,
+        input_tokens=1000,
+        output_tokens=200,
+        cost_usd=0.12,
+        error=None,
+    )
+    got = ledger.get('resp_u')
+    assert got is not None
+    assert (got.status, got.model, got.sources, got.cited) == ('completed', 'openai/gpt-5.2', 9, 4)
+    assert (got.input_tokens, got.output_tokens, got.cost_usd) == (1000, 200, 0.12)
+    assert got.created_at == created
+    assert got.updated_at > created
+    ledger.update('resp_not_recorded', status='completed')  # nothing to update: no error, no row
+    assert ledger.get('resp_not_recorded') is None
+
+
+def test_update_rejects_unknown_or_fixed_fields_and_wrong_types(ledger: Ledger) -> None:
+    ledger.record_start(run('resp_t'))
+    with pytest.raises(TypeError, match='colour'):
+        ledger.update('resp_t', colour='blue')
+    with pytest.raises(TypeError, match='cannot be updated: response_id'):
+        ledger.update('resp_t', response_id='resp_other')
+    with pytest.raises(TypeError, match='created_at'):
+        ledger.update('resp_t', created_at=datetime.now(UTC))
+    with pytest.raises(TypeError, match='sources'):
+        ledger.update('resp_t', sources='many')
+    with pytest.raises(TypeError, match='origin'):
+        ledger.update('resp_t', origin='carrier-pigeon')
+    got = ledger.get('resp_t')
+    assert got is not None
+    assert got.status == 'queued'
+
+
+# --- schema ---------------------------------------------------------------------------------------------------------
+
+
+def test_migrations_run_once_and_the_schema_is_versioned(path: Path) -> None:
+    for _ in range(2):
+        with Ledger(path) as ledger:
+            ledger.record_start(run('resp_m'))
+    applied = raw_rows(path, 'SELECT name, applied_at FROM _migrations')
+    assert [name for name, _ in applied] == [fn.__name__ for fn in MIGRATIONS] == ['m001_initial']
+    assert datetime.fromisoformat(applied[0][1]).utcoffset() == timedelta(0)
+    assert raw_rows(path, 'PRAGMA user_version') == [(SCHEMA_VERSION,)]
+    indexes = {name for (name,) in raw_rows(path, "SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {'runs_created_at', 'runs_status'} <= indexes
+    assert raw_rows(path, 'SELECT count(*) FROM runs') == [(1,)]
+
+
+def test_a_database_from_a_newer_version_is_used_as_it_is(path: Path) -> None:
+    with Ledger(path) as ledger:
+        ledger.record_start(run('resp_old'))
+    db = sqlite3.connect(path)
+    db.execute(f'PRAGMA user_version = {SCHEMA_VERSION + 5}')
+    db.execute("ALTER TABLE runs ADD COLUMN added_later TEXT NOT NULL DEFAULT ''")
+    db.close()
+    with Ledger(path) as ledger:
+        ledger.record_start(run('resp_new'))
+        assert [r.response_id for r in ledger.list()] == ['resp_new', 'resp_old']
+        assert ledger.healthy
+    assert raw_rows(path, 'PRAGMA user_version') == [(SCHEMA_VERSION + 5,)]
+
+
+def test_the_connection_uses_wal_full_sync_busy_timeout_and_foreign_keys(ledger: Ledger, path: Path) -> None:
+    assert ledger.check()
+    assert raw_rows(path, 'PRAGMA journal_mode') == [('wal',)]  # persistent: stored in the file
+    db = ledger._db  # per-connection settings can only be read on the ledger's own connection
+    assert db is not None
+    assert db.execute('PRAGMA synchronous').fetchone() == (2,)  # FULL
+    assert db.execute('PRAGMA busy_timeout').fetchone() == (5000,)
+    assert db.execute('PRAGMA foreign_keys').fetchone() == (1,)
+    assert db.isolation_level is None
+
+
+def test_nothing_is_created_before_first_use_and_close_allows_reopening(path: Path) -> None:
+    ledger = Ledger(path)
+    assert not path.parent.exists()
+    ledger.record_start(run('resp_lazy'))
+    assert path.exists()
+    ledger.close()
+    ledger.close()
+    assert ledger.get('resp_lazy') is not None  # opened again
+    ledger.close()
+
+
+def test_a_ledger_pickles_as_its_path(ledger: Ledger, path: Path) -> None:
+    ledger.record_start(run('resp_p'))
+    with pickle.loads(pickle.dumps(ledger)) as copy:
+        assert copy.path == path
+        assert copy.get('resp_p') is not None
+
+
+# --- location -------------------------------------------------------------------------------------------------------
+
+
+def test_default_path_honours_perplexity_state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv('PERPLEXITY_STATE_DIR', str(tmp_path / 'custom'))
+    assert default_ledger_path() == tmp_path / 'custom' / 'ledger.sqlite3'
+    with Ledger() as ledger:
+        assert ledger.path == tmp_path / 'custom' / 'ledger.sqlite3'
+        ledger.record_start(run('resp_env'))
+    assert (tmp_path / 'custom' / 'ledger.sqlite3').exists()
+
+
+def test_default_path_without_state_dir_is_the_user_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv('PERPLEXITY_STATE_DIR', '  ')
+    path = default_ledger_path()
+    assert path.name == 'ledger.sqlite3'
+    assert 'pydantic-ai-perplexity' in path.parts
+
+
+def test_the_filesystem_of_a_directory_is_read_from_the_mount_table() -> None:
+    mounts = '\n'.join(
+        [
+            '/dev/vda / ext4 rw,relatime 0 0',
+            'server:/export /mnt/shared nfs4 rw 0 0',
+            'tmpfs /mnt/shared/tmp tmpfs rw 0 0',
+            '//host/share /mnt/with\\040space cifs rw 0 0',
+        ]
+    )
+    filesystem_type = ledger_module._filesystem_type
+    assert filesystem_type('/home/me/.local/state', mounts) == 'ext4'
+    assert filesystem_type('/mnt/shared/ledger', mounts) == 'nfs4'
+    assert filesystem_type('/mnt/shared', mounts) == 'nfs4'
+    assert filesystem_type('/mnt/shared/tmp/x', mounts) == 'tmpfs'
+    assert filesystem_type('/mnt/sharedother', mounts) == 'ext4'
+    assert filesystem_type('/mnt/with space/x', mounts) == 'cifs'
+
+
+# --- budget ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ('effort', 'expected'),
+    [
+        ('fast', 0.01),
+        ('low', 0.05),
+        ('medium', 0.25),
+        ('high', 1.00),
+        ('xhigh', 3.00),
+        ('HIGH', 1.00),
+        ('fast@2026-10-16.0', 0.01),
+        ('deep-research', 0.25),
+        ('advanced-deep-research', 1.00),
+        ('no-such-effort', 0.25),
+        (None, 0.25),
+    ],
+)
+def test_estimate_cost_per_effort(effort: str | None, expected: float) -> None:
+    assert estimate_cost(effort) == expected
+
+
+@pytest.mark.parametrize(('value', 'expected'), [(None, None), ('', None), ('5', 5.0), (' 12.50 ', 12.5), ('$3', 3.0)])
+def test_budget_from_env(monkeypatch: pytest.MonkeyPatch, value: str | None, expected: float | None) -> None:
+    if value is not None:
+        monkeypatch.setenv('PERPLEXITY_BUDGET_USD', value)
+    assert budget_from_env() == expected
+
+
+@pytest.mark.parametrize('value', ['five dollars', '-1', 'nan', 'inf'])
+def test_an_invalid_budget_in_the_environment_names_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv('PERPLEXITY_BUDGET_USD', value)
+    with pytest.raises(ConfigurationError, match='PERPLEXITY_BUDGET_USD'):
+        budget_from_env()
+
+
+def test_spend_counts_actual_cost_when_known_else_the_estimate(ledger: Ledger) -> None:
+    assert ledger.spent_usd() == 0.0
+    old = datetime(2026, 1, 1, tzinfo=UTC)
+    new = datetime(2026, 2, 1, tzinfo=UTC)
+    ledger.record_start(run('resp_done', estimate_usd=1.0, created_at=old))
+    ledger.update('resp_done', status='completed', cost_usd=0.25)
+    ledger.record_start(run('resp_going', estimate_usd=0.5, created_at=new))
+    ledger.record_start(run('resp_cancelled', estimate_usd=2.0, status='cancelled', created_at=new))
+    ledger.record_start(run('resp_failed_free', estimate_usd=3.0, status='failed', cost_usd=0.0, created_at=new))
+    assert ledger.spent_usd() == 0.25 + 0.5 + 2.0
+    assert ledger.spent_usd(since=new) == 0.5 + 2.0
+    assert ledger.spent_usd(since=datetime(2026, 2, 1)) == 0.5 + 2.0  # noqa: DTZ001 (naive: taken as UTC)
+
+
+def test_reserve_refuses_a_run_over_the_cap_and_records_nothing(ledger: Ledger) -> None:
+    ledger.record_start(run('resp_spent', estimate_usd=4.0))
+    with pytest.raises(BudgetExceededError) as caught:
+        ledger.reserve(run('resp_next', effort='high', estimate_usd=1.5), cap_usd=5.0)
+    error = caught.value
+    assert (error.spent_usd, error.cap_usd, error.estimate_usd) == (4.0, 5.0, 1.5)
+    assert not isinstance(error, BudgetUnenforceableError)
+    message = str(error)
+    for part in ('$4.00', '$5.00', '$1.50', "'high'", 'budget_usd=', 'PERPLEXITY_BUDGET_USD'):
+        assert part in message
+    assert ledger.get('resp_next') is None
+    assert [r.response_id for r in ledger.list()] == ['resp_spent']
+
+
+def test_reserve_admits_a_run_that_fits_the_cap_exactly(ledger: Ledger) -> None:
+    for n in range(10):
+        ledger.reserve(run(f'resp_{n}', estimate_usd=0.1), cap_usd=1.0)
+    with pytest.raises(BudgetExceededError):
+        ledger.reserve(run('resp_11', estimate_usd=0.01), cap_usd=1.0)
+    assert len(ledger.list(limit=100)) == 10
+
+
+def test_reserve_without_a_cap_always_records(ledger: Ledger) -> None:
+    ledger.record_start(run('resp_big', estimate_usd=1000.0))
+    token = ledger.reserve(run('resp_x'), cap_usd=None)
+    assert ledger.get(token) is not None
+
+
+def test_a_reservation_is_bound_to_the_real_id_or_released(ledger: Ledger) -> None:
+    token = ledger.reserve(RunRecord(query='q', origin='mcp', effort='low', caller='alice'), cap_usd=10.0)
+    assert is_provisional(token)
+    reserved = ledger.get(token)
+    assert reserved is not None
+    assert reserved.status == RESERVED
+    assert ledger.spent_usd() == ESTIMATED_COST_USD['low']
+
+    ledger.bind(token, 'resp_real', model='openai/gpt-5.1')
+    assert ledger.get(token) is None
+    bound = ledger.get('resp_real')
+    assert bound is not None
+    assert (bound.status, bound.model, bound.caller, bound.created_at) == (
+        'queued',
+        'openai/gpt-5.1',
+        'alice',
+        reserved.created_at,
+    )
+    ledger.release('resp_real')  # a bound run is not a reservation any more: kept
+    assert ledger.get('resp_real') is not None
+
+    failed = ledger.reserve(RunRecord(query='rejected', origin='mcp', effort='high'), cap_usd=10.0)
+    assert ledger.spent_usd() == ESTIMATED_COST_USD['low'] + ESTIMATED_COST_USD['high']
+    ledger.release(failed)
+    assert ledger.get(failed) is None
+    assert ledger.spent_usd() == ESTIMATED_COST_USD['low']
+
+
+def test_binding_to_an_id_already_recorded_keeps_that_row(ledger: Ledger) -> None:
+    token = ledger.reserve(RunRecord(query='q', origin='cli', estimate_usd=1.0), cap_usd=None)
+    ledger.record_start(run('resp_seen', query='seen elsewhere', estimate_usd=1.0))
+    ledger.bind(token, 'resp_seen', status='in_progress')
+    assert [(r.response_id, r.status, r.query) for r in ledger.list()] == [
+        ('resp_seen', 'in_progress', 'seen elsewhere')
+    ]
+    assert ledger.spent_usd() == 1.0
+
+
+def test_bind_rejects_unknown_fields(ledger: Ledger) -> None:
+    token = ledger.reserve(RunRecord(query='q', origin='cli'), cap_usd=None)
+    with pytest.raises(TypeError, match='colour'):
+        ledger.bind(token, 'resp_x', colour='red')
+
+
+# --- concurrency ----------------------------------------------------------------------------------------------------
+
+
+def test_threads_sharing_one_ledger_lose_no_row(ledger: Ledger) -> None:
+    def write(thread: int) -> None:
+        for n in range(50):
+            ledger.record_start(run(f'resp_{thread}_{n}', origin='mcp'))
+            ledger.update(f'resp_{thread}_{n}', status='completed')
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(JOIN_TIMEOUT)
+    assert not any(thread.is_alive() for thread in threads)
+    rows = ledger.list(limit=1000)
+    assert len(rows) == 400
+    assert {r.status for r in rows} == {'completed'}
+
+
+def insert_many(path: str, worker: int, count: int, start: Any) -> None:
+    start.wait(JOIN_TIMEOUT)
+    with Ledger(path) as ledger:
+        for n in range(count):
+            ledger.record_start(run(f'resp_{worker}_{n}', origin='cli'))
+
+
+def reserve_many(path: str, attempts: int, start: Any, results: Any) -> None:
+    start.wait(JOIN_TIMEOUT)
+    admitted = refused = 0
+    with Ledger(path) as ledger:
+        for _ in range(attempts):
+            try:
+                token = ledger.reserve(RunRecord(query='q', origin='mcp', estimate_usd=0.25), cap_usd=20.0)
+            except BudgetExceededError:
+                refused += 1
+            else:
+                ledger.bind(token, f'resp_{token}')
+                admitted += 1
+    results.put((admitted, refused))
+
+
+def insert_until_killed(path: str, committed: Any, started: Any) -> None:
+    with Ledger(path) as ledger:
+        for n in range(1_000_000):
+            ledger.record_start(run(f'resp_{n:07d}', origin='cli'))
+            committed.value = n + 1
+            if n == 49:
+                started.set()
+
+
+@pytest.fixture
+def spawn(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A spawn context whose children skip pydantic plugins (logfire's alone costs seconds per child import)."""
+    monkeypatch.setenv('PYDANTIC_DISABLE_PLUGINS', '__all__')
+    return multiprocessing.get_context('spawn')
+
+
+def join_all(processes: list[Any]) -> None:
+    for process in processes:
+        process.join(JOIN_TIMEOUT)
+    assert [p.exitcode for p in processes] == [0] * len(processes)
+
+
+@pytest.mark.slow
+def test_processes_writing_at_once_lose_no_row(path: Path, spawn: Any) -> None:
+    context = spawn
+    start = context.Event()
+    processes = [context.Process(target=insert_many, args=(str(path), w, 200, start)) for w in range(4)]
+    for process in processes:
+        process.start()
+    start.set()
+    join_all(processes)
+    with Ledger(path) as ledger:
+        assert len(ledger.list(limit=10_000)) == 800
+        assert ledger.healthy
+    assert raw_rows(path, 'PRAGMA integrity_check') == [('ok',)]
+
+
+@pytest.mark.slow
+def test_processes_racing_for_the_last_of_the_budget_never_overspend(path: Path, spawn: Any) -> None:
+    # A $20 cap admits exactly 80 runs at $0.25; four processes try 40 each, all at once.
+    context = spawn
+    start = context.Event()
+    results = context.Queue()
+    processes = [context.Process(target=reserve_many, args=(str(path), 40, start, results)) for _ in range(4)]
+    for process in processes:
+        process.start()
+    start.set()
+    outcomes = [results.get(timeout=JOIN_TIMEOUT) for _ in processes]
+    join_all(processes)
+    results.close()
+    results.join_thread()
+    assert sum(admitted for admitted, _ in outcomes) == 80
+    assert sum(refused for _, refused in outcomes) == 80
+    with Ledger(path) as ledger:
+        assert ledger.spent_usd() == 20.0
+        rows = ledger.list(limit=1000)
+    assert len(rows) == 80
+    assert all(r.status == 'queued' and r.response_id.startswith('resp_pending_') for r in rows)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, 'SIGKILL'), reason='needs SIGKILL')
+def test_a_process_killed_in_the_middle_of_writing_leaves_every_committed_row(path: Path, spawn: Any) -> None:
+    context = spawn
+    committed = context.RawValue('q', 0)  # no lock: the child dies at any point
+    started = context.Event()
+    child = context.Process(target=insert_until_killed, args=(str(path), committed, started))
+    child.start()
+    assert started.wait(JOIN_TIMEOUT)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(JOIN_TIMEOUT)
+    assert child.exitcode == -signal.SIGKILL
+    reported = committed.value
+    assert 50 <= reported < 1_000_000
+    assert raw_rows(path, 'PRAGMA integrity_check') == [('ok',)]
+    with Ledger(path) as ledger:
+        ids = {r.response_id for r in ledger.list(limit=2_000_000)}
+        assert ledger.healthy
+    # Every commit the child reported is there; at most the one it was reporting when killed is extra.
+    assert {f'resp_{n:07d}' for n in range(reported)} <= ids <= {f'resp_{n:07d}' for n in range(reported + 1)}
+
+
+@pytest.mark.skipif(not hasattr(os, 'fork'), reason='needs fork')
+def test_a_forked_child_opens_its_own_connection(ledger: Ledger, path: Path) -> None:
+    ledger.record_start(run('resp_parent'))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', DeprecationWarning)  # fork with threads elsewhere in the test process
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            ledger.record_start(run('resp_child'))
+            code = 0 if ledger.get('resp_child') is not None and ledger.healthy else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    ledger.record_start(run('resp_parent_again'))
+    assert {r.response_id for r in ledger.list()} == {'resp_parent', 'resp_child', 'resp_parent_again'}
+    assert raw_rows(path, 'PRAGMA integrity_check') == [('ok',)]
+
+
+# --- failure policy -------------------------------------------------------------------------------------------------
+
+
+def use_every_method(ledger: Ledger) -> str:
+    """Call every research-facing method; none may raise."""
+    ledger.record_start(run('resp_1'))
+    ledger.update('resp_1', status='completed', cost_usd=0.1)
+    assert ledger.get('resp_1') is None
+    assert ledger.list() == []
+    assert ledger.spent_usd() == 0.0
+    token = ledger.reserve(RunRecord(query='q', origin='toolset'), cap_usd=None)
+    ledger.bind(token, 'resp_2', status='in_progress')
+    ledger.release(ledger.reserve(RunRecord(query='q', origin='toolset'), cap_usd=None))
+    assert not ledger.check()
+    return token
+
+
+def test_a_corrupt_file_warns_once_and_research_goes_on(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    garbage = b'this is not a database, it is garbage ' * 200
+    path.write_bytes(garbage)
+    with Ledger(path) as ledger:
+        with pytest.warns(LedgerWarning) as caught:
+            use_every_method(ledger)
+        assert len(caught) == 1
+        message = str(caught[0].message)
+        for part in (str(path), 'not a database', 'history', 'budget', 'PERPLEXITY_STATE_DIR', 'Move the file aside'):
+            assert part in message
+        assert not ledger.healthy
+    assert path.read_bytes() == garbage  # never overwritten
+
+
+def test_an_uncreatable_directory_warns_once_and_research_goes_on(tmp_path: Path) -> None:
+    (tmp_path / 'afile').write_text('a file where a directory should be', encoding='utf-8')
+    path = tmp_path / 'afile' / 'ledger.sqlite3'
+    with Ledger(path) as ledger:
+        with pytest.warns(LedgerWarning) as caught:
+            use_every_method(ledger)
+        assert len(caught) == 1
+        message = str(caught[0].message)
+        for part in (str(path), str(path.parent), 'PERPLEXITY_STATE_DIR'):
+            assert part in message
+        assert not ledger.healthy
+
+
+def test_a_cap_cannot_be_enforced_without_a_working_ledger(tmp_path: Path) -> None:
+    (tmp_path / 'afile').write_text('', encoding='utf-8')
+    ledger = Ledger(tmp_path / 'afile' / 'ledger.sqlite3')
+    with pytest.warns(LedgerWarning):
+        assert not ledger.check()
+    with pytest.raises(BudgetUnenforceableError) as caught:
+        ledger.reserve(RunRecord(query='q', origin='mcp', effort='fast'), cap_usd=5.0)
+    assert isinstance(caught.value, BudgetExceededError)
+    assert (caught.value.cap_usd, caught.value.estimate_usd) == (5.0, 0.01)
+    assert math.isnan(caught.value.spent_usd)
+    for part in ('$5.00', 'cannot be enforced', 'PERPLEXITY_STATE_DIR', 'PERPLEXITY_BUDGET_USD', 'budget_usd=None'):
+        assert part in str(caught.value)
+    ledger.close()
+
+
+def test_warnings_turned_into_errors_still_never_reach_the_caller(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / 'afile').write_text('', encoding='utf-8')
+    with Ledger(tmp_path / 'afile' / 'ledger.sqlite3') as ledger, caplog.at_level(logging.WARNING):
+        ledger.record_start(run('resp_1'))  # pytest runs with filterwarnings=error
+    assert 'run ledger' in caplog.text
+
+
+def test_a_write_lock_held_too_long_loses_one_entry_and_later_calls_recover(
+    ledger: Ledger, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ledger_module, '_BUSY_TIMEOUT_MS', 20)
+    ledger.close()  # reopen with the short timeout
+    ledger.record_start(run('resp_before'))
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute('BEGIN IMMEDIATE')
+        with pytest.warns(LedgerWarning, match='write lock'):
+            ledger.record_start(run('resp_lost'))
+        with pytest.raises(BudgetUnenforceableError):
+            ledger.reserve(run('resp_capped'), cap_usd=100.0)
+        assert ledger.healthy  # contention is not a lasting failure
+        assert ledger.get('resp_before') is not None  # readers are not blocked by the writer in WAL
+        holder.execute('COMMIT')
+    finally:
+        holder.close()
+    ledger.record_start(run('resp_after'))
+    assert {r.response_id for r in ledger.list()} == {'resp_before', 'resp_after'}
