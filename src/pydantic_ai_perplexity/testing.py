@@ -1,0 +1,90 @@
+"""A scripted model for running research agents offline: in our examples, notebooks and tests, and in yours.
+
+`scripted_research_model()` is a pydantic-ai `FunctionModel` that behaves like a disciplined researcher: it
+calls `perplexity_research` with the user's question, collects a hand-off with `perplexity_research_result`
+until the run is done, and answers with what came back (or fills the agent's output type from the
+`ResearchResult` in the tool's metadata). Paired with the emulator it needs no key and no network.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from .client._models import field_of
+from .results import ResearchResult
+
+__all__ = ('scripted_research_model',)
+
+_HANDOFF_ID = re.compile(r'response_id="(resp_[^"]+)"')
+
+ReportBuilder = Callable[[ResearchResult], dict[str, Any]]
+
+
+def _user_prompt(messages: list[ModelMessage]) -> str:
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if part.part_kind == 'user-prompt' and isinstance(part.content, str):
+                    return part.content
+    return ''
+
+
+def _last_return(messages: list[ModelMessage]) -> ToolReturnPart | None:
+    if messages and isinstance(messages[-1], ModelRequest):
+        for part in reversed(messages[-1].parts):
+            if isinstance(part, ToolReturnPart):
+                return part
+    return None
+
+
+def scripted_research_model(
+    *,
+    effort: str | None = None,
+    tool_prefix: str = '',
+    build_output: ReportBuilder | None = None,
+    max_collects: int = 20,
+) -> FunctionModel:
+    """A `FunctionModel` that researches the user's question with the Perplexity tools, then answers.
+
+    Args:
+        effort: The effort to ask for (the toolset's default when `None`).
+        tool_prefix: A prefix the tools carry (e.g. when reached through a prefixed MCP toolset).
+        build_output: For agents with a structured output type: the output tool's arguments from the result.
+        max_collects: Give up collecting a handed-off run after this many calls.
+    """
+    research, collect = f'{tool_prefix}perplexity_research', f'{tool_prefix}perplexity_research_result'
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = _last_return(messages)
+        if last is None:
+            args: dict[str, Any] = {'query': _user_prompt(messages)}
+            if effort:
+                args['effort'] = effort
+            return ModelResponse(parts=[ToolCallPart(research, args)])
+        text = last.model_response_str()
+        handoff = _HANDOFF_ID.search(text)
+        collects = sum(
+            1
+            for m in messages
+            if isinstance(m, ModelResponse)
+            for p in m.parts
+            if isinstance(p, ToolCallPart) and p.tool_name == collect
+        )
+        if handoff and collects < max_collects:
+            return ModelResponse(parts=[ToolCallPart(collect, {'response_id': handoff.group(1)})])
+        result = field_of(last.metadata, 'research_result')
+        if build_output is not None and info.output_tools and isinstance(result, ResearchResult):
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, build_output(result))])
+        if isinstance(result, ResearchResult) and result.done:
+            from .render import answer_with_source_numbers
+
+            sources = '\n'.join(f'[{s.n}] {s.title} — {s.url}' for s in result.cited_sources)
+            return ModelResponse(parts=[TextPart(f'{answer_with_source_numbers(result)}\n\nSources:\n{sources}')])
+        return ModelResponse(parts=[TextPart(text)])
+
+    return FunctionModel(respond, model_name='scripted-researcher')
