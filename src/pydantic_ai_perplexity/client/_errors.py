@@ -132,8 +132,11 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
     """The exception for a non-2xx answer, read in full."""
     status = response.status_code
     body, server_message, error_type, param = _parse_body(response)
-    server_message = redact(server_message, ctx.key) or response.reason_phrase or 'no error message'
+    server_message = redact(server_message, ctx.key).strip().rstrip('.') or response.reason_phrase or 'no message'
+    error_type = redact(error_type, ctx.key) if error_type else None
+    param = redact(param, ctx.key) if param else None
     request_id = response.headers.get('x-request-id')
+    request_id = redact(request_id, ctx.key) if request_id else None
     head = f'{ctx.where} failed with HTTP {status}' + (f' ({error_type})' if error_type else '')
     tail = f' (request id {request_id})' if request_id else ''
     common: dict[str, Any] = {
@@ -200,7 +203,9 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
     if status >= 500:
         note = f' {_MAY_HAVE_STARTED}' if ctx.kind == 'create' else ' The API is failing; try again later.'
         return InternalServerError(f'{head} after {ctx.tries}: {server_message}.{note}{tail}', **common)
-    return APIStatusError(f'{head}: {server_message}{tail}', **common)
+    # A timeout or conflict answered by the API or a proxy on the way does not prove the run was refused.
+    note = f' {_MAY_HAVE_STARTED}' if ctx.kind == 'create' and status in (408, 409) else ''
+    return APIStatusError(f'{head}: {server_message}.{note}{tail}', **common)
 
 
 def network_error(exc: httpx2.TransportError, ctx: ErrorContext, *, sent: bool) -> APIConnectionError:

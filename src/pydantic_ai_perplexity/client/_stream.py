@@ -178,7 +178,8 @@ class EventStream(AsyncIterator[AgentEvent]):
                         if event.is_terminal:
                             return
             except httpx2.SSEError as exc:
-                raise malformed_error(ctx, f'an event stream that could not be read ({exc})') from exc
+                why = redact(f'an event stream that could not be read ({exc})', ctx.key)
+                raise malformed_error(ctx, why) from self._transport.safe_cause(exc)
             except httpx2.TransportError as exc:
                 drop = redact(f'{type(exc).__name__}: {exc}' if str(exc) else type(exc).__name__, ctx.key)
             logger.debug('%s %s stream ended after seq %d: %s', ctx.method, ctx.path, self.last_sequence_number, drop)

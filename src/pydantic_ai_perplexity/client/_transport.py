@@ -114,7 +114,8 @@ class Transport:
                 delay = self._next_delay(attempt, started, None) if retryable else None
                 if delay is None:
                     sent = not network_error_retryable('create', exc)
-                    raise network_error(exc, self._ctx(method, path, kind, attempt), sent=sent) from exc
+                    error = network_error(exc, self._ctx(method, path, kind, attempt), sent=sent)
+                    raise error from self.safe_cause(exc)
             else:
                 logger.debug('%s %s -> %d (attempt %d)', method, path, response.status_code, attempt + 1)
                 if response.is_success:
@@ -169,6 +170,11 @@ class Transport:
             yield response
         finally:
             await response.aclose()
+
+    def safe_cause(self, exc: BaseException) -> BaseException | None:
+        """`exc` to chain from, or `None` if its text holds the key (then only our scrubbed message remains)."""
+        key = self.key
+        return None if key and key in str(exc) else exc
 
     def context(self, method: str, path: str, kind: RequestKind) -> ErrorContext:
         """The error context of a request, for errors raised while reading its answer."""
