@@ -1,0 +1,56 @@
+"""Shared fixtures: anyio on asyncio, an isolated environment and state directory, an emulator per test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pydantic_ai_perplexity.emulator import Emulator
+
+_OUR_ENV = (
+    'PERPLEXITY_API_KEY',
+    'PERPLEXITY_BASE_URL',
+    'PERPLEXITY_EFFORT',
+    'PERPLEXITY_WAIT_SECONDS',
+    'PERPLEXITY_BUDGET_USD',
+    'PERPLEXITY_STATE_DIR',
+    'PERPLEXITY_MCP_TOKEN',
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return 'asyncio'
+
+
+@pytest.fixture(autouse=True)
+def isolated_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No test sees the developer's key, settings or ledger; each gets its own state directory."""
+    for name in _OUR_ENV:
+        monkeypatch.delenv(name, raising=False)
+    state = tmp_path / 'state'
+    monkeypatch.setenv('PERPLEXITY_STATE_DIR', str(state))
+    return state
+
+
+@pytest.fixture
+def emulator() -> Iterator[Emulator]:
+    """A fresh emulator on loopback, fast enough that a `medium` run takes well under a second."""
+    with Emulator(time_scale=0.005) as emu:
+        yield emu
+
+
+@pytest.fixture
+def emulator_env(emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> Emulator:
+    """The emulator, with `PERPLEXITY_API_KEY` / `PERPLEXITY_BASE_URL` pointing at it."""
+    monkeypatch.setenv('PERPLEXITY_API_KEY', emulator.api_key)
+    monkeypatch.setenv('PERPLEXITY_BASE_URL', emulator.base_url)
+    return emulator
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The test run never needs a real key: make sure none leaks in from the shell that started it.
+    os.environ.pop('PERPLEXITY_API_KEY', None)

@@ -1,0 +1,224 @@
+"""The research core against the emulator: runs, hand-offs, collection, cancel, budget, ledger, options."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from pydantic_ai_perplexity import (
+    BudgetExceededError,
+    ConfigurationError,
+    InternalServerError,
+    InvalidArgumentError,
+    Ledger,
+    Progress,
+    Researcher,
+    research,
+)
+from pydantic_ai_perplexity.emulator import Emulator
+
+pytestmark = pytest.mark.anyio
+
+
+def researcher_for(emu: Emulator, **kw: object) -> Researcher:
+    return Researcher(api_key=emu.api_key, base_url=emu.base_url, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_run_completes_with_cited_sources_and_is_recorded_with_its_cost(emulator: Emulator):
+    async with researcher_for(emulator, effort='fast') as r:
+        result = await r.run('What is the EU AI Act?')
+        assert result.done and result.status == 'completed'
+        assert result.answer and result.sources and result.citations
+        assert all(c.source_n is not None for c in result.citations)
+        assert result.orphan_markers == []
+        assert result.cost_usd is not None and result.cost_usd > 0
+        assert result.effort == 'fast' and result.model and '/' in result.model
+        record = r.ledger.get(result.response_id) if r.ledger else None
+    assert record is not None
+    assert record.status == 'completed' and record.origin == 'api' and record.query == 'What is the EU AI Act?'
+    assert record.cost_usd == pytest.approx(result.cost_usd)
+    assert record.sources == len(result.sources) and record.cited == len(result.cited_sources)
+
+
+async def test_progress_is_reported_step_by_step(emulator: Emulator):
+    steps: list[str] = []
+    snapshots: list[Progress] = []
+
+    async def on_progress(progress: Progress, step: str) -> None:
+        steps.append(step)
+        snapshots.append(progress.model_copy())
+
+    async with researcher_for(emulator, effort='low') as r:
+        result = await r.run('How do solid-state batteries work?', on_progress=on_progress)
+    assert result.done
+    assert any(s.startswith('searching') for s in steps)
+    assert 'writing the answer' in steps
+    assert snapshots[-1].searches >= 1 and snapshots[-1].results_seen >= 1
+    assert result.progress.searches == snapshots[-1].searches
+
+
+async def test_a_long_run_hands_off_and_is_collected_later_by_another_researcher(emulator: Emulator, tmp_path: Path):
+    ledger_path = tmp_path / 'shared.sqlite3'
+    async with researcher_for(emulator, ledger=ledger_path, wait_seconds=0.05) as first:
+        handoff = await first.run('Survey of fusion pilot plants [[emulate: duration=200]]', effort='high')
+    assert not handoff.done and handoff.status in ('queued', 'in_progress')
+    assert handoff.response_id.startswith('resp_')
+    async with researcher_for(emulator, ledger=ledger_path, wait_seconds=30) as second:
+        listed = await second.list()
+        assert [rec.response_id for rec in listed] == [handoff.response_id]
+        result = await second.collect(handoff.response_id)
+    assert result.done and result.status == 'completed' and result.sources
+    assert result.query == 'Survey of fusion pilot plants [[emulate: duration=200]]'
+    with Ledger(ledger_path) as ledger:
+        record = ledger.get(handoff.response_id)
+    assert record is not None and record.status == 'completed'
+
+
+async def test_cancel_stops_a_run_and_the_ledger_says_so(emulator: Emulator):
+    async with researcher_for(emulator) as r:
+        started = await r.start('A long survey [[emulate: duration=5000]]', effort='xhigh')
+        assert not started.done
+        cancelled = await r.cancel(started.response_id)
+        assert cancelled.status == 'cancelled'
+        again = await r.cancel(started.response_id)  # already terminal: reports how it ended
+        assert again.status == 'cancelled'
+        record = r.ledger.get(started.response_id) if r.ledger else None
+    assert record is not None and record.status == 'cancelled'
+
+
+async def test_a_failed_run_is_a_result_not_an_exception(emulator: Emulator):
+    async with researcher_for(emulator, effort='fast') as r:
+        result = await r.run('Anything [[emulate: fail]]')
+        record = r.ledger.get(result.response_id) if r.ledger else None
+    assert result.done and result.status == 'failed' and result.error
+    assert record is not None and record.status == 'failed' and record.error == result.error
+
+
+async def test_the_budget_refuses_a_run_before_it_starts(emulator: Emulator):
+    async with researcher_for(emulator, budget_usd=0.05) as r:
+        with pytest.raises(BudgetExceededError) as info:
+            await r.run('Expensive question', effort='xhigh')
+    message = str(info.value)
+    assert 'spent' in message and '0.05' in message and 'PERPLEXITY_BUDGET_USD' in message
+    assert info.value.cap_usd == 0.05 and info.value.estimate_usd > 0.05
+    assert [req for req in emulator.requests if req.method == 'POST'] == []
+
+
+async def test_spend_accumulates_until_the_cap_refuses(emulator: Emulator):
+    async with researcher_for(emulator, effort='fast', budget_usd=0.025) as r:
+        first = await r.run('First question')
+        assert first.done and first.cost_usd is not None
+        refused = 0
+        for _ in range(10):
+            try:
+                await r.run('Another question')
+            except BudgetExceededError:
+                refused += 1
+                break
+        assert refused == 1
+        assert r.ledger is not None and r.ledger.spent_usd() <= 0.025
+
+
+async def test_a_create_that_may_have_started_keeps_its_budget_reservation(emulator: Emulator):
+    async with researcher_for(emulator, budget_usd=10) as r:
+        with pytest.raises(InternalServerError, match='may have started'):
+            await r.run('Question [[emulate: 500x1]]', effort='medium')
+        assert r.ledger is not None and r.ledger.spent_usd() > 0
+    posts = [req for req in emulator.requests if req.method == 'POST']
+    assert len(posts) == 1
+
+
+async def test_structured_output_is_parsed_into_the_requested_type(emulator: Emulator):
+    class Finding(BaseModel):
+        claim: str
+        confidence: float
+
+    class Report(BaseModel):
+        title: str
+        findings: list[Finding]
+
+    async with researcher_for(emulator, effort='fast') as r:
+        result = await r.run('Summarise the EU AI Act', output_type=Report)
+    assert result.done
+    assert isinstance(result.data, Report) and result.data.findings
+
+
+def test_options_are_checked_and_translated_before_anything_is_sent():
+    r = Researcher(api_key='pplx-test', ledger=False)
+    request = r.build_request(
+        effort='pro-search',
+        domains=['https://www.Nature.com/articles', '-reddit.com'],
+        after='2026-01-31',
+        before=date(2026, 3, 1),
+        fetch_pages=3,
+    )
+    assert request['effort'] == 'low'
+    assert request['tools'] == [
+        {
+            'type': 'web_search',
+            'filters': {
+                'search_domain_filter': ['nature.com', '-reddit.com'],
+                'search_after_date_filter': '01/31/2026',
+                'search_before_date_filter': '03/01/2026',
+            },
+        },
+        {'type': 'fetch_url', 'max_urls': 3},
+    ]
+    bad = [
+        {'effort': 'ultra'},
+        {'domains': ['not a domain']},
+        {'after': 'last tuesday'},
+        {'recency': 'decade'},
+        {'recency': 'week', 'after': '2026-01-01'},
+        {'model': 'gpt-5'},
+        {'max_steps': 0},
+    ]
+    for options in bad:
+        with pytest.raises(InvalidArgumentError) as info:
+            r.build_request(**options)  # type: ignore[arg-type]
+        assert info.value.argument in options or info.value.argument == 'recency'
+
+
+def test_settings_come_from_the_environment_at_construction(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv('PERPLEXITY_EFFORT', 'high')
+    monkeypatch.setenv('PERPLEXITY_WAIT_SECONDS', '42')
+    r = Researcher(api_key='pplx-test', ledger=False)
+    assert (r.effort, r.wait_seconds) == ('high', 42.0)
+    monkeypatch.setenv('PERPLEXITY_WAIT_SECONDS', 'soon')
+    with pytest.raises(ConfigurationError, match='PERPLEXITY_WAIT_SECONDS'):
+        Researcher(api_key='pplx-test', ledger=False)
+    monkeypatch.setenv('PERPLEXITY_WAIT_SECONDS', '1')
+    with pytest.raises(ConfigurationError, match='budget'):
+        Researcher(api_key='pplx-test', ledger=False, budget_usd=1)
+
+
+async def test_concurrent_runs_share_one_client(emulator: Emulator):
+    async with researcher_for(emulator, effort='fast') as r:
+        client = r.client
+        results = []
+
+        async def one(i: int) -> None:
+            results.append(await r.run(f'Question number {i} about batteries'))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(one, i)
+        assert r.client is client
+    assert len(results) == 12 and all(res.status == 'completed' for res in results)
+    assert len({res.response_id for res in results}) == 12
+
+
+async def test_research_one_liner_reads_the_environment(emulator_env: Emulator):
+    result = await research('What is the EU AI Act?', effort='fast')
+    assert result.done and result.sources
+
+
+async def test_search_returns_ranked_pages(emulator: Emulator):
+    async with researcher_for(emulator) as r:
+        response = await r.search('EU AI Act', max_results=3, domains=['europa.eu'])
+    assert 0 < len(response.results) <= 3
+    assert all(res.url for res in response.results)
