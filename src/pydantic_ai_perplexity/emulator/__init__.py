@@ -1,0 +1,19 @@
+"""An offline emulator of Perplexity's Agent API, Search API and models list, served over real HTTP on loopback.
+
+```python
+from pydantic_ai_perplexity.emulator import Emulator
+
+with Emulator() as emu:
+    ...  # point any client at emu.base_url with emu.api_key
+```
+
+Answers come from a small local corpus, deterministically, in scaled time; fault directives
+(`[[emulate: 429x2, drop@5]]` in the query, or `emu.faults.add(...)`) exercise every failure path.
+See `docs/emulator.md`.
+"""
+
+from ._app import RecordedRequest, create_app
+from ._faults import FaultPlan
+from ._server import Emulator, serve
+
+__all__ = ('Emulator', 'FaultPlan', 'RecordedRequest', 'create_app', 'serve')

@@ -1,0 +1,198 @@
+"""Deterministic answers: text with `[n]` markers from the sources found, and JSON instances of a schema."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+__all__ = ('Cited', 'compose_answer', 'schema_instance', 'tokens', 'truncate_to_tokens')
+
+#: Characters per token in the emulator's token estimate.
+_CHARS_PER_TOKEN = 4
+
+
+def tokens(text: str) -> int:
+    """The emulator's token estimate for a text: one token per four characters, at least one."""
+    return max(1, math.ceil(len(text) / _CHARS_PER_TOKEN))
+
+
+def truncate_to_tokens(text: str, limit: int) -> str:
+    """`text` cut to about `limit` tokens, at a word boundary when there is one."""
+    budget = limit * _CHARS_PER_TOKEN
+    if len(text) <= budget:
+        return text
+    cut = text[:budget]
+    space = cut.rfind(' ')
+    return cut[:space] if space > budget // 2 else cut
+
+
+class Cited:
+    """One source the answer cites: its result id and the sentences taken from it."""
+
+    __slots__ = ('id', 'sentences', 'title')
+
+    def __init__(self, id: int, title: str, sentences: list[str]) -> None:
+        """Remember the marker id, the page title and the sentences to use."""
+        self.id = id
+        self.title = title
+        self.sentences = sentences
+
+
+def _topic(query: str) -> str:
+    topic = ' '.join(query.split())
+    topic = topic.rstrip('?.! ')
+    return topic if len(topic) <= 90 else topic[:87].rstrip() + '…'
+
+
+def compose_answer(query: str, cited: list[Cited], *, injected: Cited | None = None) -> str:
+    """The answer text: a lead line, one bullet per cited source ending in its `[n]` marker, a closing line."""
+    topic = _topic(query) or 'your question'
+    if not cited and injected is None:
+        return (
+            f'No web sources were consulted for "{topic}". '
+            'The emulator answers without searching when the request offers no search tool.'
+        )
+    lines = [f'Here is what the sources say about "{topic}":', '']
+    lines.extend(f'- {" ".join(source.sentences)}[{source.id}]' for source in cited)
+    if injected is not None:
+        lines.append(f'- A forum post titled "{injected.title}" makes claims no other source supports.[{injected.id}]')
+    lines += ['', 'The sources agree on the main points; check the cited pages for details.']
+    return '\n'.join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Structured output
+
+
+class _Filler:
+    """Source of text for string fields: the answer's sentences in turn, and the first source URL for URL fields."""
+
+    def __init__(self, answer: str, url: str) -> None:
+        sentences = [s.strip(' -') for s in re.split(r'(?<=[.!?\]])\s+', answer) if s.strip(' -')]
+        self._sentences = sentences or [answer or 'No answer.']
+        self._next = 0
+        self.answer = answer
+        self.url = url
+
+    def sentence(self) -> str:
+        text = self._sentences[self._next % len(self._sentences)]
+        self._next += 1
+        return text
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    seen = 0
+    while isinstance(ref := schema.get('$ref'), str) and seen < 32:
+        target: Any = root
+        for part in ref.removeprefix('#/').split('/'):
+            target = target.get(part, {}) if isinstance(target, dict) else {}  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+        found: dict[str, Any] = target if isinstance(target, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        merged: dict[str, Any] = {**found, **{k: v for k, v in schema.items() if k != '$ref'}}
+        schema = merged
+        seen += 1
+    return schema
+
+
+def _number(schema: dict[str, Any], integer: bool) -> int | float:
+    low = schema.get('minimum', schema.get('exclusiveMinimum'))
+    high = schema.get('maximum', schema.get('exclusiveMaximum'))
+    value: float = 1
+    if isinstance(low, int | float):
+        value = low + (1 if 'exclusiveMinimum' in schema and 'minimum' not in schema else 0)
+    if isinstance(high, int | float) and value > high:
+        value = high - (1 if 'exclusiveMaximum' in schema and 'maximum' not in schema else 0)
+    if integer:
+        return math.ceil(value) if not isinstance(high, int | float) or math.ceil(value) <= high else math.floor(value)
+    return float(value)
+
+
+def _string(name: str, schema: dict[str, Any], fill: _Filler) -> str:
+    fmt = schema.get('format')
+    if fmt == 'date-time':
+        return '2026-01-01T00:00:00Z'
+    if fmt == 'date':
+        return '2026-01-01'
+    if fmt == 'email':
+        return 'research@example.com'
+    if fmt in {'uri', 'url'} or 'url' in name.casefold() or 'link' in name.casefold():
+        text = fill.url
+    elif name.casefold() in {'answer', 'summary', 'text', 'content', 'body', 'response'}:
+        text = fill.answer
+    else:
+        text = fill.sentence()
+    low = schema.get('minLength', 0)
+    high = schema.get('maxLength')
+    if isinstance(high, int) and len(text) > high:
+        text = text[:high]
+    if isinstance(low, int) and len(text) < low:
+        text = text + 'x' * (low - len(text))
+    return text
+
+
+def _instance(schema: Any, root: dict[str, Any], fill: _Filler, name: str, depth: int) -> Any:
+    if not isinstance(schema, dict):
+        return fill.sentence() if schema is True else None
+    schema = _resolve(schema, root)  # pyright: ignore[reportUnknownArgumentType]
+    if 'const' in schema:
+        return schema['const']
+    enum = schema.get('enum')
+    if isinstance(enum, list) and enum:
+        return enum[0]  # pyright: ignore[reportUnknownVariableType]
+    if 'default' in schema and depth > 0:
+        return schema['default']
+    for key in ('anyOf', 'oneOf'):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            typed: list[Any] = [o for o in options if not (isinstance(o, dict) and o.get('type') == 'null')]  # pyright: ignore[reportUnknownVariableType,reportUnknownMemberType]
+            return _instance((typed or options)[0], root, fill, name, depth + 1)
+    all_of = schema.get('allOf')
+    if isinstance(all_of, list) and all_of:
+        merged: dict[str, Any] = {}
+        for part in all_of:  # pyright: ignore[reportUnknownVariableType]
+            merged.update(_resolve(part, root) if isinstance(part, dict) else {})  # pyright: ignore[reportUnknownArgumentType]
+        merged.update({k: v for k, v in schema.items() if k != 'allOf'})
+        return _instance(merged, root, fill, name, depth + 1)
+    kind = schema.get('type')
+    if isinstance(kind, list):
+        kinds: list[Any] = [k for k in kind if k != 'null']  # pyright: ignore[reportUnknownVariableType]
+        kind = kinds[0] if kinds else 'null'
+    if kind is None:
+        kind = 'object' if 'properties' in schema else 'array' if 'items' in schema else 'string'
+    if kind == 'object':
+        props: dict[str, Any] = schema.get('properties') or {}
+        required: list[Any] = schema.get('required') or []
+        result: dict[str, Any] = {}
+        if depth < 12:
+            for key in required:
+                if isinstance(key, str):
+                    result[key] = _instance(props.get(key, {}), root, fill, key, depth + 1)
+        return result
+    if kind == 'array':
+        count = max(1, schema.get('minItems', 1) if isinstance(schema.get('minItems'), int) else 1)
+        if isinstance(schema.get('maxItems'), int):
+            count = min(count, schema['maxItems'])
+        prefix = schema.get('prefixItems')
+        if isinstance(prefix, list):
+            return [_instance(p, root, fill, name, depth + 1) for p in prefix]  # pyright: ignore[reportUnknownVariableType]
+        if depth >= 12:
+            return []
+        return [_instance(schema.get('items', {}), root, fill, name, depth + 1) for _ in range(count)]
+    if kind == 'integer':
+        return _number(schema, integer=True)
+    if kind == 'number':
+        return _number(schema, integer=False)
+    if kind == 'boolean':
+        return True
+    if kind == 'null':
+        return None
+    return _string(name, schema, fill)
+
+
+def schema_instance(schema: dict[str, Any], *, answer: str, url: str) -> Any:
+    """A minimal JSON instance of `schema`: required properties only, one array element, first enum value.
+
+    String fields are filled from the answer's sentences (a field named like `answer`/`summary` gets the whole
+    answer, URL-like fields get the first source's URL); numbers respect their bounds.
+    """
+    return _instance(schema, schema, _Filler(answer, url), 'answer', 0)

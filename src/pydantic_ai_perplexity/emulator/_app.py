@@ -1,0 +1,613 @@
+"""The emulator's ASGI app: Perplexity's Agent API, Search API and models list, served from the offline corpus.
+
+Routing is Starlette's; authentication, the `x-request-id` header and request recording are a thin pure-ASGI
+layer around it (no `BaseHTTPMiddleware`, so streams are never buffered). The `Authorization` header is only
+compared, never stored, logged or echoed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import secrets
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import wraps
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ._corpus import MODELS, search_corpus
+from ._errors import ApiError, json_bytes
+from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
+from ._runs import Run, Step, build_run
+from ._validation import McpTool, input_text, parse_create, parse_search
+
+__all__ = ('MAX_BODY_BYTES', 'EmulatorState', 'RecordedRequest', 'StreamDropped', 'create_app', 'new_api_key')
+
+logger = logging.getLogger('pydantic_ai_perplexity.emulator')
+
+#: Request bodies above this size are refused with 413, as the live API does.
+MAX_BODY_BYTES = 32 * 1024 * 1024
+#: Runs kept in memory at most; the oldest finished ones are forgotten first.
+_MAX_RUNS = 10_000
+_TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
+_RETIRED_DATE = '2026-09-27'
+
+
+def new_api_key() -> str:
+    """A fresh random key of the form `pplx-emulator-<hex>`."""
+    return f'pplx-emulator-{secrets.token_hex(16)}'
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request the emulator answered: method, path, query string and status (never headers or the key)."""
+
+    method: str
+    path: str
+    query: str
+    status: int
+
+
+class StreamDropped(Exception):
+    """Raised after a partial SSE body to make the server cut the connection abruptly (`drop@S`)."""
+
+
+class _HideInjectedDrops(logging.Filter):
+    """Keeps uvicorn from logging a traceback for each connection the emulator cuts on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, StreamDropped)
+
+
+_drop_filter = _HideInjectedDrops()
+if _drop_filter not in logging.getLogger('uvicorn.error').filters:
+    logging.getLogger('uvicorn.error').addFilter(_drop_filter)
+
+
+class EmulatorState:
+    """Everything one emulator instance holds: its key, settings, faults, recorded requests and runs."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None,
+        time_scale: float,
+        faults: FaultPlan | str | Iterable[str] | None,
+        partial_output: bool,
+        retention_seconds: float | None,
+        resume_window_seconds: float | None,
+    ) -> None:
+        """Hold the settings; `api_key=None` draws a random `pplx-emulator-…` key."""
+        if time_scale < 0:
+            raise ValueError('time_scale must be >= 0')
+        self.api_key = api_key or new_api_key()
+        self.time_scale = time_scale
+        self.faults = FaultPlan.coerce(faults)
+        self.partial_output = partial_output
+        self.retention_seconds = retention_seconds
+        self.resume_window_seconds = resume_window_seconds
+        self.requests: list[RecordedRequest] = []
+        self.runs: dict[str, Run] = {}
+        self.closing = False
+        self._closed: anyio.Event | None = None
+
+    # --- runs
+
+    def add_run(self, run: Run) -> None:
+        """Remember a new run, forgetting the oldest finished ones beyond the cap."""
+        self.runs[run.id] = run
+        if len(self.runs) > _MAX_RUNS:
+            now = time.monotonic()
+            for old in [r for r in self.runs.values() if r.is_terminal(now)][: len(self.runs) - _MAX_RUNS]:
+                del self.runs[old.id]
+
+    def find(self, response_id: str, *, stored_only: bool) -> Run | None:
+        """The run with this id, unless unknown, expired (retention), or (with `stored_only`) `store: false`."""
+        run = self.runs.get(response_id)
+        if run is None:
+            return None
+        now = time.monotonic()
+        if self.retention_seconds is not None and run.is_terminal(now) and now - run.ends_at > self.retention_seconds:
+            del self.runs[response_id]
+            return None
+        if stored_only and not run.store:
+            return None
+        return run
+
+    # --- waiting and shutdown
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep `seconds` real seconds, or less if the emulator shuts down meanwhile."""
+        if self.closing:
+            return
+        if self._closed is None:
+            self._closed = anyio.Event()
+        with anyio.move_on_after(seconds):
+            await self._closed.wait()
+
+    def close(self) -> None:
+        """Wake every waiting request so the server can stop promptly (call on the server's event loop)."""
+        self.closing = True
+        if self._closed is not None:
+            self._closed.set()
+        for run in list(self.runs.values()):
+            run.wake()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Helpers
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(json_bytes(data), status_code=status, headers=headers, media_type='application/json')
+
+
+def _status_error(fault: StatusFault, retry_after: float) -> ApiError:
+    headers: dict[str, str] = {}
+    seconds = int(retry_after) if float(retry_after).is_integer() else retry_after
+    if fault.status in {429, 503}:
+        headers['Retry-After'] = str(seconds)
+    if fault.status == 429:
+        headers |= {
+            'X-RateLimit-Limit-Requests': '50',
+            'X-RateLimit-Remaining-Requests': '0',
+            'X-RateLimit-Reset-Requests': f'{seconds}s',
+        }
+        message = f'Rate limit exceeded: too many requests. Retry after {seconds} seconds.'
+    elif fault.status == 503:
+        message = 'The service is temporarily unavailable. Please retry.'
+    else:
+        message = 'The server had an error while processing your request.'
+    return ApiError(fault.status, STATUS_TYPES[fault.status], message, headers=headers)
+
+
+def _malformed() -> Response:
+    """A 200 whose body is not JSON although it says so (a truncated document)."""
+    return Response(b'{"id":"resp_', status_code=200, media_type='application/json')
+
+
+async def _read_body(request: Request) -> bytes:
+    too_large = ApiError(
+        413,
+        'payload_too_large',
+        f'request body is larger than the {MAX_BODY_BYTES // (1024 * 1024)} MiB limit',
+    )
+    length = request.headers.get('content-length', '')
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        # Drain without keeping it (bounded), so the client can read the 413 instead of a reset connection.
+        drained = 0
+        async for chunk in request.stream():
+            drained += len(chunk)
+            if drained > 2 * MAX_BODY_BYTES:
+                break
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    return b''.join(chunks)
+
+
+Handler = Callable[[Request], Awaitable[Any]]
+
+
+def _guarded(handler: Handler) -> Handler:
+    """Render `ApiError`s as envelopes and unexpected errors as a 500 envelope; the server keeps serving."""
+
+    @wraps(handler)
+    async def run(request: Request) -> Any:
+        try:
+            return await handler(request)
+        except ApiError as exc:
+            return exc.response()
+        except Exception:
+            logger.exception('emulator: internal error while handling %s %s', request.method, request.url.path)
+            return ApiError(500, 'internal_error', 'The emulator had an internal error.').response()
+
+    return run
+
+
+def _state(request: Request) -> EmulatorState:
+    state: EmulatorState = request.app.state.emulator
+    return state
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Server-sent events
+
+
+def _frame(step: Step) -> bytes:
+    return b'data: ' + json_bytes(step.event) + b'\n\n'
+
+
+class _EventStream:
+    """An SSE answer for a run from `cursor` on: `data:` frames only, sent as each event comes due."""
+
+    def __init__(self, state: EmulatorState, run: Run, cursor: int) -> None:
+        self.state = state
+        self.run = run
+        self.cursor = cursor
+        self.drop_at = run.take_drop()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {
+                'type': 'http.response.start',
+                'status': 200,
+                'headers': [(b'content-type', b'text/event-stream'), (b'cache-control', b'no-cache')],
+            }
+        )
+        gone = False
+        outcome = 'end'
+        async with anyio.create_task_group() as group:
+
+            async def watch_disconnect() -> None:
+                nonlocal gone
+                while (await receive())['type'] != 'http.disconnect':
+                    pass
+                gone = True
+                group.cancel_scope.cancel()
+
+            group.start_soon(watch_disconnect)
+            try:
+                outcome = await self._pump(send)
+            except Exception:
+                logger.exception('emulator: internal error while streaming run %s', self.run.id)
+                outcome = 'drop'
+            group.cancel_scope.cancel()
+        if gone:
+            return
+        if outcome == 'drop':
+            raise StreamDropped(self.run.id)
+        await send({'type': 'http.response.body', 'body': b'', 'more_body': False})
+
+    async def _pump(self, send: Send) -> str:
+        run = self.run
+        cursor = self.cursor
+        while not self.state.closing:
+            pending = run.events_after(cursor)
+            if not pending:
+                return 'end'
+            now = time.monotonic()
+            batch: list[Step] = []
+            for step in pending:
+                if run.due(step) > now:
+                    break
+                batch.append(step)
+                if self.drop_at is not None and step.seq >= self.drop_at:
+                    break
+            if not batch:
+                await run.wait_change(run.due(pending[0]) - now)
+                continue
+            await send({'type': 'http.response.body', 'body': b''.join(map(_frame, batch)), 'more_body': True})
+            cursor = batch[-1].seq
+            if self.drop_at is not None and cursor >= self.drop_at:
+                return 'drop'
+            if batch[-1].type in _TERMINAL_EVENTS:
+                return 'end'
+        return 'end'
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Agent API
+
+
+def _not_found(response_id: str) -> ApiError:
+    return ApiError(404, 'not_found', f'Response {response_id!r} not found.')
+
+
+@_guarded
+async def create_response(request: Request) -> Any:
+    """`POST /v1/agent` (and `/v1/responses`): validate, apply faults, then answer blocking, background or SSE."""
+    state = _state(request)
+    req = parse_create(await _read_body(request))
+    raw_text = input_text(req)
+    cleaned, in_text = parse_directives(raw_text)
+    decision = state.faults.decide_create(raw_text, in_text)
+    directives = decision.directives
+    if directives.slow:
+        await state.sleep(directives.slow)
+    if decision.status is not None:
+        raise _status_error(decision.status, directives.retry_after)
+    if directives.malformed:
+        return _malformed()
+    for tool in req.tools or ():
+        if isinstance(tool, McpTool) and (urlsplit(tool.server_url).hostname or '').endswith('.invalid'):
+            raise ApiError(
+                424, 'external_connector_error', f'MCP server "{tool.server_label}" could not be initialized'
+            )
+    query = cleaned.replace(state.api_key, '[redacted]')
+    run = build_run(req, query, directives, time_scale=state.time_scale)
+    state.add_run(run)
+    if req.stream:
+        return _EventStream(state, run, -1)
+    if req.background:
+        return _json(run.snapshot(time.monotonic(), force_status='queued'))
+    while not state.closing and not run.is_terminal(now := time.monotonic()):
+        await run.wait_change(run.ends_at - now)
+    if not run.is_terminal(time.monotonic()):
+        raise ApiError(503, 'service_unavailable', 'The emulator is shutting down.')
+    return _json(run.snapshot(time.monotonic()))
+
+
+def _flag(value: str | None, name: str) -> bool:
+    if value is None:
+        return False
+    lowered = value.casefold()
+    if lowered in {'true', '1'}:
+        return True
+    if lowered in {'false', '0'}:
+        return False
+    raise ApiError(400, 'invalid_parameter', f'invalid {name} "{value}": expected true or false', param=name)
+
+
+@_guarded
+async def retrieve_response(request: Request) -> Any:
+    """`GET /v1/agent/{id}`: the run's snapshot, or with `stream=true` its events after `starting_after`."""
+    state = _state(request)
+    response_id: str = request.path_params['response_id']
+    run = state.find(response_id, stored_only=True)
+    if run is None:
+        raise _not_found(response_id)
+    stream = _flag(request.query_params.get('stream'), 'stream')
+    raw_cursor = request.query_params.get('starting_after')
+    cursor = -1
+    if raw_cursor is not None:
+        if not raw_cursor.isdigit():
+            raise ApiError(
+                400, 'invalid_parameter', 'starting_after must be a non-negative integer', param='starting_after'
+            )
+        cursor = int(raw_cursor)
+    fmt = request.query_params.get('format')
+    if fmt is not None and fmt not in {'default', 'short'}:
+        raise ApiError(400, 'invalid_parameter', 'format must be "default" or "short"', param='format')
+    fault = run.take_retrieve_fault()
+    if fault is not None:
+        raise _status_error(*fault)
+    now = time.monotonic()
+    if not stream:
+        return _json(run.snapshot(now, partial_output=state.partial_output))
+    if not run.background:
+        raise ApiError(
+            400,
+            'invalid_request',
+            f'response {response_id} was not created with background=true: its stream cannot be resumed',
+            param='stream',
+        )
+    window = state.resume_window_seconds
+    if window is not None and run.is_terminal(now) and now - run.ends_at > window:
+        raise ApiError(
+            400,
+            'invalid_request',
+            f'the resume window of response {response_id} has expired; retrieve it without stream instead',
+            param='starting_after',
+        )
+    if cursor > run.last_seq:
+        raise ApiError(
+            400,
+            'invalid_request',
+            f'starting_after {cursor} is past the last event ({run.last_seq}) of response {response_id}',
+            param='starting_after',
+        )
+    return _EventStream(state, run, cursor)
+
+
+@_guarded
+async def cancel_response(request: Request) -> Any:
+    """`POST /v1/agent/{id}/cancel`: acknowledge with `cancelling`; the run turns `cancelled` shortly after."""
+    state = _state(request)
+    response_id: str = request.path_params['response_id']
+    run = state.find(response_id, stored_only=False)
+    if run is None:
+        raise _not_found(response_id)
+    now = time.monotonic()
+    if run.is_terminal(now):
+        raise ApiError(
+            400,
+            'invalid_request',
+            f'response {response_id} is already {run.status(now)} and cannot be cancelled',
+        )
+    if not run.cancel_requested:
+        run.cancel(now)
+    return _json({'response_id': response_id, 'status': 'cancelling'})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Search API, models, retired and unknown endpoints
+
+
+@_guarded
+async def search(request: Request) -> Any:
+    """`POST /search`: ranked pages from the corpus (no `id`/`source` per result, unlike Agent results)."""
+    state = _state(request)
+    req = parse_search(await _read_body(request))
+    queries = [req.query] if isinstance(req.query, str) else list(req.query)
+    cleaned: list[str] = []
+    fault = None
+    slow = 0.0
+    malformed = False
+    retry_after = 0.0
+    for query in queries:
+        text, directives = parse_directives(query)
+        cleaned.append(text.replace(state.api_key, '[redacted]'))
+        fault = fault or state.faults.decide_search(query, directives)
+        slow = max(slow, directives.slow or 0.0)
+        malformed = malformed or directives.malformed
+        retry_after = retry_after or directives.retry_after
+    if slow:
+        await state.sleep(slow)
+    if fault is not None:
+        raise _status_error(fault, retry_after)
+    if malformed:
+        return _malformed()
+    limit = req.max_results or 10
+    page_chars = (req.max_tokens_per_page or 4096) * 4
+    total_chars = (req.max_tokens or 10_000) * 4
+    seen: set[str] = set()
+    results: list[dict[str, Any]] = []
+    for query in cleaned:
+        docs = search_corpus(
+            query,
+            domain_filter=req.search_domain_filter,
+            after=req.search_after_date_filter,
+            before=req.search_before_date_filter,
+            updated_after=req.last_updated_after_filter,
+            updated_before=req.last_updated_before_filter,
+            limit=limit,
+        )
+        for doc in docs:
+            if doc.url in seen or len(results) >= limit * len(cleaned):
+                continue
+            seen.add(doc.url)
+            budget = min(page_chars, max(0, total_chars))
+            total_chars -= budget
+            snippet = (doc.snippet + ' ' + doc.text)[:budget] or doc.snippet[:200]
+            results.append(
+                {
+                    'title': doc.title,
+                    'url': doc.url,
+                    'snippet': snippet,
+                    'date': doc.date,
+                    'last_updated': doc.last_updated,
+                }
+            )
+    server_time = datetime.now(UTC).isoformat(timespec='seconds') if req.display_server_time else None
+    return _json({'id': str(uuid.uuid4()), 'results': results, 'server_time': server_time})
+
+
+async def list_models(request: Request) -> Response:
+    """`GET /v1/models` (no key needed): the models the emulator serves, `provider/model` ids."""
+    data = [{'id': m.id, 'object': 'model', 'created': 0, 'owned_by': m.owned_by} for m in MODELS.values()]
+    return _json({'object': 'list', 'data': data})
+
+
+async def retired(request: Request) -> Response:
+    """Retired Sonar endpoints: 410 with the message peers observed ("Sonar is now the Agent API")."""
+    message = (
+        f'Sonar is now the Agent API: {request.url.path} was retired on {_RETIRED_DATE}. '
+        'Use POST /v1/agent (or /v1/responses) instead.'
+    )
+    return ApiError(410, 'endpoint_retired', message).response()
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    if status == 405:
+        return ApiError(
+            405, 'method_not_allowed', f'method {request.method} is not allowed on {request.url.path}'
+        ).response()
+    if status == 404:
+        return ApiError(404, 'not_found', f'no such endpoint: {request.method} {request.url.path}').response()
+    return ApiError(status, 'invalid_request', str(getattr(exc, 'detail', 'error'))).response()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The outer ASGI layer: authentication, request id, recording
+
+
+class _Outer:
+    """Checks the bearer key (all paths but `/v1/models`), adds `x-request-id`, and records each request."""
+
+    def __init__(self, app: ASGIApp, state: EmulatorState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope['type'] != 'http':
+            await self.app(scope, receive, send)
+            return
+        request_id = f'req_{uuid.uuid4().hex}'
+        method: str = scope['method']
+        path: str = scope['path']
+        query = bytes(scope.get('query_string', b'')).decode('latin-1')
+
+        async def send_wrapper(message: Message) -> None:
+            if message['type'] == 'http.response.start':
+                headers = [*message.get('headers', []), (b'x-request-id', request_id.encode())]
+                message = {**message, 'headers': headers}
+                self.state.requests.append(RecordedRequest(method, path, query, int(message['status'])))
+            await send(message)
+
+        if path.rstrip('/') != '/v1/models':
+            problem = self._auth_problem(scope)
+            if problem is not None:
+                await ApiError(401, 'authentication_error', problem).response()(scope, receive, send_wrapper)
+                return
+        await self.app(scope, receive, send_wrapper)
+
+    def _auth_problem(self, scope: Scope) -> str | None:
+        values = [v for k, v in scope.get('headers', []) if k.lower() == b'authorization']
+        if not values:
+            return 'Missing API key: send the header "Authorization: Bearer <your key>".'
+        scheme, _, token = bytes(values[0]).decode('latin-1').strip().partition(' ')
+        if scheme.casefold() != 'bearer' or not hmac.compare_digest(
+            token.strip().encode('latin-1'), self.state.api_key.encode('latin-1')
+        ):
+            return 'Invalid API key provided.'
+        return None
+
+
+def create_app(
+    *,
+    api_key: str | None = None,
+    time_scale: float = 0.01,
+    faults: FaultPlan | str | Iterable[str] | None = None,
+    partial_output: bool = False,
+    retention_seconds: float | None = None,
+    resume_window_seconds: float | None = 600.0,
+) -> Starlette:
+    """The emulator as an ASGI app (for embedding); its state, key included, is at `app.state.emulator`."""
+    state = EmulatorState(
+        api_key=api_key,
+        time_scale=time_scale,
+        faults=faults,
+        partial_output=partial_output,
+        retention_seconds=retention_seconds,
+        resume_window_seconds=resume_window_seconds,
+    )
+    routes = [
+        Route('/v1/models', list_models, methods=['GET']),
+        Route('/search', search, methods=['POST']),
+    ]
+    for prefix in ('/v1/agent', '/v1/responses'):
+        routes += [
+            Route(prefix, create_response, methods=['POST']),
+            Route(prefix + '/{response_id}', retrieve_response, methods=['GET']),
+            Route(prefix + '/{response_id}/cancel', cancel_response, methods=['POST']),
+        ]
+    for path in (
+        '/chat/completions',
+        '/v1/chat/completions',
+        '/v1/sonar',
+        '/async/chat/completions',
+        '/v1/async/sonar',
+    ):
+        routes.append(Route(path, retired, methods=['GET', 'POST']))
+    routes.append(Route('/async/chat/completions/{request_id}', retired, methods=['GET']))
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app.state.emulator = state
+    app.add_middleware(_OuterMiddleware, state=state)
+    return app
+
+
+class _OuterMiddleware(_Outer):
+    """`_Outer` in the shape Starlette's `add_middleware` expects (`cls(app, **options)`)."""
+
+    def __init__(self, app: ASGIApp, *, state: EmulatorState) -> None:
+        super().__init__(app, state)

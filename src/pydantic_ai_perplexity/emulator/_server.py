@@ -1,0 +1,235 @@
+"""`Emulator`: the app under uvicorn on loopback, in a background thread; and `serve()` for the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Self
+
+import anyio.to_thread
+import uvicorn
+from uvicorn.config import LOGGING_CONFIG
+
+from ._app import EmulatorState, RecordedRequest, create_app, new_api_key
+from ._faults import FaultPlan
+
+__all__ = ('Emulator', 'serve')
+
+_START_TIMEOUT = 10.0
+_STOP_TIMEOUT = 5.0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, reporting when it listens and which loop it runs on."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self.loop = asyncio.get_running_loop()
+        await super().startup(sockets)
+        self.ready.set()
+
+
+def _config(app: object, host: str, port: int, *, quiet: bool) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,  # pyright: ignore[reportArgumentType]
+        host=host,
+        port=port,
+        log_config=None if quiet else LOGGING_CONFIG,
+        log_level=None if quiet else 'info',
+        access_log=False,
+        lifespan='off',
+        ws='none',
+        http='h11',
+        loop='asyncio',
+        timeout_graceful_shutdown=1,
+    )
+
+
+class Emulator:
+    """An offline emulator of Perplexity's Agent API: a real HTTP server on loopback, for tests, demos and notebooks.
+
+    Use it as a context manager (`with Emulator() as emu:` or `async with`), point a client at `emu.base_url`
+    with `emu.api_key`. It serves `/v1/agent` and `/v1/responses` (create, background, stream, resume, cancel),
+    `/search` and `/v1/models`, validates strictly, bills deterministically, and takes fault directives
+    (`[[emulate: 429x2]]` in the query, or `emu.faults.add(...)`). `time_scale` is real seconds per emulated
+    second: a `medium` run (60 emulated seconds) takes 0.6 s at the default 0.01.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        time_scale: float = 0.01,
+        faults: FaultPlan | str | Iterable[str] | None = None,
+        partial_output: bool = False,
+        retention_seconds: float | None = None,
+        host: str = '127.0.0.1',
+        port: int = 0,
+        resume_window_seconds: float | None = 600.0,
+    ) -> None:
+        """Configure (nothing starts until `start()` or entering the context).
+
+        Args:
+            api_key: The one key accepted; a random `pplx-emulator-<hex>` if not given.
+            time_scale: Real seconds per emulated second (0 makes every run finish at once).
+            faults: Directives queued for upcoming creates (a `FaultPlan`, a spec string, or several).
+            partial_output: Whether an in-progress retrieve shows the search and fetch items reached so far
+                (the live API documents `output: []` until the run ends, the default here).
+            retention_seconds: Real seconds a finished run stays retrievable (None = forever).
+            host: Interface to bind; loopback by default.
+            port: Port to bind; 0 picks a free one.
+            resume_window_seconds: Real seconds after a run ends during which its stream can be resumed.
+        """
+        self.app = create_app(
+            api_key=api_key,
+            time_scale=time_scale,
+            faults=faults,
+            partial_output=partial_output,
+            retention_seconds=retention_seconds,
+            resume_window_seconds=resume_window_seconds,
+        )
+        self._state: EmulatorState = self.app.state.emulator
+        self.host = host
+        self._port = port
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def api_key(self) -> str:
+        """The key the emulator accepts (`Authorization: Bearer <key>`)."""
+        return self._state.api_key
+
+    @property
+    def faults(self) -> FaultPlan:
+        """Faults queued for upcoming creates: `emu.faults.add('429x2')`, `emu.faults.add('fail', match='text')`."""
+        return self._state.faults
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request answered so far (method, path, query, status; never headers). Clear it with `.clear()`."""
+        return self._state.requests
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (known once started)."""
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """`http://<host>:<port>`, the base URL to give a client."""
+        if self._server is None:
+            raise RuntimeError('the emulator is not running: use it as a context manager or call start() first')
+        host = f'[{self.host}]' if ':' in self.host else self.host
+        return f'http://{host}:{self._port}'
+
+    @property
+    def running(self) -> bool:
+        """Whether the server thread is up."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> Self:
+        """Start the server thread and wait (with a deadline) until it listens."""
+        if self._server is not None:
+            return self
+        server = _Server(_config(self.app, self.host, self._port, quiet=True))
+        thread = threading.Thread(target=server.run, name=f'perplexity-emulator-{id(self):x}', daemon=True)
+        thread.start()
+        deadline = time.monotonic() + _START_TIMEOUT
+        while not server.ready.wait(0.02):
+            if not thread.is_alive() or time.monotonic() > deadline:
+                server.should_exit = True
+                thread.join(_STOP_TIMEOUT)
+                raise RuntimeError(f'the emulator could not start on {self.host}:{self._port}')
+        self._port = server.servers[0].sockets[0].getsockname()[1]
+        self._server = server
+        self._thread = thread
+        return self
+
+    def stop(self) -> None:
+        """Stop the server promptly: wake waiting streams, ask uvicorn to exit, join the thread."""
+        server, thread = self._server, self._thread
+        if server is None or thread is None:
+            return
+        if server.loop is not None and not server.loop.is_closed():
+            try:
+                server.loop.call_soon_threadsafe(self._state.close)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+        server.should_exit = True
+        thread.join(_STOP_TIMEOUT)
+        if thread.is_alive():  # pragma: no cover - uvicorn did not stop within its graceful timeout
+            server.force_exit = True
+            thread.join(_STOP_TIMEOUT)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> Self:
+        """Start the server."""
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Stop the server."""
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        """Start the server without blocking the event loop."""
+        return await anyio.to_thread.run_sync(self.start)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Stop the server without blocking the event loop."""
+        await anyio.to_thread.run_sync(self.stop)
+
+    def __repr__(self) -> str:
+        """Where it listens; never the key."""
+        where = f'{self.host}:{self._port}' if self._server is not None else 'not running'
+        return f'<Emulator {where}>'
+
+
+def serve(
+    host: str = '127.0.0.1',
+    port: int = 8787,
+    api_key: str | None = None,
+    time_scale: float = 0.1,
+    *,
+    on_ready: Callable[[str, str], None] | None = None,
+) -> None:
+    """Run the emulator in the foreground until interrupted (for `pydantic-ai-perplexity emulator --port N`).
+
+    `on_ready(base_url, api_key)` is called once it listens; without it, the URL (and the key, when one was
+    generated) is logged on uvicorn's logger so that it shows on stderr.
+    """
+    key = api_key or new_api_key()
+    app = create_app(api_key=key, time_scale=time_scale)
+    server = _Server(_config(app, host, port, quiet=False))
+
+    def announce() -> None:
+        server.ready.wait()
+        servers = getattr(server, 'servers', None)
+        if not servers:
+            return
+        bound = servers[0].sockets[0].getsockname()[1]
+        shown = f'[{host}]' if ':' in host else host
+        base_url = f'http://{shown}:{bound}'
+        if on_ready is not None:
+            on_ready(base_url, key)
+        elif api_key is None:
+            logging.getLogger('uvicorn.error').info('Perplexity emulator at %s, API key %s', base_url, key)
+        else:
+            logging.getLogger('uvicorn.error').info('Perplexity emulator at %s', base_url)
+
+    threading.Thread(target=announce, name='perplexity-emulator-announce', daemon=True).start()
+    server.run()
+    server.ready.set()

@@ -1,0 +1,872 @@
+"""Strict validation of request bodies, as strict as the live API: unknown fields anywhere are a 400.
+
+The models forbid extra fields (`extra='forbid'`) and are strict about JSON types. Unions are tagged with a
+leading `~` so that error locations can be read back without them; the first error becomes the API's error
+envelope (`invalid request body: json: unknown field "X"` with `param: "X"` for an unknown field).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from ipaddress import ip_address
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic_core import ErrorDetails
+
+from ._corpus import MODELS
+from ._errors import ApiError
+
+__all__ = (
+    'EFFORTS',
+    'CreateRequest',
+    'McpTool',
+    'SearchRequest',
+    'WebSearchFilters',
+    'WebSearchTool',
+    'input_text',
+    'parse_create',
+    'parse_search',
+    'resolve_effort',
+)
+
+EFFORTS = ('fast', 'low', 'medium', 'high', 'xhigh')
+_LEGACY_PRESETS = {
+    'fast-search': 'fast',
+    'pro-search': 'low',
+    'deep-research': 'medium',
+    'advanced-deep-research': 'high',
+}
+_EFFORT_PIN = re.compile(r'^(fast|low|medium|high|xhigh)@\d{4}-\d{2}-\d{2}\.\d+$')
+_RESERVED_FUNCTION_NAMES = frozenset(
+    {'web_search', 'search_web', 'people_search', 'search_people', 'fetch_url', 'finance_search', 'sandbox'}
+)
+_LABEL = re.compile(r'^[a-zA-Z0-9_-]{1,64}$')
+_SCHEMA_NAME = r'^[A-Za-z0-9_-]{1,64}$'
+_LOOPBACK_NAMES = frozenset({'localhost', 'localhost.localdomain'})
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra='forbid', strict=True)
+
+
+def _by_type(default: str | None = None) -> Discriminator:
+    """A discriminator on the `type` key, tagged `~<type>`; a missing `type` falls back to `default`."""
+
+    def pick(value: Any) -> str | None:
+        kind: object = value.get('type', default) if isinstance(value, dict) else None  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+        return f'~{kind}' if isinstance(kind, str) else None
+
+    return Discriminator(pick)
+
+
+def _str_or(other: str) -> Discriminator:
+    return Discriminator(lambda value: '~str' if isinstance(value, str) else f'~{other}')
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tools
+
+
+class WebSearchFilters(_Strict):
+    """`web_search.filters`."""
+
+    search_domain_filter: list[str] | None = None
+    search_recency_filter: Literal['hour', 'day', 'week', 'month', 'year'] | None = None
+    search_after_date_filter: str | None = None
+    search_before_date_filter: str | None = None
+    last_updated_after_filter: str | None = None
+    last_updated_before_filter: str | None = None
+
+
+class UserLocation(_Strict):
+    """`web_search.user_location`."""
+
+    city: str | None = None
+    region: str | None = None
+    country: str | None = None
+    latitude: float | None = None
+    longitude: float | None = None
+
+
+class WebSearchTool(_Strict):
+    """The `web_search` tool."""
+
+    type: Literal['web_search']
+    filters: WebSearchFilters | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    max_tokens_per_page: int | None = Field(None, ge=1)
+    search_context_size: Literal['low', 'medium', 'high'] | None = None
+    search_type: Literal['web', 'fast'] | None = None
+    user_location: UserLocation | None = None
+    max_results: int | None = Field(None, ge=1, le=50)
+
+
+class FetchUrlTool(_Strict):
+    """The `fetch_url` tool."""
+
+    type: Literal['fetch_url']
+    max_urls: int | None = Field(None, ge=1, le=10)
+    total_budget_tokens: int | None = Field(None, ge=1, le=120_000)
+
+
+class FunctionTool(_Strict):
+    """A client-side `function` tool (Responses style, not nested under `function`)."""
+
+    type: Literal['function']
+    name: str = Field(min_length=1, max_length=64)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ApprovalFilter(_Strict):
+    """One side of an MCP `require_approval` filter (accepted and ignored, as live)."""
+
+    read_only: bool | None = None
+    tool_names: list[str] | None = None
+
+
+class ApprovalFilters(_Strict):
+    """`require_approval` as filters."""
+
+    always: ApprovalFilter | None = None
+    never: ApprovalFilter | None = None
+
+
+class McpTool(_Strict):
+    """A remote MCP server the run may call."""
+
+    type: Literal['mcp']
+    server_label: str
+    server_url: str
+    authorization: str | None = None
+    headers: dict[str, str] | None = None
+    allowed_tools: list[str] | None = None
+    defer_loading: bool | None = None
+    require_approval: (
+        Annotated[
+            Annotated[Literal['always', 'never'], Tag('~str')] | Annotated[ApprovalFilters, Tag('~object')],
+            _str_or('object'),
+        ]
+        | None
+    ) = None
+    connector_id: str | None = None
+
+
+class ConnectorTool(_Strict):
+    """A console-saved connector."""
+
+    type: Literal['connector']
+    id: str
+    server_label: str
+    allowed_tools: list[str] | None = None
+    require_approval: (
+        Annotated[
+            Annotated[Literal['always', 'never'], Tag('~str')] | Annotated[ApprovalFilters, Tag('~object')],
+            _str_or('object'),
+        ]
+        | None
+    ) = None
+    server_description: str | None = None
+
+
+class ImageSearchFilters(_Strict):
+    """`image_search.filters`."""
+
+    domain_filter: list[str] | None = None
+    format_filter: list[Literal['bmp', 'gif', 'jpeg', 'png', 'webp', 'svg']] | None = None
+    safe_search: bool | None = None
+
+
+class ImageSearchTool(_Strict):
+    """The `image_search` tool."""
+
+    type: Literal['image_search']
+    filters: ImageSearchFilters | None = None
+    max_results: int | None = Field(None, ge=1)
+
+
+class SimpleTool(_Strict):
+    """Tools without options: `finance_search`, `people_search`, `sandbox`."""
+
+    type: Literal['finance_search', 'people_search', 'sandbox']
+
+
+Tool = Annotated[
+    Annotated[WebSearchTool, Tag('~web_search')]
+    | Annotated[FetchUrlTool, Tag('~fetch_url')]
+    | Annotated[FunctionTool, Tag('~function')]
+    | Annotated[McpTool, Tag('~mcp')]
+    | Annotated[ConnectorTool, Tag('~connector')]
+    | Annotated[ImageSearchTool, Tag('~image_search')]
+    | Annotated[SimpleTool, Tag('~finance_search')]
+    | Annotated[SimpleTool, Tag('~people_search')]
+    | Annotated[SimpleTool, Tag('~sandbox')],
+    _by_type(),
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Input items
+
+
+class InputText(_Strict):
+    """`{"type": "input_text", "text"}`."""
+
+    type: Literal['input_text']
+    text: str
+
+
+class InputImage(_Strict):
+    """`{"type": "input_image", "image_url"}` (https or a data URI)."""
+
+    type: Literal['input_image']
+    image_url: str
+    detail: Literal['low', 'high', 'auto'] | None = None
+
+
+class InputFile(_Strict):
+    """`{"type": "input_file", "file_url" | "file_data", "filename"?}`."""
+
+    type: Literal['input_file']
+    file_url: str | None = None
+    file_data: str | None = None
+    filename: str | None = None
+
+
+ContentPart = Annotated[
+    Annotated[InputText, Tag('~input_text')]
+    | Annotated[InputImage, Tag('~input_image')]
+    | Annotated[InputFile, Tag('~input_file')],
+    _by_type(),
+]
+
+
+class MessageItem(_Strict):
+    """A conversation message; `type` may be omitted."""
+
+    type: Literal['message'] | None = None
+    role: Literal['user', 'assistant', 'system', 'developer']
+    content: Annotated[
+        Annotated[str, Tag('~str')] | Annotated[list[ContentPart], Tag('~list')],
+        _str_or('list'),
+    ]
+
+
+class OutputTextPart(_Strict):
+    """`{"type": "input_text", "text"}` inside a `function_call_output`."""
+
+    type: Literal['input_text']
+    text: str
+
+
+class OutputImagePart(_Strict):
+    """`{"type": "input_image", "image_url", "detail"?}` inside a `function_call_output`."""
+
+    type: Literal['input_image']
+    image_url: str
+    detail: Literal['low', 'high', 'auto'] | None = None
+
+
+class FunctionCallOutputItem(_Strict):
+    """The result of a client function call, sent back in the next turn."""
+
+    type: Literal['function_call_output']
+    call_id: str
+    output: Annotated[
+        Annotated[str, Tag('~str')]
+        | Annotated[
+            list[
+                Annotated[
+                    Annotated[OutputTextPart, Tag('~input_text')] | Annotated[OutputImagePart, Tag('~input_image')],
+                    _by_type(),
+                ]
+            ],
+            Tag('~list'),
+        ],
+        _str_or('list'),
+    ]
+    name: str | None = None
+    id: str | None = None
+    status: Literal['in_progress', 'completed', 'incomplete'] | None = None
+    thought_signature: str | None = None
+
+
+class FunctionCallItem(_Strict):
+    """A replayed function call of a previous turn."""
+
+    type: Literal['function_call']
+    call_id: str
+    name: str
+    arguments: str
+    id: str | None = None
+    status: str | None = None
+    thought_signature: str | None = None
+
+
+class ReasoningPart(_Strict):
+    """A reasoning text or summary part."""
+
+    type: Literal['reasoning_text', 'summary_text']
+    text: str
+
+
+class ReasoningItem(_Strict):
+    """A replayed reasoning item."""
+
+    type: Literal['reasoning']
+    summary: list[ReasoningPart] = Field(default_factory=list[ReasoningPart])
+    content: list[ReasoningPart] | None = None
+    encrypted_content: str | None = None
+    id: str | None = None
+    status: Literal['in_progress', 'completed', 'incomplete'] | None = None
+
+
+class McpToolAnnotations(_Strict):
+    """`annotations` of a replayed MCP tool."""
+
+    read_only: bool | None = None
+
+
+class McpToolDef(_Strict):
+    """A tool inside a replayed `mcp_list_tools`."""
+
+    name: str
+    input_schema: dict[str, Any]
+    description: str | None = None
+    annotations: McpToolAnnotations | None = None
+
+
+class McpListToolsItem(_Strict):
+    """A replayed `mcp_list_tools` item."""
+
+    type: Literal['mcp_list_tools']
+    id: str | None = None
+    server_label: str | None = None
+    tools: list[McpToolDef] | None = None
+    error: str | None = None
+    connector_id: str | None = None
+
+
+class McpCallItem(_Strict):
+    """A replayed `mcp_call` item."""
+
+    type: Literal['mcp_call']
+    id: str
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None = None
+    error: str | None = None
+    approval_request_id: str | None = None
+    connector_id: str | None = None
+
+
+class McpApprovalRequestItem(_Strict):
+    """A replayed `mcp_approval_request` item."""
+
+    type: Literal['mcp_approval_request']
+    id: str
+    server_label: str
+    name: str
+    arguments: str
+    connector_id: str | None = None
+    thought_signature: str | None = None
+
+
+class McpApprovalResponseItem(_Strict):
+    """An `mcp_approval_response` input item."""
+
+    type: Literal['mcp_approval_response']
+    approval_request_id: str
+    approve: bool
+    id: str | None = None
+    reason: str | None = None
+
+
+InputItem = Annotated[
+    Annotated[MessageItem, Tag('~message')]
+    | Annotated[FunctionCallOutputItem, Tag('~function_call_output')]
+    | Annotated[FunctionCallItem, Tag('~function_call')]
+    | Annotated[ReasoningItem, Tag('~reasoning')]
+    | Annotated[McpListToolsItem, Tag('~mcp_list_tools')]
+    | Annotated[McpCallItem, Tag('~mcp_call')]
+    | Annotated[McpApprovalRequestItem, Tag('~mcp_approval_request')]
+    | Annotated[McpApprovalResponseItem, Tag('~mcp_approval_response')],
+    _by_type('message'),
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The create request
+
+
+class Profile(_Strict):
+    """`profile`: an org-owned saved configuration."""
+
+    type: Literal['custom']
+    id: str
+    version: str | None = None
+
+
+class Reasoning(_Strict):
+    """`reasoning`: the model's own reasoning depth."""
+
+    effort: Literal['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max'] | None = None
+
+
+class JsonSchemaFormat(_Strict):
+    """`response_format.json_schema`."""
+
+    name: str | None = Field(None, pattern=_SCHEMA_NAME)
+    schema_: dict[str, Any] = Field(alias='schema')
+    description: str | None = None
+    strict: bool | None = None
+
+
+class ResponseFormat(_Strict):
+    """`response_format`: only `json_schema` is supported."""
+
+    type: Literal['json_schema']
+    json_schema: JsonSchemaFormat | None = None
+
+
+class TextParam(_Strict):
+    """`text`: echoed by the API but takes no request fields (OpenAI's `text.format` is rejected)."""
+
+
+class ToolChoiceObject(_Strict):
+    """`tool_choice` as an object: `{"type": "web_search"}`, `{"name": "fn"}`, `{"type": "required"}`."""
+
+    type: str | None = None
+    name: str | None = None
+
+
+class BuiltinSkill(_Strict):
+    """A built-in skill."""
+
+    type: Literal['builtin']
+    name: Literal['office', 'office/docx', 'office/pdf', 'office/pptx', 'office/xlsx']
+
+
+class InlineSkill(_Strict):
+    """A skill given inline."""
+
+    type: Literal['inline']
+    name: str
+    description: str
+    instructions: str
+
+
+class CustomSkill(_Strict):
+    """An org-owned saved skill."""
+
+    type: Literal['custom']
+    id: str
+    version: str | None = None
+
+
+class StreamOptions(_Strict):
+    """`stream_options`."""
+
+    include_usage: bool | None = None
+
+
+class CreateRequest(_Strict):
+    """The body of `POST /v1/agent` (and `/v1/responses`): every field of the contract, nothing else."""
+
+    input: Annotated[
+        Annotated[str, Tag('~str')] | Annotated[list[InputItem], Tag('~list')],
+        _str_or('list'),
+    ]
+    model: str | None = None
+    models: list[str] | None = Field(None, min_length=1, max_length=5)
+    effort: str | None = None
+    preset: str | None = None
+    profile: Profile | None = None
+    instructions: str | None = None
+    max_steps: int | None = Field(None, ge=1, le=100)
+    max_output_tokens: int | None = Field(None, ge=1)
+    reasoning: Reasoning | None = None
+    response_format: ResponseFormat | None = None
+    text: TextParam | None = None
+    tools: list[Tool] | None = None
+    tool_choice: (
+        Annotated[
+            Annotated[Literal['none', 'auto', 'required'], Tag('~str')] | Annotated[ToolChoiceObject, Tag('~object')],
+            _str_or('object'),
+        ]
+        | None
+    ) = None
+    stream: bool | None = None
+    background: bool | None = None
+    store: bool | None = None
+    previous_response_id: str | None = None
+    prompt_cache_key: str | None = None
+    language_preference: str | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    service_tier: Literal['auto', 'default', 'flex', 'priority', 'fast'] | None = None
+    step_budget_reminder: bool | None = None
+    skills: (
+        list[
+            Annotated[
+                Annotated[BuiltinSkill, Tag('~builtin')]
+                | Annotated[InlineSkill, Tag('~inline')]
+                | Annotated[CustomSkill, Tag('~custom')],
+                _by_type(),
+            ]
+        ]
+        | None
+    ) = None
+    max_tool_calls: int | None = Field(None, ge=0)
+    metadata: dict[str, str] | None = None
+    parallel_tool_calls: bool | None = None
+    truncation: Literal['auto', 'disabled'] | None = None
+    stream_options: StreamOptions | None = None
+
+
+class SearchRequest(_Strict):
+    """The body of `POST /search` (the Search API has its own, different field set)."""
+
+    query: Annotated[
+        Annotated[str, Tag('~str')] | Annotated[list[str], Tag('~list')],
+        _str_or('list'),
+    ]
+    max_results: int | None = Field(None, ge=1, le=20)
+    max_tokens: int | None = Field(None, ge=1, le=1_000_000)
+    max_tokens_per_page: int | None = Field(None, ge=1)
+    search_context_size: Literal['low', 'medium', 'high'] | None = None
+    search_domain_filter: list[str] | None = None
+    search_language_filter: list[str] | None = None
+    search_recency_filter: Literal['hour', 'day', 'week', 'month', 'year'] | None = None
+    search_after_date_filter: str | None = None
+    search_before_date_filter: str | None = None
+    last_updated_after_filter: str | None = None
+    last_updated_before_filter: str | None = None
+    country: str | None = None
+    search_mode: Literal['web', 'academic', 'sec'] | None = None
+    search_type: Literal['web', 'fast', 'people'] | None = None
+    display_server_time: bool | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Error mapping
+
+_CONSTRAINT_ERRORS = frozenset(
+    {
+        'greater_than',
+        'greater_than_equal',
+        'less_than',
+        'less_than_equal',
+        'literal_error',
+        'enum',
+        'too_short',
+        'too_long',
+        'string_too_short',
+        'string_too_long',
+        'string_pattern_mismatch',
+        'finite_number',
+    }
+)
+
+
+def _path(loc: tuple[int | str, ...]) -> tuple[str, str | None]:
+    """A readable path (`tools[0].filters.x`) and the leaf field name of an error location, tags removed."""
+    text = ''
+    leaf: str | None = None
+    for part in loc:
+        if isinstance(part, int):
+            text += f'[{part}]'
+        elif part.startswith('~'):
+            continue
+        else:
+            text += f'.{part}' if text else part
+            leaf = part
+    return text, leaf
+
+
+def _pick(errors: list[ErrorDetails]) -> ErrorDetails:
+    for kind in ('extra_forbidden', 'missing'):
+        for error in errors:
+            if error['type'] == kind:
+                return error
+    return errors[0]
+
+
+def _to_api_error(exc: ValidationError) -> ApiError:
+    error = _pick(exc.errors(include_url=False))
+    kind = error['type']
+    path, leaf = _path(tuple(error['loc']))
+    if kind == 'extra_forbidden':
+        return ApiError(400, 'invalid_request', f'invalid request body: json: unknown field "{leaf}"', param=leaf)
+    if kind == 'json_invalid':
+        return ApiError(400, 'invalid_request', f'invalid request body: {error["msg"]}')
+    if kind in {'model_type', 'model_attributes_type'} and not path:
+        return ApiError(400, 'invalid_request', 'invalid request body: the body must be a JSON object')
+    if kind == 'missing':
+        return ApiError(400, 'invalid_request', f'invalid request body: missing required field "{path}"', param=leaf)
+    if kind == 'union_tag_invalid':
+        tag = str(error.get('ctx', {}).get('tag', '')).removeprefix('~')
+        where = f'{path}.type' if path else 'type'
+        return ApiError(400, 'invalid_request', f'invalid request body: unknown {where} "{tag}"', param='type')
+    if kind == 'union_tag_not_found':
+        where = f'{path}.type' if path else 'type'
+        return ApiError(400, 'invalid_request', f'invalid request body: missing required field "{where}"', param='type')
+    if kind in _CONSTRAINT_ERRORS:
+        return ApiError(400, 'invalid_parameter', f'invalid value for "{path}": {error["msg"]}', param=leaf)
+    return ApiError(400, 'invalid_request', f'invalid request body: field "{path}": {error["msg"]}', param=leaf)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Semantic checks
+
+
+def resolve_effort(name: str, *, field: str) -> str:
+    """The base effort level (`fast`…`xhigh`) of an `effort`/`preset` value, or a 400 naming `field`."""
+    if name in EFFORTS:
+        return name
+    if field == 'preset' and name in _LEGACY_PRESETS:
+        return _LEGACY_PRESETS[name]
+    if _EFFORT_PIN.match(name):
+        return name.split('@', 1)[0]
+    allowed = ', '.join(EFFORTS)
+    legacy = ', '.join(_LEGACY_PRESETS) if field == 'preset' else ''
+    hint = f' (or the legacy names {legacy})' if legacy else ''
+    return _raise(
+        ApiError(
+            400,
+            'invalid_parameter',
+            f'invalid {field} "{name}": use one of {allowed}{hint}, or a pinned version like "medium@2026-10-16.0"',
+            param='effort',
+        )
+    )
+
+
+def _raise(error: ApiError) -> str:
+    raise error
+
+
+def _check_date(value: str | None, field: str) -> None:
+    if value is None:
+        return
+    try:
+        if not re.fullmatch(r'\d{1,2}/\d{1,2}/\d{4}', value):
+            raise ValueError(value)
+        datetime.strptime(value, '%m/%d/%Y')  # noqa: DTZ007 - a calendar date, no time zone involved
+    except ValueError:
+        raise ApiError(
+            400,
+            'invalid_date_format',
+            f'invalid {field} "{value}": dates must be formatted as MM/DD/YYYY',
+            param=field,
+        ) from None
+
+
+def check_filters(
+    domains: list[str] | None,
+    recency: str | None,
+    dates: dict[str, str | None],
+) -> None:
+    """Domain filter size, date formats, and that recency is not combined with date filters."""
+    if domains is not None:
+        if len(domains) > 20:
+            raise ApiError(
+                400,
+                'invalid_search_domain_filter',
+                f'search_domain_filter accepts at most 20 entries, got {len(domains)}',
+                param='search_domain_filter',
+            )
+        for domain in domains:
+            bare = domain.removeprefix('-')
+            if not bare or '/' in bare or ' ' in bare or bare.startswith('.'):
+                raise ApiError(
+                    400,
+                    'invalid_search_domain_filter',
+                    f'invalid search_domain_filter entry "{domain}": use a bare domain like "example.com" '
+                    'or "-example.com" to exclude it',
+                    param='search_domain_filter',
+                )
+    for field, value in dates.items():
+        _check_date(value, field)
+    if recency is not None and any(value is not None for value in dates.values()):
+        raise ApiError(
+            400,
+            'invalid_parameter',
+            'search_recency_filter cannot be combined with date filters',
+            param='search_recency_filter',
+        )
+
+
+def _is_loopback(host: str) -> bool:
+    if host.casefold() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_mcp(tools: list[McpTool]) -> None:
+    if len(tools) > 16:
+        raise ApiError(400, 'invalid_parameter', f'at most 16 mcp tools are allowed, got {len(tools)}', param='tools')
+    seen: set[str] = set()
+    for tool in tools:
+        if not _LABEL.match(tool.server_label):
+            raise ApiError(
+                400,
+                'invalid_parameter',
+                f'invalid server_label "{tool.server_label}": must match ^[a-zA-Z0-9_-]{{1,64}}$',
+                param='server_label',
+            )
+        if tool.server_label in seen:
+            raise ApiError(
+                400, 'invalid_parameter', f'duplicate server_label "{tool.server_label}"', param='server_label'
+            )
+        seen.add(tool.server_label)
+        parts = urlsplit(tool.server_url)
+        host = parts.hostname or ''
+        secure = parts.scheme == 'https' or (parts.scheme == 'http' and _is_loopback(host))
+        if not host or not secure:
+            raise ApiError(
+                400,
+                'invalid_parameter',
+                f'invalid server_url for mcp server "{tool.server_label}": must be an https URL',
+                param='server_url',
+            )
+
+
+def _check_create(req: CreateRequest) -> None:
+    if (isinstance(req.input, str) and not req.input.strip()) or (isinstance(req.input, list) and not req.input):
+        raise ApiError(400, 'invalid_request', 'input must not be empty', param='input')
+    if req.model is None and req.models is None and req.effort is None and req.preset is None:
+        raise ApiError(
+            400,
+            'invalid_request',
+            'one of model, models, effort or preset is required',
+            param='model',
+        )
+    if req.effort is not None:
+        resolve_effort(req.effort, field='effort')
+    if req.preset is not None:
+        resolve_effort(req.preset, field='preset')
+    models = list(req.models or ()) + ([req.model] if req.model is not None else [])
+    for name in models:
+        if name not in MODELS:
+            hint = f' (did you mean "perplexity/{name}"?)' if '/' not in name and f'perplexity/{name}' in MODELS else ''
+            raise ApiError(
+                400,
+                'invalid_model',
+                f'model "{name}" is not supported: use a provider/model id listed by GET /v1/models{hint}',
+                param='models' if req.models is not None and name in req.models else 'model',
+            )
+    if req.max_output_tokens is None and any(name.startswith('anthropic/') for name in models):
+        raise ApiError(
+            400,
+            'invalid_parameter',
+            'max_output_tokens is required when using Anthropic models',
+            param='max_output_tokens',
+        )
+    if req.metadata is not None:
+        if len(req.metadata) > 16:
+            raise ApiError(400, 'invalid_parameter', 'metadata can have at most 16 keys', param='metadata')
+        for key, value in req.metadata.items():
+            if len(key) > 64:
+                raise ApiError(400, 'invalid_parameter', 'metadata keys can be at most 64 characters', param='metadata')
+            if len(value) > 512:
+                raise ApiError(
+                    400, 'invalid_parameter', 'metadata values can be at most 512 characters', param='metadata'
+                )
+    if req.response_format is not None and req.response_format.json_schema is None:
+        raise ApiError(
+            400,
+            'invalid_request',
+            'invalid request body: missing required field "response_format.json_schema"',
+            param='json_schema',
+        )
+    for tool in req.tools or ():
+        if isinstance(tool, FunctionTool) and tool.name in _RESERVED_FUNCTION_NAMES:
+            raise ApiError(
+                400,
+                'invalid_parameter',
+                f'function name "{tool.name}" is reserved for a built-in tool; choose another name',
+                param='name',
+            )
+        if isinstance(tool, WebSearchTool) and tool.filters is not None:
+            f = tool.filters
+            check_filters(
+                f.search_domain_filter,
+                f.search_recency_filter,
+                {
+                    'search_after_date_filter': f.search_after_date_filter,
+                    'search_before_date_filter': f.search_before_date_filter,
+                    'last_updated_after_filter': f.last_updated_after_filter,
+                    'last_updated_before_filter': f.last_updated_before_filter,
+                },
+            )
+    _check_mcp([tool for tool in req.tools or () if isinstance(tool, McpTool)])
+
+
+def _check_search(req: SearchRequest) -> None:
+    queries = [req.query] if isinstance(req.query, str) else req.query
+    if not queries or any(not q.strip() for q in queries):
+        raise ApiError(400, 'invalid_request', 'query must not be empty', param='query')
+    if len(queries) > 5:
+        raise ApiError(400, 'invalid_parameter', 'at most 5 queries are allowed in one request', param='query')
+    check_filters(
+        req.search_domain_filter,
+        req.search_recency_filter,
+        {
+            'search_after_date_filter': req.search_after_date_filter,
+            'search_before_date_filter': req.search_before_date_filter,
+            'last_updated_after_filter': req.last_updated_after_filter,
+            'last_updated_before_filter': req.last_updated_before_filter,
+        },
+    )
+    languages = req.search_language_filter or []
+    if len(languages) > 20 or any(not re.fullmatch(r'[a-z]{2}', code) for code in languages):
+        raise ApiError(
+            400,
+            'invalid_parameter',
+            'search_language_filter takes at most 20 ISO 639-1 codes such as "en"',
+            param='search_language_filter',
+        )
+    if req.country is not None and not re.fullmatch(r'[A-Z]{2}', req.country):
+        raise ApiError(
+            400, 'invalid_parameter', 'country must be an ISO 3166-1 alpha-2 code such as "US"', param='country'
+        )
+
+
+def parse_create(body: bytes) -> CreateRequest:
+    """Validate a create body, or raise the `ApiError` the live API would answer."""
+    try:
+        req = CreateRequest.model_validate_json(body)
+    except ValidationError as exc:
+        raise _to_api_error(exc) from None
+    _check_create(req)
+    return req
+
+
+def parse_search(body: bytes) -> SearchRequest:
+    """Validate a `POST /search` body, or raise the `ApiError` the live API would answer."""
+    try:
+        req = SearchRequest.model_validate_json(body)
+    except ValidationError as exc:
+        raise _to_api_error(exc) from None
+    _check_search(req)
+    return req
+
+
+def input_text(req: CreateRequest) -> str:
+    """The text of the request's question: the string input, or the last user message's text."""
+    if isinstance(req.input, str):
+        return req.input
+    for item in reversed(req.input):
+        if isinstance(item, MessageItem) and item.role == 'user':
+            if isinstance(item.content, str):
+                return item.content
+            return '\n'.join(part.text for part in item.content if isinstance(part, InputText))
+    return ''
