@@ -496,8 +496,8 @@ class Ledger:
         """The recorded run with this `response_id` (or reservation key), or None."""
 
         def op(db: sqlite3.Connection) -> RunRecord | None:
-            row = db.execute(f'{_SELECT} WHERE response_id = ?', (response_id,)).fetchone()
-            return None if row is None else _record(row)
+            rows = db.execute(f'{_SELECT} WHERE response_id = ?', (response_id,)).fetchall()
+            return _record(rows[0]) if rows else None
 
         return self._call('reading a run', op, None)
 
@@ -732,7 +732,7 @@ def _spent(db: sqlite3.Connection, since: datetime | None) -> float:
     if since is not None:
         sql += ' WHERE created_at >= ?'
         params = (_timestamp(since),)
-    (total,) = db.execute(sql, params).fetchone()
+    ((total,),) = db.execute(sql, params).fetchall()  # fetchall: the read ends with the call
     return float(total)
 
 
