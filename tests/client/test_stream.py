@@ -174,7 +174,7 @@ async def test_a_dropped_foreground_stream_is_not_resumed():
         with pytest.raises(APIConnectionError, match='not started with background=True') as info:
             async with client.stream('q', background=False) as events:
                 async for event in events:  # a loop, not a comprehension: it ends in the exception
-                    got.append(event.sequence_number)  # noqa: PERF401
+                    got.append(event.sequence_number)
     assert got == [0, 1]
     assert not isinstance(info.value, RunMayHaveStartedError)
 

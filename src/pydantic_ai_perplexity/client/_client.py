@@ -32,8 +32,8 @@ from ._errors import ErrorContext, as_object, malformed_error
 from ._models import AgentEvent, CancelAck, Model, ModelList, Response, SearchResponse
 from ._params import AgentRequest, InputItem, SearchRequest
 from ._retry import RequestKind
-from ._settings import DEFAULT_TIMEOUT, resolve_api_key, resolve_base_url
-from ._stream import EventStream, run_path
+from ._settings import DEFAULT_TIMEOUT, resolve_api_key, resolve_base_url, shared_ssl_context
+from ._stream import MAX_RESUMES_WITHOUT_PROGRESS, EventStream, run_path
 from ._transport import Transport, logger
 
 __all__ = ('POLL_INTERVAL_CAP', 'PerplexityClient')
@@ -101,9 +101,15 @@ class PerplexityClient:
         else:
             resolved = timeout if isinstance(timeout, httpx2.Timeout) or timeout is None else httpx2.Timeout(timeout)
         self._owns_http = http_client is None
-        http = http_client if http_client is not None else httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT)
+        if http_client is None:
+            http_client = httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT, verify=shared_ssl_context())
         self._transport = Transport(
-            http, base_url=url, api_key=key, timeout=resolved, max_retries=max_retries, retry_deadline=retry_deadline
+            http_client,
+            base_url=url,
+            api_key=key,
+            timeout=resolved,
+            max_retries=max_retries,
+            retry_deadline=retry_deadline,
         )
         self._closed = False
 
@@ -186,6 +192,9 @@ class PerplexityClient:
 
         Dropped connections are resumed as in `stream`.
         """
+        return self._resume(response_id, starting_after, MAX_RESUMES_WITHOUT_PROGRESS)
+
+    def _resume(self, response_id: str, starting_after: int, max_stalls: int) -> EventStream:
         self._check_open()
         self._transport.require_key()
         path = run_path(response_id)
@@ -196,7 +205,13 @@ class PerplexityClient:
 
         ctx = self._transport.context('GET', path, 'read')
         return EventStream(
-            self._transport, first, ctx, response_id=response_id, starting_after=starting_after, resumable=True
+            self._transport,
+            first,
+            ctx,
+            response_id=response_id,
+            starting_after=starting_after,
+            resumable=True,
+            max_stalls=max_stalls,
         )
 
     async def wait(
@@ -236,7 +251,8 @@ class PerplexityClient:
         self, response_id: str, seen: list[Response], on_event: OnEvent | None, starting_after: int, interval: float
     ) -> Response:
         try:
-            async with self.resume(response_id, starting_after) as events:
+            # A reconnection that brings no event means the stream is no use here: poll instead.
+            async with self._resume(response_id, starting_after, max_stalls=0) as events:
                 async for event in events:
                     snapshot = _snapshot(event)
                     if snapshot is not None:

@@ -109,6 +109,7 @@ class EventStream(AsyncIterator[AgentEvent]):
         response_id: str | None,
         starting_after: int,
         resumable: bool,
+        max_stalls: int = MAX_RESUMES_WITHOUT_PROGRESS,
     ) -> None:
         self._transport = transport
         self._first: Opener | None = first
@@ -116,6 +117,7 @@ class EventStream(AsyncIterator[AgentEvent]):
         self.response_id = response_id
         self.last_sequence_number = starting_after
         self._resumable = resumable
+        self._max_stalls = max_stalls
         self._events = self._run()
 
     def __aiter__(self) -> EventStream:
@@ -206,7 +208,7 @@ class EventStream(AsyncIterator[AgentEvent]):
                 method=ctx.method,
                 path=ctx.path,
             )
-        if stalls > MAX_RESUMES_WITHOUT_PROGRESS:
+        if stalls > self._max_stalls:
             raise APIConnectionError(
                 f'{ctx.where}: the stream of run {self.response_id!r} dropped {stalls} times in a row without a new '
                 f'event ({drop}). The run goes on server-side: collect it with wait({self.response_id!r}, ...) or '

@@ -19,6 +19,7 @@ import httpx2
 from httpx2._client import UseClientDefault
 from pydantic import SecretStr
 
+from .. import tracing
 from ..errors import ConfigurationError
 from ._errors import ErrorContext, malformed_error, network_error, status_error
 from ._retry import RequestKind, network_error_retryable, retry_delay, status_retryable
@@ -116,6 +117,7 @@ class Transport:
                     sent = not network_error_retryable('create', exc)
                     error = network_error(exc, self._ctx(method, path, kind, attempt), sent=sent)
                     raise error from self.safe_cause(exc)
+                tracing.retry_event(method, path, attempt, delay, type(exc).__name__)
             else:
                 logger.debug('%s %s -> %d (attempt %d)', method, path, response.status_code, attempt + 1)
                 if response.is_success:
@@ -130,6 +132,7 @@ class Transport:
                 delay = self._next_delay(attempt, started, response.headers) if retryable else None
                 if delay is None:
                     raise status_error(response, self._ctx(method, path, kind, attempt))
+                tracing.retry_event(method, path, attempt, delay, response.status_code)
             await anyio.sleep(delay)
             attempt += 1
 
