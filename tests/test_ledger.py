@@ -356,7 +356,14 @@ def test_reserve_refuses_a_run_over_the_cap_and_records_nothing(ledger: Ledger) 
     assert (error.spent_usd, error.cap_usd, error.estimate_usd) == (4.0, 5.0, 1.5)
     assert not isinstance(error, BudgetUnenforceableError)
     message = str(error)
-    for part in ('$4.00', '$5.00', '$1.50', "'high'", 'budget_usd=', 'PERPLEXITY_BUDGET_USD'):
+    for part in (
+        '$4.00 already spent',
+        '$5.00 cap',
+        'estimated at $1.50',
+        "'high'",
+        'budget_usd=',
+        'PERPLEXITY_BUDGET_USD',
+    ):
         assert part in message
     assert ledger.get('resp_next') is None
     assert [r.response_id for r in ledger.list()] == ['resp_spent']

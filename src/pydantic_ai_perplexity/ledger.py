@@ -290,8 +290,8 @@ def _usd(value: float) -> str:
 def _refusal(record: RunRecord, spent: float, cap: float) -> BudgetExceededError:
     effort = f' (effort {record.effort!r})' if record.effort else ''
     message = (
-        f'Budget exceeded: recorded spend is {_usd(spent)} of a {_usd(cap)} cap, and this run is estimated at '
-        f'{_usd(record.estimate_usd)}{effort}, which would bring it to '
+        f'Budget exceeded: {_usd(spent)} already spent (recorded in the ledger) of a {_usd(cap)} cap, and this run '
+        f'is estimated at {_usd(record.estimate_usd)}{effort}, which would bring it to '
         f'{_usd(spent + record.estimate_usd)}. '
         f'The run was not started. To allow it, raise the cap with the `budget_usd=` argument or the {BUDGET_ENV} '
         f'environment variable, or choose a cheaper effort.'
