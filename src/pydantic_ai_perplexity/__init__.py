@@ -35,7 +35,7 @@ from .errors import (
 if TYPE_CHECKING:
     from .client import PerplexityClient
     from .ledger import Ledger, RunRecord
-    from .research import Researcher, research
+    from .researcher import Researcher, research
     from .results import Citation, Progress, ResearchResult, Source, Usage
     from .toolset import PerplexityToolset, ResearchProgress, collect_deferred
 
@@ -80,8 +80,8 @@ __all__ = (
 
 _LAZY = {
     'PerplexityClient': '.client',
-    'Researcher': '.research',
-    'research': '.research',
+    'Researcher': '.researcher',
+    'research': '.researcher',
     'ResearchResult': '.results',
     'Source': '.results',
     'Citation': '.results',

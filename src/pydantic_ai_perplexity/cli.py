@@ -115,7 +115,7 @@ def research(
     }
 
     async def go(settings: dict[str, str]) -> None:
-        from .research import Researcher
+        from .researcher import Researcher
         from .results import Progress
 
         def on_progress(progress: Progress, step: str) -> None:
@@ -225,7 +225,7 @@ def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
     import anyio
 
     async def go() -> None:
-        from .research import Researcher
+        from .researcher import Researcher
 
         async with Researcher(origin='cli', wait_seconds=timeout) as researcher:
             result = await researcher.collect(response_id)
@@ -244,7 +244,7 @@ def jobs_cancel(response_id: str) -> None:
     import anyio
 
     async def go() -> None:
-        from .research import Researcher
+        from .researcher import Researcher
 
         async with Researcher(origin='cli') as researcher:
             result = await researcher.cancel(response_id)

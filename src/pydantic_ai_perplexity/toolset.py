@@ -39,7 +39,7 @@ from .errors import (
     PerplexityError,
 )
 from .ledger import Ledger, RunRecord
-from .research import Researcher
+from .researcher import Researcher
 from .results import Progress, ResearchResult
 
 __all__ = ('PerplexityToolset', 'ResearchProgress', 'collect_deferred')
