@@ -413,9 +413,14 @@ def _rollback(db: sqlite3.Connection) -> None:
             db.execute('ROLLBACK')
 
 
-def _is_busy(exc: BaseException) -> bool:
+def _primary_code(exc: BaseException) -> int:
+    """SQLite's primary result code for an error raised by SQLite itself, else 0."""
     code = getattr(exc, 'sqlite_errorcode', None)
-    return isinstance(exc, sqlite3.OperationalError) and code is not None and code & 0xFF in {5, 6}  # BUSY, LOCKED
+    return code & 0xFF if isinstance(code, int) else 0
+
+
+def _is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and _primary_code(exc) in {5, 6}  # BUSY, LOCKED
 
 
 def _close_connection(db: sqlite3.Connection, owner_pid: int) -> None:
@@ -696,24 +701,24 @@ class Ledger:
 
     def _degrade(self, action: str, exc: Exception) -> None:
         if _is_busy(exc):
-            lost = 'this entry is lost, and later calls try again'
+            lost = 'this one call was skipped (an entry it was writing is lost; later calls try again)'
             cause = f'another process held its write lock for more than {(_RETRIES + 1) * _BUSY_TIMEOUT_MS // 1000} s'
             fix = 'Look for a process holding a long transaction on the file (e.g. an open `sqlite3` shell).'
         else:
             self._problem = f'{action} failed: {type(exc).__name__}: {exc}'
             self._close()
-            lost = 'nothing more is recorded by this process'
+            lost = 'from now on nothing is recorded or read here (until the process restarts)'
             cause = str(exc) or type(exc).__name__
-            code = getattr(exc, 'sqlite_errorcode', 0) & 0xFF
-            if code in {11, 26}:  # CORRUPT, NOTADB
+            if _primary_code(exc) in {11, 26}:  # CORRUPT, NOTADB
                 fix = (
                     f'Move the file aside (a new ledger is then created), or set {STATE_DIR_ENV} to another directory.'
                 )
             else:
                 fix = f'Make {self.path.parent} a writable local directory, or set {STATE_DIR_ENV} to one.'
         message = (
-            f'The run ledger at {self.path} is not working: {action} failed ({cause}). Research goes on, but {lost}: '
-            f'run history (listing runs, collecting them from other processes) and spend tracking for the budget. '
+            f'The run ledger at {self.path} is not working: {action} failed ({cause}). Research goes on, but {lost}, '
+            f'so run history (listing runs, collecting them from other processes) and spend tracking for the budget '
+            f'are incomplete. '
             f'{fix}'
         )
         if self._warned:
