@@ -21,6 +21,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from . import tracing
 from .client import PerplexityClient
 from .client._models import AgentEvent, Response, SearchResponse
 from .client._params import AgentRequest, McpTool, SearchRequest, Tool, WebSearchFilters, WebSearchTool
@@ -132,6 +133,7 @@ class _Run:
     started: float
     adapter: TypeAdapter[Any] | None
     structured: bool
+    trace: tracing.RunTrace = tracing.NO_TRACE
 
 
 class Researcher:
@@ -292,8 +294,10 @@ class Researcher:
         **options: Any,
     ) -> ResearchResult:
         """Start a background run and return at once (status `queued`); collect it later by `response_id`."""
-        response, _ = await self._start(query, output_type=output_type, **options)
-        return ResearchResult.from_response(response, effort=response.effort, query=query)
+        with tracing.research_span(query) as trace:
+            response, run = await self._start(query, output_type=output_type, **options)
+            trace.started(response, effort=run.effort, model=options.get('model'))
+            return ResearchResult.from_response(response, effort=response.effort, query=query)
 
     async def run(
         self,
@@ -309,8 +313,12 @@ class Researcher:
         Options: `effort`, `model`, `instructions`, `domains` (allow, or `-domain` to deny), `recency`,
         `after`, `before` (ISO dates), `fetch_pages`, `mcp_servers`, `max_steps`, `extra` (raw request fields).
         """
-        response, run = await self._start(query, output_type=output_type, **options)
-        return await self._wait(response.id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+        with tracing.research_span(query) as trace:
+            response, run = await self._start(query, output_type=output_type, **options)
+            run.trace = trace.started(response, effort=run.effort, model=options.get('model'))
+            result = await self._wait(response.id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+            trace.finish(result)
+            return result
 
     async def collect(
         self, response_id: str, *, wait_seconds: float | None = None, on_progress: OnProgress | None = None
@@ -324,8 +332,13 @@ class Researcher:
             adapter=None,
             structured=False,
         )
-        return await self._wait(response_id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+        with tracing.collect_span(response_id, record) as trace:
+            run.trace = trace
+            result = await self._wait(response_id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+            run.trace.finish(result)
+            return result
 
+    @tracing.cancel_span
     async def cancel(self, response_id: str) -> ResearchResult:
         """Ask the API to cancel a run (it stops billing); returns the run's state after the acknowledgement."""
         try:
@@ -355,6 +368,7 @@ class Researcher:
             return []
         return await self._ledger_call(self.ledger.list, status=status, limit=limit)
 
+    @tracing.search_span
     async def search(
         self,
         query: str | list[str],
@@ -404,10 +418,11 @@ class Researcher:
                 status='starting',
                 origin=self.origin,
                 estimate_usd=estimate_cost(effort),
+                **tracing.current_ids(),
             )
             token = await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
         try:
-            response = await self.client.start(query, **request)
+            response = await tracing.traced('perplexity.create', self.client.start(query, **request))
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError):
             # A billed run may exist: its reservation keeps counting against the budget.
             raise
@@ -428,6 +443,7 @@ class Researcher:
         budget = self.wait_seconds if wait_seconds is None else wait_seconds
 
         async def on_event(event: AgentEvent) -> None:
+            run.trace.observe(event)
             step = tracker.observe(event)
             if step is not None and on_progress is not None:
                 outcome = on_progress(tracker.progress, step)
@@ -435,7 +451,9 @@ class Researcher:
                     await outcome
 
         try:
-            response = await self.client.wait(response_id, timeout=budget, on_event=on_event)
+            response = await tracing.wait_span(
+                self.client.wait(response_id, timeout=budget, on_event=on_event), budget_s=budget
+            )
         except ResearchTimeoutError as exc:
             last = cast('Response | None', exc.last)
             if last is not None:
@@ -451,6 +469,7 @@ class Researcher:
                 effort=run.effort or None,
                 query=run.query or None,
             )
+        run.trace.response(response)
         tracker.progress.elapsed_s = round(time.monotonic() - run.started, 3)
         tracker.progress.answer_chars = len(response.output_text)
         result = ResearchResult.from_response(

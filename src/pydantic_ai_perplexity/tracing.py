@@ -1,0 +1,732 @@
+"""Spans, span events and metrics of research runs, written with the OpenTelemetry API; `configure_tracing()`.
+
+The library only writes telemetry. With no OpenTelemetry SDK (or Logfire) configured every call here is a
+cheap no-op and nothing warns. Spans join whatever trace is current: in an agent they nest under pydantic-ai's
+`execute_tool` span, in the MCP server under the client's `tools/call` span. Only entry points (the CLI, the
+MCP server) call `configure_tracing()`.
+
+The spans of one research call (`docs/tracing.md` has the attributes):
+
+    perplexity.research          start a run and wait for it; `perplexity.collect` for a later collection
+      perplexity.create          the create request; retries are `perplexity.retry` events
+      perplexity.wait            waiting on the run's stream: resumes, polls, outcome done or handoff
+      perplexity.mcp_list_tools  the tools a remote MCP server offered
+      perplexity.search          one web search: queries, result count, domains
+      perplexity.fetch           one batch of page fetches: urls, the ones that failed
+      perplexity.mcp_call        a remote MCP tool call: server label, tool, error
+      perplexity.answer          writing the answer: time to first token, length
+
+Step spans are opened and closed as the run's events arrive, so their durations are those this process saw.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stdout
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+from urllib.parse import urlsplit
+
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from typing_extensions import TypedDict
+
+from . import __version__
+from .errors import ResearchTimeoutError
+
+if TYPE_CHECKING:
+    from opentelemetry.util.types import AttributeValue
+
+    from .client._models import AgentEvent, Response
+    from .ledger import RunRecord
+    from .results import ResearchResult
+
+__all__ = (
+    'PROVIDER',
+    'SCRUB_PATTERNS',
+    'TRACER_NAME',
+    'RunTrace',
+    'cancel_span',
+    'collect_span',
+    'configure_tracing',
+    'current_ids',
+    'event',
+    'research_span',
+    'retry_event',
+    'search_span',
+    'traced',
+    'wait_span',
+)
+
+#: Instrumentation scope of every span and metric the library writes.
+TRACER_NAME = 'pydantic_ai_perplexity'
+#: `gen_ai.provider.name` (a value the GenAI semantic conventions know).
+PROVIDER = 'perplexity'
+#: `gen_ai.operation.name` of research and collection spans and of their metrics.
+OPERATION = 'research'
+#: Extra scrubbing patterns for Logfire: a bare `pplx-…` key is not caught by the default patterns.
+SCRUB_PATTERNS = (r'\bpplx-',)
+
+_MAX_TEXT = 1000
+_MAX_LIST = 20
+_OTLP_ENV = (
+    'OTEL_EXPORTER_OTLP_ENDPOINT',
+    'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT',
+    'OTEL_EXPORTER_OTLP_LOGS_ENDPOINT',
+)
+
+_tracer = trace.get_tracer(TRACER_NAME, __version__)
+
+P = ParamSpec('P')
+R = TypeVar('R')
+Attributes = dict[str, 'AttributeValue']
+
+
+def _text(value: str, limit: int = _MAX_TEXT) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + '…'
+
+
+def _strings(values: Sequence[Any]) -> list[str]:
+    return [_text(str(v), 300) for v in values[:_MAX_LIST]]
+
+
+def _list(value: object) -> list[object]:
+    return list(cast('Sequence[object]', value)) if isinstance(value, list | tuple) else []
+
+
+def _domain(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or '').removeprefix('www.')
+    except ValueError:
+        return ''
+
+
+def _domains(urls: Sequence[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for url in urls:
+        host = _domain(url)
+        if host:
+            seen.setdefault(host)
+    return list(seen)[:_MAX_LIST]
+
+
+def _field(value: object, key: str) -> object:
+    if isinstance(value, dict):
+        return cast('dict[str, object]', value).get(key)
+    return getattr(value, key, None)
+
+
+def _urls(entries: object) -> list[str]:
+    urls: list[str] = []
+    for entry in cast('Sequence[object]', entries) if isinstance(entries, list | tuple) else ():
+        url = _field(entry, 'url')
+        if isinstance(url, str) and url:
+            urls.append(url)
+    return urls
+
+
+def _base_attributes() -> Attributes:
+    return {'gen_ai.operation.name': OPERATION, 'gen_ai.provider.name': PROVIDER}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Metrics
+
+
+class _Instruments:
+    """The library's metric instruments, made on first use (importing the metrics API costs start-up time)."""
+
+    def __init__(self) -> None:
+        from opentelemetry import metrics
+
+        meter = metrics.get_meter(TRACER_NAME, __version__)
+        # The names and units pydantic-ai uses, so Logfire sums them into the agent run's span.
+        self.tokens = meter.create_histogram(
+            'gen_ai.client.token.usage', unit='{token}', description='Measures number of input and output tokens used'
+        )
+        self.cost = meter.create_histogram('operation.cost', unit='{USD}', description='Monetary cost')
+        self.duration = meter.create_histogram(
+            'perplexity.research.duration', unit='s', description='Time from the start of a research run to its end'
+        )
+
+
+@functools.cache
+def _instruments() -> _Instruments:
+    return _Instruments()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One research call
+
+
+class RunTrace:
+    """The telemetry of one research call: its span, a child span per research step, and metrics at the end.
+
+    `observe` is fed every stream event; it does nothing when the span is not recording (no SDK configured),
+    so a run without tracing pays one attribute check per event.
+    """
+
+    def __init__(self, span: Span | None = None) -> None:
+        self.span = span
+        self.recording = span is not None and span.is_recording()
+        self._context = trace.set_span_in_context(span) if span is not None and self.recording else None
+        self._started = time.monotonic()
+        #: When the run began, if before this call (a collection): the duration metric counts from there.
+        self.run_started_at: datetime | None = None
+        self.effort: str | None = None
+        self.request_model: str | None = None
+        self._result: ResearchResult | None = None
+        self._searches: list[tuple[str | None, Span]] = []
+        self._fetches: list[tuple[list[str], Span]] = []
+        self._items: dict[str, Span] = {}
+        self._answer: Span | None = None
+        self._answer_chars = 0
+        self._deltas = 0
+        self._ttft: float | None = None
+        self._steps = 0
+        self._ended = {'search': 0, 'fetch': 0}
+        self._done_items = {'search': 0, 'fetch': 0}
+
+    # -- what the caller reports --------------------------------------------------------------------------------
+
+    def started(self, response: Response, *, effort: str | None, model: str | None = None) -> RunTrace:
+        """The create answered: note the run's id, effort and requested model."""
+        if self.span is None:
+            return self
+        self.effort = effort or response.effort or None
+        self.request_model = model or self.effort
+        if self.recording:
+            attributes: Attributes = {'gen_ai.response.id': response.id, 'perplexity.status': response.status}
+            if self.effort:
+                attributes['perplexity.effort'] = self.effort
+            if self.request_model:
+                attributes['gen_ai.request.model'] = self.request_model
+            self.span.set_attributes(attributes)
+        return self
+
+    def observe(self, event: AgentEvent) -> None:
+        """Account for one stream event: open or close step spans, add step events."""
+        if self.recording:
+            handler = _HANDLERS.get(event.type)
+            if handler is not None:
+                handler(self, event)
+
+    def response(self, response: Response) -> None:
+        """The run's final snapshot. When no step arrived as an event (the wait polled), its items become spans."""
+        if self.recording and self._steps == 0:
+            for item in response.output:
+                self._item_done(item.model_dump(mode='json'))
+
+    def finish(self, result: ResearchResult) -> None:
+        """The call's outcome: status, model, usage, cost, counts; a hand-off when the run is still going."""
+        span = self.span
+        if span is None:
+            return
+        self._result = result
+        if not self.recording:
+            return
+        self._close_steps()
+        usage = result.usage
+        attributes: Attributes = {
+            'gen_ai.response.id': result.response_id,
+            'perplexity.status': result.status,
+            'perplexity.sources': len(result.sources),
+            'perplexity.cited': len(result.cited_sources),
+            'perplexity.searches': result.progress.searches,
+            'perplexity.results_seen': result.progress.results_seen,
+            'perplexity.pages_fetched': result.progress.pages_fetched,
+            'perplexity.mcp_calls': result.progress.mcp_calls,
+            'perplexity.steps': self._steps,
+            'perplexity.answer_chars': len(result.answer),
+        }
+        if result.effort and not self.effort:
+            self.effort = result.effort
+            self.request_model = self.request_model or result.effort
+            attributes['perplexity.effort'] = result.effort
+        if result.model:
+            attributes['gen_ai.response.model'] = result.model
+        if result.done:
+            attributes['gen_ai.usage.input_tokens'] = usage.input_tokens
+            attributes['gen_ai.usage.output_tokens'] = usage.output_tokens
+            if usage.reasoning_tokens:
+                attributes['perplexity.usage.reasoning_tokens'] = usage.reasoning_tokens
+        if result.orphan_markers:
+            attributes['perplexity.orphan_markers'] = len(result.orphan_markers)
+        if usage.cost_usd is not None:
+            attributes['perplexity.cost_usd'] = usage.cost_usd
+            attributes['operation.cost'] = usage.cost_usd
+        for name, value in (
+            ('input', usage.input_cost_usd),
+            ('output', usage.output_cost_usd),
+            ('tool_calls', usage.tool_calls_cost_usd),
+        ):
+            if value is not None:
+                attributes[f'perplexity.cost.{name}_usd'] = value
+        for key, value in usage.tool_costs_usd.items():
+            attributes[f'perplexity.cost.tool.{key}_usd'] = value
+        for key, count in usage.tool_calls.items():
+            attributes[f'perplexity.tool_calls.{key}'] = count
+        if self._ttft is not None:
+            attributes['perplexity.time_to_first_token_s'] = round(self._ttft, 3)
+        if result.error:
+            attributes['perplexity.error'] = _text(result.error)
+        span.set_attributes(attributes)
+        if not result.done:
+            span.set_attribute('perplexity.handoff', True)
+            span.add_event(
+                'perplexity.handoff',
+                {
+                    'gen_ai.response.id': result.response_id,
+                    'perplexity.status': result.status,
+                    'perplexity.progress': result.progress.summary(),
+                },
+            )
+        elif result.status == 'failed':
+            span.set_attribute('error.type', 'run_failed')
+            span.set_status(Status(StatusCode.ERROR, _text(result.error or 'the run failed', 200)))
+
+    def record_metrics(self) -> None:
+        """Tokens, cost and duration of a run that ended; recorded after the span ends, as pydantic-ai does."""
+        result = self._result
+        if result is None or not result.done:
+            return
+        instruments = _instruments()
+        attributes: Attributes = _base_attributes()
+        if self.request_model:
+            attributes['gen_ai.request.model'] = self.request_model
+        if result.model:
+            attributes['gen_ai.response.model'] = result.model
+        if self.effort:
+            attributes['perplexity.effort'] = self.effort
+        usage = result.usage
+        for kind, tokens in (('input', usage.input_tokens), ('output', usage.output_tokens)):
+            if tokens:
+                instruments.tokens.record(tokens, {**attributes, 'gen_ai.token.type': kind})
+        if usage.cost_usd is not None:
+            instruments.cost.record(usage.cost_usd, attributes)
+        if self.run_started_at is not None:
+            seconds = (datetime.now(UTC) - self.run_started_at).total_seconds()
+        else:
+            seconds = time.monotonic() - self._started
+        instruments.duration.record(
+            max(seconds, 0.0),
+            {
+                'gen_ai.provider.name': PROVIDER,
+                'perplexity.effort': self.effort or 'unknown',
+                'perplexity.status': result.status,
+            },
+        )
+
+    # -- step spans ---------------------------------------------------------------------------------------------
+
+    def _open(self, name: str, attributes: Attributes) -> Span:
+        self._steps += 1
+        return _tracer.start_span(name, context=self._context, attributes=attributes)
+
+    def _event(self, name: str, attributes: Attributes) -> None:
+        if self.span is not None:
+            self.span.add_event(name, attributes)
+
+    def _close_steps(self) -> None:
+        """End step spans left open (a hand-off, a failure, a dropped step), marked unfinished."""
+        open_spans = [s for _, s in self._searches] + [s for _, s in self._fetches] + list(self._items.values())
+        if self._answer is not None:
+            self._end_answer()
+        for span in open_spans:
+            span.set_attribute('perplexity.unfinished', True)
+            span.end()
+        self._searches.clear()
+        self._fetches.clear()
+        self._items.clear()
+
+    def _on_search_queries(self, event: AgentEvent) -> None:
+        queries = _strings(event.queries or [])
+        span = self._open(
+            'perplexity.search',
+            {'perplexity.search.queries': queries, 'logfire.msg': _text(f'search: {"; ".join(queries)}', 300)},
+        )
+        self._searches.append(((event.model_extra or {}).get('call_id'), span))
+
+    def _on_search_results(self, event: AgentEvent) -> None:
+        call_id = (event.model_extra or {}).get('call_id')
+        index = next((i for i, (cid, _) in enumerate(self._searches) if cid == call_id), 0 if self._searches else -1)
+        span = self._searches.pop(index)[1] if index >= 0 else self._open('perplexity.search', {})
+        self._end_search(span, _urls(event.results))
+
+    def _end_search(self, span: Span, urls: list[str]) -> None:
+        span.set_attributes({'perplexity.search.results': len(urls), 'perplexity.search.domains': _domains(urls)})
+        span.end()
+        self._ended['search'] += 1
+
+    def _on_fetch_queries(self, event: AgentEvent) -> None:
+        urls = _strings(event.urls or [])
+        span = self._open(
+            'perplexity.fetch',
+            {'perplexity.fetch.urls': urls, 'logfire.msg': f'fetch {len(urls)} page{"s" if len(urls) != 1 else ""}'},
+        )
+        self._fetches.append((urls, span))
+
+    def _on_fetch_results(self, event: AgentEvent) -> None:
+        requested, span = self._fetches.pop(0) if self._fetches else ([], self._open('perplexity.fetch', {}))
+        self._end_fetch(span, requested, _urls(event.contents))
+
+    def _end_fetch(self, span: Span, requested: list[str], fetched: list[str]) -> None:
+        got = set(fetched)
+        failed = [url for url in requested if url not in got]
+        attributes: Attributes = {'perplexity.fetch.pages': len(fetched), 'perplexity.fetch.ok': not failed}
+        if not requested:
+            attributes['perplexity.fetch.urls'] = _strings(fetched)
+        if failed:
+            attributes['perplexity.fetch.failed_urls'] = failed
+        span.set_attributes(attributes)
+        span.end()
+        self._ended['fetch'] += 1
+
+    def _on_item_added(self, event: AgentEvent) -> None:
+        item = event.item or {}
+        kind = item.get('type')
+        if kind in ('mcp_call', 'mcp_list_tools'):
+            self._items[str(item.get('id') or kind)] = self._open(f'perplexity.{kind}', _mcp_attributes(item))
+        elif kind == 'message' and self._answer is None:
+            self._answer = self._open('perplexity.answer', {})
+
+    def _on_item_done(self, event: AgentEvent) -> None:
+        self._item_done(event.item or {})
+
+    def _item_done(self, item: dict[str, Any]) -> None:
+        kind = item.get('type')
+        if kind in ('mcp_call', 'mcp_list_tools'):
+            span = self._items.pop(str(item.get('id') or kind), None) or self._open(f'perplexity.{kind}', {})
+            span.set_attributes(_mcp_attributes(item))
+            error = item.get('error')
+            if error:
+                span.set_attributes({'error.type': 'mcp_error', 'perplexity.mcp.error': _text(str(error), 500)})
+                span.set_status(Status(StatusCode.ERROR, _text(str(error), 200)))
+            span.end()
+        elif kind == 'search_results':
+            self._done_items['search'] += 1
+            if self._done_items['search'] > self._ended['search']:  # no reasoning events announced this search
+                queries = _strings(item.get('queries') or [])
+                self._end_search(
+                    self._open('perplexity.search', {'perplexity.search.queries': queries}), _urls(item.get('results'))
+                )
+        elif kind == 'fetch_url_results':
+            self._done_items['fetch'] += 1
+            if self._done_items['fetch'] > self._ended['fetch']:
+                self._end_fetch(self._open('perplexity.fetch', {}), [], _urls(item.get('contents')))
+        elif kind == 'message':
+            if self._answer is None:
+                self._answer = self._open('perplexity.answer', {})
+            if not self._answer_chars:
+                self._answer_chars = sum(len(str(_field(part, 'text') or '')) for part in _list(item.get('content')))
+            self._end_answer()
+        elif kind == 'tool_search_output':
+            self._event('perplexity.tool_search', {'perplexity.mcp.tools': len(item.get('tools') or ())})
+        elif kind not in ('function_call', None):
+            self._event('perplexity.output_item', {'perplexity.item.type': str(kind)})
+
+    def _on_delta(self, event: AgentEvent) -> None:
+        if self._answer is None:
+            self._answer = self._open('perplexity.answer', {})
+        if self._ttft is None:
+            self._ttft = time.monotonic() - self._started
+            self._answer.add_event('perplexity.first_token')
+        self._deltas += 1
+        self._answer_chars += len(event.delta or '')
+
+    def _end_answer(self) -> None:
+        span, self._answer = self._answer, None
+        if span is None:
+            return
+        attributes: Attributes = {
+            'perplexity.answer.chars': self._answer_chars,
+            'perplexity.answer.deltas': self._deltas,
+        }
+        if self._ttft is not None:
+            attributes['perplexity.answer.time_to_first_token_s'] = round(self._ttft, 3)
+        span.set_attributes(attributes)
+        span.end()
+
+    def _on_reasoning(self, event: AgentEvent) -> None:
+        attributes: Attributes = {'perplexity.reasoning': event.type.rsplit('.', 1)[-1]}
+        if event.thought:
+            attributes['perplexity.thought'] = _text(event.thought, 200)
+        self._event('perplexity.reasoning', attributes)
+
+    def _on_terminal(self, event: AgentEvent) -> None:
+        if event.error is not None:
+            self._event(
+                'perplexity.run_error',
+                {
+                    'perplexity.error': _text(event.error.message or 'error', 500),
+                    'perplexity.error.code': str(event.error.code or event.error.type or ''),
+                },
+            )
+        self._close_steps()
+
+
+def _mcp_attributes(item: Mapping[str, Any]) -> Attributes:
+    label = str(item.get('server_label') or '')
+    attributes: Attributes = {'perplexity.mcp.server_label': label}
+    if item.get('type') == 'mcp_call':
+        name = str(item.get('name') or '')
+        attributes['perplexity.mcp.tool'] = name
+        attributes['logfire.msg'] = f'mcp call {label}.{name}'
+    else:
+        tools = [_field(t, 'name') for t in _list(item.get('tools'))]
+        attributes['perplexity.mcp.tools'] = _strings([t for t in tools if t])
+        attributes['logfire.msg'] = f'mcp list tools {label}'
+    return attributes
+
+
+_HANDLERS: dict[str, Callable[[RunTrace, AgentEvent], None]] = {
+    'response.output_text.delta': RunTrace._on_delta,  # pyright: ignore[reportPrivateUsage]
+    'response.reasoning.search_queries': RunTrace._on_search_queries,  # pyright: ignore[reportPrivateUsage]
+    'response.reasoning.search_results': RunTrace._on_search_results,  # pyright: ignore[reportPrivateUsage]
+    'response.reasoning.fetch_url_queries': RunTrace._on_fetch_queries,  # pyright: ignore[reportPrivateUsage]
+    'response.reasoning.fetch_url_results': RunTrace._on_fetch_results,  # pyright: ignore[reportPrivateUsage]
+    'response.output_item.added': RunTrace._on_item_added,  # pyright: ignore[reportPrivateUsage]
+    'response.output_item.done': RunTrace._on_item_done,  # pyright: ignore[reportPrivateUsage]
+    'response.reasoning.started': RunTrace._on_reasoning,  # pyright: ignore[reportPrivateUsage]
+    'response.reasoning.stopped': RunTrace._on_reasoning,  # pyright: ignore[reportPrivateUsage]
+    'response.completed': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
+    'response.failed': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
+    'response.incomplete': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
+    'response.cancelled': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
+    'error': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
+}
+
+#: The trace of code paths that have no span (e.g. a `_Run` made outside a traced call): does nothing.
+NO_TRACE = RunTrace()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Spans for the Researcher's calls
+
+
+@contextmanager
+def research_span(query: str) -> Generator[RunTrace]:
+    """The `perplexity.research` span of one call that starts a run (and maybe waits for it)."""
+    attributes: Attributes = {
+        **_base_attributes(),
+        'perplexity.query': _text(query),
+        'logfire.msg': _text(f'perplexity research: {" ".join(query.split())}', 120),
+    }
+    with _tracer.start_as_current_span('perplexity.research', kind=SpanKind.CLIENT, attributes=attributes) as span:
+        run = RunTrace(span)
+        try:
+            yield run
+        finally:
+            run._close_steps()  # pyright: ignore[reportPrivateUsage]
+    run.record_metrics()
+
+
+@contextmanager
+def collect_span(response_id: str, record: RunRecord | None) -> Generator[RunTrace]:
+    """The `perplexity.collect` span of a later wait for a run, linked to the span that started it."""
+    attributes: Attributes = {
+        **_base_attributes(),
+        'gen_ai.response.id': response_id,
+        'logfire.msg': f'perplexity collect {response_id}',
+    }
+    links: list[Link] = []
+    if record is not None:
+        if record.query:
+            attributes['perplexity.query'] = _text(record.query)
+        if record.effort:
+            attributes['perplexity.effort'] = record.effort
+        if record.model or record.effort:
+            attributes['gen_ai.request.model'] = str(record.model or record.effort)
+        link = _link(record.trace_id, record.span_id)
+        if link is not None:
+            links.append(link)
+    with _tracer.start_as_current_span(
+        'perplexity.collect', kind=SpanKind.CLIENT, attributes=attributes, links=links
+    ) as span:
+        run = RunTrace(span)
+        if record is not None:
+            run.effort = record.effort
+            run.request_model = record.model or record.effort
+            run.run_started_at = record.created_at
+        try:
+            yield run
+        finally:
+            run._close_steps()  # pyright: ignore[reportPrivateUsage]
+    run.record_metrics()
+
+
+def _link(trace_id: str | None, span_id: str | None) -> Link | None:
+    if not trace_id or not span_id:
+        return None
+    try:
+        context = SpanContext(
+            trace_id=int(trace_id, 16), span_id=int(span_id, 16), is_remote=True, trace_flags=TraceFlags(1)
+        )
+    except ValueError:
+        return None
+    return Link(context, {'perplexity.link': 'started_by'}) if context.is_valid else None
+
+
+class SpanIds(TypedDict, total=False):
+    """The `trace_id` and `span_id` columns of a ledger row."""
+
+    trace_id: str
+    span_id: str
+
+
+def current_ids() -> SpanIds:
+    """Trace and span id (hex) of the current recording span, for the ledger row of a run it starts."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return {}
+    context = span.get_span_context()
+    return {'trace_id': format(context.trace_id, '032x'), 'span_id': format(context.span_id, '016x')}
+
+
+async def traced(name: str, awaitable: Awaitable[R], **attributes: AttributeValue) -> R:
+    """Await `awaitable` inside a child span called `name` (errors recorded on it)."""
+    with _tracer.start_as_current_span(name, attributes=attributes):
+        return await awaitable
+
+
+async def wait_span(awaitable: Awaitable[R], *, budget_s: float) -> R:
+    """Await a `client.wait(...)` inside `perplexity.wait`; a wait that hands off is an outcome, not an error."""
+    with _tracer.start_as_current_span(
+        'perplexity.wait',
+        attributes={'perplexity.wait.budget_s': budget_s},
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            value = await awaitable
+        except ResearchTimeoutError:
+            span.set_attribute('perplexity.wait.outcome', 'handoff')
+            raise
+        except Exception as exc:
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f'{type(exc).__name__}: {exc}'))
+            raise
+        span.set_attribute('perplexity.wait.outcome', 'done')
+        return value
+
+
+def cancel_span(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Decorate `Researcher.cancel`: a `perplexity.cancel` span with the run's id and the status it ended in."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        response_id = kwargs.get('response_id', args[1] if len(args) > 1 else '')
+        attributes: Attributes = {**_base_attributes(), 'gen_ai.response.id': str(response_id)}
+        with _tracer.start_as_current_span('perplexity.cancel', kind=SpanKind.CLIENT, attributes=attributes) as span:
+            result = await fn(*args, **kwargs)
+            status = getattr(result, 'status', None)
+            if isinstance(status, str):
+                span.set_attribute('perplexity.status', status)
+            return result
+
+    return wrapper
+
+
+def search_span(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """Decorate `Researcher.search`: a `perplexity.search_api` span with the queries, result count and domains."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        query = kwargs.get('query', args[1] if len(args) > 1 else '')
+        queries = _strings(_list(query) or [query])
+        attributes: Attributes = {
+            'gen_ai.provider.name': PROVIDER,
+            'perplexity.search.queries': queries,
+            'logfire.msg': _text(f'perplexity search: {"; ".join(queries)}', 120),
+        }
+        with _tracer.start_as_current_span('perplexity.search_api', kind=SpanKind.CLIENT, attributes=attributes) as s:
+            result = await fn(*args, **kwargs)
+            if s.is_recording():
+                urls = _urls(getattr(result, 'results', None))
+                s.set_attributes({'perplexity.search.results': len(urls), 'perplexity.search.domains': _domains(urls)})
+            return result
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Events from the client
+
+
+def event(name: str, attributes: Mapping[str, AttributeValue] | None = None) -> None:
+    """Add an event to the current span, if it is recording."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event(name, attributes)
+
+
+def retry_event(method: str, path: str, attempt: int, delay: float, reason: str | int) -> None:
+    """A retry the client is about to make: after which attempt, why, and how long it sleeps first."""
+    event(
+        'perplexity.retry',
+        {
+            'http.request.method': method,
+            'perplexity.path': path,
+            'perplexity.attempt': attempt + 1,
+            'perplexity.retry.reason': str(reason),
+            'perplexity.retry.delay_s': round(delay, 3),
+        },
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Configuration, for entry points only
+
+
+def configure_tracing(*, service_name: str = 'pydantic-ai-perplexity', console: bool = False, **options: Any) -> bool:
+    """Set up Logfire for an application entry point (the CLI, the MCP server); the library never calls it.
+
+    Spans and metrics go to Logfire when a token is present (`LOGFIRE_TOKEN`, or `.logfire/` credentials) and to
+    any OpenTelemetry backend named by the standard `OTEL_EXPORTER_OTLP_*` variables, no account needed. Console
+    output only when asked (`console=True` or `LOGFIRE_CONSOLE=true`), and then on stderr: stdout may be a
+    protocol stream. Incoming trace context (MCP `_meta`) is joined without warnings. Perplexity keys (`pplx-…`)
+    are scrubbed in addition to Logfire's defaults. `options` go to `logfire.configure` as they are.
+
+    Returns whether tracing was configured: not when Logfire is not installed, nor when there is nowhere to send
+    spans (then nothing is imported, so start-up stays fast).
+    """
+    console = console or os.environ.get('LOGFIRE_CONSOLE', '').strip().lower() in ('1', 'true', 'yes')
+    if not (options or console or _has_destination()):
+        return False
+    try:
+        import logfire
+    except ImportError:
+        return False
+    scrubbing = options.pop('scrubbing', None)
+    if scrubbing is None:
+        scrubbing = logfire.ScrubbingOptions(extra_patterns=list(SCRUB_PATTERNS))
+    elif isinstance(scrubbing, logfire.ScrubbingOptions):
+        scrubbing.extra_patterns = [*(scrubbing.extra_patterns or ()), *SCRUB_PATTERNS]
+    settings: dict[str, Any] = {
+        'service_name': os.environ.get('LOGFIRE_SERVICE_NAME') or os.environ.get('OTEL_SERVICE_NAME') or service_name,
+        'service_version': __version__,
+        'send_to_logfire': 'if-token-present',
+        'console': logfire.ConsoleOptions(output=sys.stderr) if console else False,
+        'distributed_tracing': True,
+        'inspect_arguments': False,
+        'scrubbing': scrubbing,
+        **options,
+    }
+    with redirect_stdout(sys.stderr):  # nothing configure might print may reach a protocol stream
+        logfire.configure(**settings)
+    return True
+
+
+def _has_destination() -> bool:
+    env = os.environ
+    if env.get('LOGFIRE_TOKEN') or any(env.get(name) for name in _OTLP_ENV):
+        return True
+    if env.get('LOGFIRE_SEND_TO_LOGFIRE', '').strip().lower() in ('1', 'true'):
+        return True
+    return (Path(env.get('LOGFIRE_CREDENTIALS_DIR') or '.logfire') / 'logfire_credentials.json').is_file()
