@@ -1,0 +1,302 @@
+"""Configs that plug the Perplexity MCP server into pydantic-deep, pydantic-ai and MCP desktop clients.
+
+**The command.** By default the server runs as this interpreter's absolute path with `-m pydantic_ai_perplexity.mcp`:
+it works wherever this package is installed (a venv, `pip install --user`, the environment `uvx` made), needs no
+console script on `PATH`, and skips the CLI's imports. `launcher='uvx'` gives
+`uvx --from "pydantic-ai-perplexity[mcp]" pydantic-ai-perplexity mcp` instead, for a config that must not name an
+interpreter path (a shared dotfile, another machine); its first start downloads and takes seconds.
+
+**The environment.** Clients start stdio servers with a minimal environment (`HOME`, `PATH`, ...), so the child is
+given what it needs explicitly: the non-secret `PERPLEXITY_*` settings, OpenTelemetry/Logfire settings and
+proxy/certificate variables present here. Never `PERPLEXITY_API_KEY` in a written file: pydantic-deep adds it from
+your environment at start (`MCPAuth(kind='env')`), and client snippets reference it the way each client expands
+variables (or leave a placeholder where a client cannot). `PERPLEXITY_WAIT_SECONDS` is not passed on (it is the
+in-process budget); the server answers within 55 s unless you pass `wait_seconds`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+if TYPE_CHECKING:
+    from pydantic_deep.mcp import MCPServerConfig  # pyright: ignore[reportMissingTypeStubs]
+
+    from ._toolset import PerplexityMCPToolset
+
+__all__ = (
+    'add_to_pydantic_deep',
+    'child_environment',
+    'client_snippet',
+    'perplexity_mcp_config',
+    'perplexity_mcp_toolset',
+    'server_command',
+)
+
+Launcher = Literal['python', 'uvx']
+Client = Literal['claude-desktop', 'claude-code', 'cursor', 'vscode', 'pydantic-deep']
+
+SERVER_NAME = 'perplexity'
+KEY_ENV = 'PERPLEXITY_API_KEY'
+#: The server's own wait budget (what a call waits before handing back the run's id).
+SERVER_WAIT_SECONDS = 55.0
+#: Covers a first start after install, when Python compiles the MCP SDK before the server can answer.
+INIT_TIMEOUT_SECONDS = 30.0
+#: pydantic-deep cannot raise the 300 s per-call deadline of the toolsets it builds; stay well under it.
+_DEEP_MAX_WAIT_SECONDS = 240.0
+_DESCRIPTION = 'Web research with Perplexity: cited answers, page search, and long runs collected by id.'
+
+_PASSED = re.compile(
+    r'^(PERPLEXITY_\w+|OTEL_\w+|LOGFIRE_\w+|(HTTPS?|ALL|NO)_PROXY|(https?|all|no)_proxy'
+    r'|SSL_CERT_(FILE|DIR)|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE)$'
+)
+#: Never passed on: the key (added by the client's auth), the in-process wait budget, the HTTP transport's token.
+_NOT_PASSED = frozenset({KEY_ENV, 'PERPLEXITY_WAIT_SECONDS', 'PERPLEXITY_MCP_TOKEN'})
+_SECRET_NAME = re.compile(r'(TOKEN|KEY|SECRET|PASSWORD|HEADERS|CREDENTIAL)', re.IGNORECASE)
+_USERINFO = re.compile(r'://[^/@\s]+@')
+
+
+def server_command(launcher: Launcher = 'python') -> tuple[str, list[str]]:
+    """The stdio command and arguments that start the server (see the module docstring)."""
+    if launcher == 'uvx':
+        return 'uvx', ['--from', 'pydantic-ai-perplexity[mcp]', 'pydantic-ai-perplexity', 'mcp']
+    if launcher != 'python':
+        raise ValueError(f'launcher={launcher!r}: use "python" or "uvx".')
+    return sys.executable, ['-m', 'pydantic_ai_perplexity.mcp']
+
+
+def child_environment(
+    *,
+    wait_seconds: float | None = None,
+    environ: Mapping[str, str] | None = None,
+    for_file: bool = False,
+) -> dict[str, str]:
+    """The environment the server child needs, taken from `environ` (default `os.environ`).
+
+    With `for_file`, anything that may carry a secret (tokens, OTLP headers, proxy credentials) is left out, since
+    the result is meant to be written to a config file.
+    """
+    source = os.environ if environ is None else environ
+    env: dict[str, str] = {}
+    for name, value in sorted(source.items()):
+        if not _PASSED.match(name) or name in _NOT_PASSED:
+            continue
+        if for_file and (_SECRET_NAME.search(name) or _USERINFO.search(value)):
+            continue
+        env[name] = value
+    if wait_seconds is not None:
+        if wait_seconds < 0:
+            raise ValueError(f'wait_seconds must be 0 or more, not {wait_seconds}.')
+        env['PERPLEXITY_WAIT_SECONDS'] = f'{wait_seconds:g}'
+    return env
+
+
+def perplexity_mcp_config(
+    *, wait_seconds: float | None = None, launcher: Launcher = 'python', **overrides: Any
+) -> MCPServerConfig:
+    """A pydantic-deep `MCPServerConfig` for the Perplexity MCP server over stdio.
+
+    ```python
+    from pydantic_deep import create_deep_agent
+    from pydantic_deep.mcp import MCPRegistry
+    from pydantic_ai_perplexity import perplexity_mcp_config
+
+    agent = create_deep_agent(mcp_servers=MCPRegistry([perplexity_mcp_config()]).build_active())
+    ```
+
+    The key comes from `PERPLEXITY_API_KEY` through `MCPAuth(kind='env')`; no `tool_prefix` (the tools are already
+    named `perplexity_*`, and a prefix breaks `probe_mcp_server`); `init_timeout` covers a first, compiling start;
+    `include_skills` surfaces the research skill. `overrides` replace any `MCPServerConfig` field (`name`, `env`,
+    `enabled`, ...); `env` given there is merged over the computed one. `wait_seconds` (at most 240, under
+    pydantic-deep's fixed 300 s call deadline) sets the server's wait budget.
+    """
+    try:
+        from pydantic_deep.mcp import MCPAuth, MCPServerConfig  # pyright: ignore[reportMissingTypeStubs]
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            'perplexity_mcp_config needs pydantic-deep: install it with `pip install "pydantic-ai-perplexity[deep]"`.'
+        ) from exc
+    if wait_seconds is not None and wait_seconds > _DEEP_MAX_WAIT_SECONDS:
+        raise ValueError(
+            f'wait_seconds={wait_seconds:g} is too long for pydantic-deep, which ends every MCP call at 300 s: '
+            f'use at most {_DEEP_MAX_WAIT_SECONDS:g} (long runs hand off and are collected anyway).'
+        )
+    if overrides.get('tool_prefix'):
+        raise ValueError(
+            'tool_prefix is not supported: the tools are already named perplexity_*, and pydantic-deep cannot probe a '
+            'prefixed server. Rename the server with name=... instead.'
+        )
+    command, args = server_command(launcher)
+    env = child_environment(wait_seconds=wait_seconds) | dict(overrides.pop('env', None) or {})
+    fields: dict[str, Any] = {
+        'name': SERVER_NAME,
+        'transport': 'stdio',
+        'command': command,
+        'args': args,
+        'env': env,
+        'description': _DESCRIPTION,
+        'auth': MCPAuth(
+            secret_key=KEY_ENV,
+            kind='env',
+            instructions='Create a key at https://www.perplexity.ai/account/api and set PERPLEXITY_API_KEY.',
+        ),
+        'init_timeout': INIT_TIMEOUT_SECONDS,
+        'include_skills': True,
+    }
+    fields.update(overrides)
+    return MCPServerConfig(**fields)
+
+
+def perplexity_mcp_toolset(
+    *,
+    wait_seconds: float | None = None,
+    read_timeout: float | None = None,
+    init_timeout: float = INIT_TIMEOUT_SECONDS,
+    api_key: str | None = None,
+    env: Mapping[str, str] | None = None,
+    launcher: Launcher = 'python',
+    command: str | None = None,
+    args: Sequence[str] | None = None,
+    keep_alive: bool = False,
+    id: str = SERVER_NAME,
+    **toolset_kwargs: Any,
+) -> PerplexityMCPToolset:
+    """A pydantic-ai `MCPToolset` running the Perplexity MCP server over stdio, for `Agent(toolsets=[...])` or
+    `create_deep_agent(mcp_servers=[...])`.
+
+    - `read_timeout` (the per-request deadline, which progress does not extend) defaults to the wait budget plus
+      two minutes, so a call always answers (result or hand-off) before the client gives up on it.
+    - Errors are terminal (`tool_error_behavior='failed'`) and a failed research call is never turned into a retry
+      prompt, so nothing invites the model to pay for the same run twice.
+    - A server that cannot start contributes no tools instead of failing the agent run.
+    - The key is `api_key`, else `PERPLEXITY_API_KEY` from this process, given to the child only.
+    - `keep_alive=False`: the server process ends when the toolset is exited (e.g. at the end of `async with agent`).
+
+    `env` adds variables for the child; `command`/`args` replace the launcher's; other keyword arguments go to
+    `MCPToolset` (e.g. `progress_handler`, `max_retries`).
+    """
+    try:
+        from fastmcp.client.transports import StdioTransport
+
+        from ._toolset import PerplexityMCPToolset
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            'perplexity_mcp_toolset needs pydantic-ai with MCP support: install it with '
+            '`pip install "pydantic-ai-perplexity[pydantic-ai,mcp]" "pydantic-ai-slim[mcp]"`.'
+        ) from exc
+    budget = SERVER_WAIT_SECONDS if wait_seconds is None else wait_seconds
+    child_env = child_environment(wait_seconds=wait_seconds) | dict(env or {})
+    key = api_key if api_key is not None else os.environ.get(KEY_ENV)
+    if key:
+        child_env[KEY_ENV] = key
+    default_command, default_args = server_command(launcher)
+    transport = StdioTransport(
+        command or default_command,
+        list(args) if args is not None else default_args,
+        env=child_env,
+        keep_alive=keep_alive,
+    )
+    toolset_kwargs.setdefault('tool_error_behavior', 'failed')
+    return PerplexityMCPToolset(
+        transport,
+        id=id,
+        init_timeout=init_timeout,
+        read_timeout=read_timeout if read_timeout is not None else budget + 120.0,
+        **toolset_kwargs,
+    )
+
+
+# -- client snippets ---------------------------------------------------------------------------------------------
+
+
+def client_snippet(client: Client | str, *, launcher: Launcher = 'python') -> str:
+    """A ready config snippet for `client` (claude-desktop, claude-code, cursor, vscode or pydantic-deep).
+
+    Paths are absolute; the key is never included: each snippet references `PERPLEXITY_API_KEY` the way that client
+    expands variables, or (Claude Desktop, which expands none) holds a placeholder to replace.
+    """
+    command, args = server_command(launcher)
+    env = child_environment(for_file=True)
+    if client == 'claude-desktop':
+        entry = {'command': command, 'args': args, 'env': {KEY_ENV: '<your Perplexity API key>', **env}}
+        return _json({'mcpServers': {SERVER_NAME: entry}})
+    if client == 'claude-code':
+        entry = {'type': 'stdio', 'command': command, 'args': args, 'env': {KEY_ENV: f'${{{KEY_ENV}}}', **env}}
+        add = shlex.join(['claude', 'mcp', 'add-json', '--scope', 'user', SERVER_NAME, json.dumps(entry)])
+        return (
+            f'# Save as .mcp.json in a project (Claude Code expands ${{{KEY_ENV}}} when it starts the server):\n'
+            f'{_json({"mcpServers": {SERVER_NAME: entry}})}\n\n# or, for every project:\n{add}'
+        )
+    if client == 'cursor':
+        entry = {'command': command, 'args': args, 'env': {KEY_ENV: f'${{env:{KEY_ENV}}}', **env}}
+        return _json({'mcpServers': {SERVER_NAME: entry}})
+    if client == 'vscode':
+        return _json(
+            {
+                'inputs': [
+                    {
+                        'type': 'promptString',
+                        'id': 'perplexity-key',
+                        'description': 'Perplexity API key',
+                        'password': True,
+                    },
+                ],
+                'servers': {
+                    SERVER_NAME: {
+                        'type': 'stdio',
+                        'command': command,
+                        'args': args,
+                        'env': {KEY_ENV: '${input:perplexity-key}', **env},
+                    }
+                },
+            }
+        )
+    if client == 'pydantic-deep':
+        return _json({'builtin_state': {}, 'user_servers': [_deep_entry(launcher)]})
+    raise ValueError(f'Unknown client {client!r}: use claude-desktop, claude-code, cursor, vscode or pydantic-deep.')
+
+
+def add_to_pydantic_deep(
+    path: str | os.PathLike[str] = '.pydantic-deep/mcp.json', *, launcher: Launcher = 'python'
+) -> Path:
+    """Add (or replace) the `perplexity` server in pydantic-deep's CLI config file; the key is never written.
+
+    Other servers and settings in the file are kept. Returns the file's path.
+    """
+    target = Path(path)
+    data: dict[str, Any] = {}
+    if target.exists():
+        loaded: Any = json.loads(target.read_text(encoding='utf-8') or '{}')
+        if not isinstance(loaded, dict):
+            raise ValueError(f'{target} does not hold a JSON object; fix or move it first.')
+        data = cast('dict[str, Any]', loaded)
+    existing: list[Any] = list(data.get('user_servers') or [])
+    servers: list[Any] = [s for s in existing if not (isinstance(s, dict) and _name_of(s) == SERVER_NAME)]
+    servers.append(_deep_entry(launcher))
+    data['user_servers'] = servers
+    data.setdefault('builtin_state', {})
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + '.tmp')
+    tmp.write_text(_json(data) + '\n', encoding='utf-8')
+    tmp.replace(target)
+    return target
+
+
+def _name_of(entry: Any) -> Any:
+    return cast('dict[str, Any]', entry).get('name')
+
+
+def _deep_entry(launcher: Launcher) -> dict[str, Any]:
+    config = perplexity_mcp_config(launcher=launcher)
+    config.env = child_environment(for_file=True)
+    return config.to_dict()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)

@@ -1,0 +1,154 @@
+"""The Perplexity MCP server: the five research tools over stdio (default) or Streamable HTTP.
+
+What a reviewer needs to know, and where to look:
+
+- **What it serves** (`_tools.py`, thin adapters to `Researcher` and `render.py`): `perplexity_research`,
+  `perplexity_research_result`, `perplexity_research_cancel`, `perplexity_research_list`, `perplexity_search`;
+  the skill `skill://perplexity-research/SKILL.md`; and `perplexity://runs/{response_id}`, a finished run's full
+  result as JSON.
+- **Outbound**: one host, the configured `PERPLEXITY_BASE_URL` (default `https://api.perplexity.ai`; plain http
+  only to loopback), reached through `PerplexityClient` with certificate checks and timeouts. Nothing else is
+  contacted, and no telemetry is sent unless you configure OpenTelemetry or Logfire yourself.
+- **The key**: `PERPLEXITY_API_KEY`, read from the server's own environment when the first tool call makes the
+  `Researcher`. Never taken from a tool argument or an HTTP header, never logged, never in a result. A missing key
+  is a clear tool error naming the variable; the server keeps serving.
+- **stdout** (stdio): protocol frames only (`_stdio.py`); logs and anything else go to stderr.
+- **HTTP** (`_http.py`): binds 127.0.0.1 by default; a bearer token is required off loopback; Host/Origin checks
+  against DNS rebinding; 1 MiB request bodies; stateless, so instances can sit behind a load balancer.
+- **Long runs**: a call waits at most `PERPLEXITY_WAIT_SECONDS` (55 s here by default, under the 60 s limit of
+  Claude Desktop and other clients), sends a progress notification per research step when the client asked for
+  progress, then hands back the `response_id` (collect it with `perplexity_research_result`). A client's
+  `notifications/cancelled` cancels the run upstream; running out of wait never does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from ..researcher import Researcher
+
+__all__ = ('build_mcp_server', 'main', 'serve')
+
+_MCP_MISSING = 'The MCP server needs the MCP SDK: install it with `pip install "pydantic-ai-perplexity[mcp]"`.\n'
+_DEFAULT_WAIT_SECONDS = 55.0
+_DRAIN_MARGIN_SECONDS = 30.0
+
+
+def build_mcp_server(
+    *,
+    researcher: Researcher | None = None,
+    wait_seconds: float | None = None,
+    spotlight: bool = True,
+    max_answer_chars: int | None = None,
+) -> MCPServer[Any]:
+    """The MCP server (an `mcp.server.mcpserver.MCPServer`) with the research tools, the skill and run resources.
+
+    Serve it yourself (`server.run('stdio')`, or mount `server.streamable_http_app(...)` in your ASGI app), or use
+    `serve()`, which adds the guarded stdio wire, the instant handshake and the HTTP protections.
+
+    Args:
+        researcher: Share a `Researcher` (its client, ledger and budget); by default one is made on the first call
+            from the environment, with `origin='mcp'`, and closed with the server.
+        wait_seconds: How long one call waits before handing back the `response_id`; default
+            `PERPLEXITY_WAIT_SECONDS`, else 55 s. Ignored when `researcher` is given (its own budget applies).
+        spotlight: Wrap web text in nonce delimiters marking it as data (on by default).
+        max_answer_chars: Bound on the answer text a model reads (default 12 000); the full result is the
+            `perplexity://runs/{response_id}` resource.
+    """
+    from ._tools import build_server
+
+    return build_server(
+        researcher=researcher, wait_seconds=wait_seconds, spotlight=spotlight, max_answer_chars=max_answer_chars
+    )
+
+
+def serve(
+    transport: Literal['stdio', 'http'] | str = 'stdio',
+    host: str = '127.0.0.1',
+    port: int = 8000,
+    token: str | None = None,
+    *,
+    wait_seconds: float | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+) -> None:
+    """Serve the research tools until stdin closes (stdio) or the process is stopped (http).
+
+    `token` (default `PERPLEXITY_MCP_TOKEN`) is the bearer token HTTP clients must send; it is required when
+    `host` is not a loopback address. `allowed_hosts` (default `PERPLEXITY_MCP_ALLOWED_HOSTS`) adds `Host` names
+    HTTP clients may use, e.g. behind a reverse proxy. Exits 2 on an unsafe or impossible configuration.
+    """
+    if find_spec('mcp') is None:
+        sys.stderr.write(_MCP_MISSING)
+        raise SystemExit(2)
+    _skip_idle_logfire_plugin()
+    _log_to_stderr()
+    try:
+        if transport == 'stdio':
+            from ._stdio import serve_stdio
+
+            serve_stdio(wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS)
+        elif transport in ('http', 'streamable-http'):
+            from ._http import run_http
+            from ._stdio import configure_tracing_quietly
+
+            configure_tracing_quietly()
+            token = token or os.environ.get('PERPLEXITY_MCP_TOKEN') or None
+            server = build_mcp_server(wait_seconds=wait_seconds)
+            run_http(server, host=host, port=port, token=token, allowed_hosts=list(allowed_hosts or ()) or None)
+        else:
+            sys.stderr.write(f'Unknown transport {transport!r}: use "stdio" or "http".\n')
+            raise SystemExit(2)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m pydantic_ai_perplexity.mcp [--transport http --host H --port P --token T]`."""
+    parser = argparse.ArgumentParser(
+        prog='python -m pydantic_ai_perplexity.mcp',
+        description='Serve Perplexity research tools over MCP (stdio by default, or Streamable HTTP).',
+    )
+    parser.add_argument('--transport', choices=('stdio', 'http'), default='stdio')
+    parser.add_argument('--host', default='127.0.0.1', help='HTTP only; a non-loopback address needs a token.')
+    parser.add_argument('--port', type=int, default=8000, help='HTTP only (0 picks a free port).')
+    parser.add_argument('--token', default=None, help='HTTP bearer token (default: PERPLEXITY_MCP_TOKEN).')
+    args = parser.parse_args(argv)
+    serve(args.transport, args.host, args.port, args.token)
+    return 0
+
+
+def _wait_budget(wait_seconds: float | None) -> float:
+    """The budget a call waits (for the EOF drain); a bad `PERPLEXITY_WAIT_SECONDS` is reported by the tools."""
+    if wait_seconds is not None:
+        return wait_seconds
+    try:
+        return max(0.0, float(os.environ.get('PERPLEXITY_WAIT_SECONDS') or _DEFAULT_WAIT_SECONDS))
+    except ValueError:
+        return _DEFAULT_WAIT_SECONDS
+
+
+def _skip_idle_logfire_plugin() -> None:
+    """Skip Logfire's pydantic plugin in the serving process while it would record nothing.
+
+    Loading it imports Logfire (a third of a second before the first tool call can run), yet it records only with
+    `LOGFIRE_PYDANTIC_PLUGIN_RECORD` set. Only this process, only that plugin, and never over an explicit choice.
+    """
+    if 'PYDANTIC_DISABLE_PLUGINS' in os.environ:
+        return
+    if os.environ.get('LOGFIRE_PYDANTIC_PLUGIN_RECORD', 'off').strip().lower() not in ('', 'off'):
+        return
+    os.environ['PYDANTIC_DISABLE_PLUGINS'] = 'logfire-plugin'
+
+
+def _log_to_stderr() -> None:
+    import logging
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s')
