@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx2
+from httpx2._client import UseClientDefault
 from pydantic import BaseModel, ValidationError
 from typing_extensions import Unpack
 
@@ -28,7 +29,7 @@ from ..errors import (
     PermissionDeniedError,
     ResearchTimeoutError,
 )
-from ._errors import ErrorContext, as_object, malformed_error
+from ._errors import as_object
 from ._models import AgentEvent, CancelAck, Model, ModelList, Response, SearchResponse
 from ._params import AgentRequest, InputItem, SearchRequest
 from ._retry import RequestKind
@@ -96,18 +97,19 @@ class PerplexityClient:
             raise ConfigurationError(f'retry_deadline must be 0 or more seconds, not {retry_deadline!r}.')
         key = resolve_api_key(api_key)
         url = resolve_base_url(base_url)
-        if isinstance(timeout, _NotGiven):
-            resolved: Any = DEFAULT_TIMEOUT if http_client is None else httpx2.USE_CLIENT_DEFAULT
-        else:
-            resolved = timeout if isinstance(timeout, httpx2.Timeout) or timeout is None else httpx2.Timeout(timeout)
+        given = None if isinstance(timeout, _NotGiven) else timeout
         self._owns_http = http_client is None
+        per_request: httpx2.Timeout | UseClientDefault | None = httpx2.USE_CLIENT_DEFAULT
         if http_client is None:
-            http_client = httpx2.AsyncClient(timeout=DEFAULT_TIMEOUT, verify=shared_ssl_context())
+            own_timeout = DEFAULT_TIMEOUT if isinstance(timeout, _NotGiven) else given
+            http_client = httpx2.AsyncClient(timeout=own_timeout, verify=shared_ssl_context())
+        elif not isinstance(timeout, _NotGiven):
+            per_request = given if isinstance(given, httpx2.Timeout) or given is None else httpx2.Timeout(given)
         self._transport = Transport(
             http_client,
             base_url=url,
             api_key=key,
-            timeout=resolved,
+            timeout=per_request,
             max_retries=max_retries,
             retry_deadline=retry_deadline,
         )
@@ -306,19 +308,10 @@ class PerplexityClient:
         kind: RequestKind,
         *,
         json_body: Any = None,
-        params: Mapping[str, str] | None = None,
         auth: bool = True,
     ) -> M:
         self._check_open()
-        data = await self._transport.request_json(
-            method, path, kind=kind, json_body=json_body, params=params, auth=auth
-        )
-        try:
-            return model.model_validate(data)
-        except ValidationError as exc:
-            ctx: ErrorContext = self._transport.context(method, path, kind)
-            why = f'JSON that is not a {model.__name__} ({exc.error_count()} problems, first: {exc.errors()[0]["msg"]})'
-            raise malformed_error(ctx, why) from None
+        return await self._transport.request_model(model, method, path, kind=kind, json_body=json_body, auth=auth)
 
 
 def _snapshot(event: AgentEvent) -> Response | None:

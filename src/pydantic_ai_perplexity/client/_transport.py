@@ -12,12 +12,12 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx2
 from httpx2._client import UseClientDefault
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr, ValidationError
 
 from .. import tracing
 from ..errors import ConfigurationError
@@ -33,6 +33,8 @@ logger = logging.getLogger('pydantic_ai_perplexity')
 MAX_EVENT_SIZE = 64 * 1024 * 1024
 _SSE_HEADERS = {'Accept': 'text/event-stream', 'Cache-Control': 'no-store'}
 _JSON_HEADERS = {'Accept': 'application/json'}
+
+M = TypeVar('M', bound=BaseModel)
 
 
 class Transport:
@@ -153,9 +155,37 @@ class Transport:
         try:
             return json.loads(response.content)
         except ValueError:
+            raise self._not_json(response, method, path, kind) from None
+
+    async def request_model(
+        self,
+        model: type[M],
+        method: str,
+        path: str,
+        *,
+        kind: RequestKind,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        auth: bool = True,
+    ) -> M:
+        """One JSON exchange, its 2xx body validated straight from bytes as `model`."""
+        response = await self._send(
+            method, path, kind=kind, stream=False, json_body=json_body, params=params, auth=auth
+        )
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as exc:
+            problems = exc.errors(include_url=False, include_input=False)
+            if any(p['type'] == 'json_invalid' for p in problems):
+                raise self._not_json(response, method, path, kind) from None
             ctx = self._ctx(method, path, kind, 0)
-            content_type = response.headers.get('content-type', 'no content type')
-            raise malformed_error(ctx, f'a body that is not JSON ({content_type})', response.text) from None
+            why = f'JSON that is not a {model.__name__} ({len(problems)} problems, first: {problems[0]["msg"]})'
+            raise malformed_error(ctx, why) from None
+
+    def _not_json(self, response: httpx2.Response, method: str, path: str, kind: RequestKind) -> Exception:
+        content_type = response.headers.get('content-type', 'no content type')
+        ctx = self._ctx(method, path, kind, 0)
+        return malformed_error(ctx, f'a body that is not JSON ({content_type})', response.text)
 
     @asynccontextmanager
     async def open_stream(
