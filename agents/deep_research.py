@@ -15,7 +15,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 
-from pydantic_deep import create_deep_agent
+from pydantic_deep import DeepAgentDeps, create_deep_agent
 
 from pydantic_ai_perplexity import PerplexityToolset
 from pydantic_ai_perplexity.emulator import Emulator
@@ -47,11 +47,12 @@ async def main(question: str, model: str | None, effort: str, state_dir: str | N
             instructions=INSTRUCTIONS,
             toolsets=[toolset],
             include_execute=False,
+            include_skills=False,
             web_search=False,
             web_fetch=False,
         )
         async with agent:
-            result = await agent.run(question)
+            result = await agent.run(question, deps=DeepAgentDeps())
         return str(result.output)
 
 

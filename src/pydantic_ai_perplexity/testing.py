@@ -9,11 +9,11 @@ until the run is done, and answers with what came back (or fills the agent's out
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from .client._models import field_of
 from .results import ResearchResult
@@ -87,4 +87,12 @@ def scripted_research_model(
             return ModelResponse(parts=[TextPart(f'{answer_with_source_numbers(result)}\n\nSources:\n{sources}')])
         return ModelResponse(parts=[TextPart(text)])
 
-    return FunctionModel(respond, model_name='scripted-researcher')
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        response = respond(messages, info)
+        for index, part in enumerate(response.parts):
+            if isinstance(part, TextPart):
+                yield part.content
+            elif isinstance(part, ToolCallPart):
+                yield {index: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+
+    return FunctionModel(respond, stream_function=stream, model_name='scripted-researcher')
