@@ -12,7 +12,7 @@ import httpx2
 import pytest
 from client_support import SENTINEL_KEY, mock_client, run_json, sse_response
 
-from pydantic_ai_perplexity.client import AgentEvent
+from pydantic_ai_perplexity.client import AgentEvent, UnknownItem
 from pydantic_ai_perplexity.errors import (
     APIConnectionError,
     BadRequestError,
@@ -234,3 +234,75 @@ async def test_a_stream_left_early_closes_its_connection():
             async for _ in events:
                 break
     assert closed == [True]
+
+
+# -- wait() on frames the emulator never sends -------------------------------------------------------------------
+
+
+async def test_wait_retrieves_the_final_run_when_the_terminal_event_carries_no_snapshot():
+    requests: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        requests.append(str(request.url.query.decode()))
+        if request.url.params.get('stream') == 'true':
+            failed = {'type': 'response.failed', 'sequence_number': 3, 'error': {'message': 'model overloaded'}}
+            return sse_response(delta(2), failed)
+        return httpx2.Response(200, json=run_json(status='failed', error={'message': 'model overloaded'}))
+
+    async with mock_client(handler) as client:
+        final = await client.wait('resp_1', timeout=5)
+    assert final.status == 'failed' and final.error is not None
+    assert requests == ['stream=true&starting_after=0', '']
+
+
+async def test_wait_polls_on_after_an_error_event_while_the_run_goes_on():
+    states = iter(['in_progress', 'completed'])
+    seen: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.params.get('stream') == 'true':
+            return sse_response(delta(1), {'type': 'error', 'sequence_number': 2, 'error': {'message': 'stream lost'}})
+        return httpx2.Response(200, json=run_json(status=next(states)))
+
+    async with mock_client(handler) as client:
+        final = await client.wait('resp_1', timeout=5, on_event=lambda e: seen.append(e.type), poll_interval=0.01)
+    assert final.status == 'completed'
+    assert seen == ['response.output_text.delta', 'error']
+
+
+async def test_wait_lets_errors_of_on_event_through():
+    async with mock_client(lambda r: sse_response(delta(1), completed(2))) as client:
+
+        async def on_event(event: AgentEvent) -> None:
+            raise BadRequestError('raised by the callback', status_code=400)
+
+        with pytest.raises(BadRequestError, match='raised by the callback'):
+            await client.wait('resp_1', timeout=5, on_event=on_event)
+
+
+async def test_wait_returns_a_run_that_requires_action():
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.params.get('stream') == 'true':
+            return httpx2.Response(400, json={'error': {'message': 'no stream', 'type': 'invalid_request'}})
+        return httpx2.Response(200, json=run_json(status='requires_action'))
+
+    async with mock_client(handler) as client:
+        assert (await client.wait('resp_1', timeout=5)).status == 'requires_action'
+
+
+async def test_unknown_output_item_types_are_kept_in_events_and_runs():
+    item = {'type': 'sandbox_results', 'call_id': 'c1', 'code': 'print(1)', 'results': [{'stdout': '1'}]}
+    added = {'type': 'response.output_item.added', 'sequence_number': 1, 'output_index': 0, 'item': item}
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.method == 'GET':
+            return httpx2.Response(200, json=run_json(output=[item]))
+        return sse_response(created(0), added, completed(2))
+
+    async with mock_client(handler) as client:
+        events = await collect(client.stream('q'))
+        run = await client.retrieve('resp_1')
+    parsed = events[1].item_
+    assert isinstance(parsed, UnknownItem) and parsed.type == 'sandbox_results'
+    assert parsed.model_extra == {'call_id': 'c1', 'code': 'print(1)', 'results': [{'stdout': '1'}]}
+    assert isinstance(run.output[0], UnknownItem) and run.output[0].model_dump() == item

@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import anyio
 import httpx2
@@ -123,7 +123,7 @@ class PerplexityClient:
     def __repr__(self) -> str:
         return f'PerplexityClient(base_url={self.base_url!r})'
 
-    async def __aenter__(self) -> PerplexityClient:
+    async def __aenter__(self) -> Self:
         self._check_open()
         return self
 
@@ -237,10 +237,10 @@ class PerplexityClient:
         """
         self._check_open()
         self._transport.require_key()
-        seen: list[Response] = []
+        seen = _Seen()
         with anyio.move_on_after(timeout):
             return await self._wait(response_id, seen, on_event, starting_after or 0, poll_interval)
-        last = seen[-1] if seen else None
+        last = seen.last
         status = f'still {last.status}' if last is not None else 'not finished'
         raise ResearchTimeoutError(
             f'Run {response_id!r} is {status} after waiting {timeout:g} s. It goes on server-side and was not '
@@ -250,34 +250,38 @@ class PerplexityClient:
         )
 
     async def _wait(
-        self, response_id: str, seen: list[Response], on_event: OnEvent | None, starting_after: int, interval: float
+        self, response_id: str, seen: _Seen, on_event: OnEvent | None, starting_after: int, interval: float
     ) -> Response:
-        try:
-            # A reconnection that brings no event means the stream is no use here: poll instead.
-            async with self._resume(response_id, starting_after, max_stalls=0) as events:
-                async for event in events:
-                    snapshot = _snapshot(event)
-                    if snapshot is not None:
-                        seen.append(snapshot)
-                    if on_event is not None:
-                        outcome = on_event(event)
-                        if inspect.isawaitable(outcome):
-                            await outcome
-                    if event.is_terminal:
-                        if snapshot is not None and snapshot.done:
-                            return snapshot
-                        break
-        except (AuthenticationError, PermissionDeniedError):
-            raise
-        except APIError as exc:
-            logger.debug('wait %s: streaming unavailable (%s), polling instead', response_id, type(exc).__name__)
+        # A reconnection that brings no event means the stream is no use here (max_stalls=0): poll instead.
+        async with self._resume(response_id, starting_after, max_stalls=0) as events:
+            while True:
+                try:
+                    event = await events.__anext__()
+                except StopAsyncIteration:
+                    break
+                except (AuthenticationError, PermissionDeniedError):
+                    raise
+                except APIError as exc:
+                    logger.debug('wait %s: no stream (%s), polling instead', response_id, type(exc).__name__)
+                    break
+                snapshot = _snapshot(event)
+                if snapshot is not None:
+                    seen.last = snapshot
+                if on_event is not None:
+                    outcome = on_event(event)
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                if event.is_terminal:
+                    if snapshot is not None and snapshot.done:
+                        return snapshot
+                    break
         return await self._poll(response_id, seen, interval)
 
-    async def _poll(self, response_id: str, seen: list[Response], interval: float) -> Response:
+    async def _poll(self, response_id: str, seen: _Seen, interval: float) -> Response:
         delay = interval
         while True:
             run = await self.retrieve(response_id)
-            seen.append(run)
+            seen.last = run
             if run.status in _SETTLED:
                 return run
             await anyio.sleep(delay)
@@ -312,6 +316,15 @@ class PerplexityClient:
     ) -> M:
         self._check_open()
         return await self._transport.request_model(model, method, path, kind=kind, json_body=json_body, auth=auth)
+
+
+class _Seen:
+    """The last snapshot of a run seen while waiting, for the timeout error."""
+
+    __slots__ = ('last',)
+
+    def __init__(self) -> None:
+        self.last: Response | None = None
 
 
 def _snapshot(event: AgentEvent) -> Response | None:

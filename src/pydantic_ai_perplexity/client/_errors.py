@@ -208,7 +208,7 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
     return APIStatusError(f'{head}: {server_message}.{note}{tail}', **common)
 
 
-def network_error(exc: httpx2.TransportError, ctx: ErrorContext, *, sent: bool) -> APIConnectionError:
+def network_error(exc: httpx2.RequestError, ctx: ErrorContext, *, sent: bool) -> APIConnectionError:
     """The exception for a failed exchange. `sent`: the request may have reached the API."""
     detail = redact(f'{type(exc).__name__}: {exc}' if str(exc) else type(exc).__name__, ctx.key)
     if ctx.kind == 'create' and sent:

@@ -101,7 +101,7 @@ def status_retryable(kind: RequestKind, status: int, headers: httpx2.Headers) ->
     return status in _READ_RETRY_STATUSES or status >= 500
 
 
-def network_error_retryable(kind: RequestKind, exc: httpx2.TransportError) -> bool:
+def network_error_retryable(kind: RequestKind, exc: httpx2.RequestError) -> bool:
     """Whether a failed exchange may be retried: always for reads, for creates only if nothing was sent."""
     if kind == 'read':
         return isinstance(exc, _TRANSIENT_ERRORS)

@@ -182,7 +182,7 @@ class EventStream(AsyncIterator[AgentEvent]):
             except httpx2.SSEError as exc:
                 why = redact(f'an event stream that could not be read ({exc})', ctx.key)
                 raise malformed_error(ctx, why) from self._transport.safe_cause(exc)
-            except httpx2.TransportError as exc:
+            except httpx2.RequestError as exc:
                 drop = redact(f'{type(exc).__name__}: {exc}' if str(exc) else type(exc).__name__, ctx.key)
             logger.debug('%s %s stream ended after seq %d: %s', ctx.method, ctx.path, self.last_sequence_number, drop)
             stalls = 0 if progressed else stalls + 1

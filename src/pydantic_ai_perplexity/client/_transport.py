@@ -111,7 +111,7 @@ class Transport:
             )
             try:
                 response = await self.http.send(request, stream=stream)
-            except httpx2.TransportError as exc:
+            except httpx2.RequestError as exc:
                 logger.debug('%s %s -> %s (attempt %d)', method, path, type(exc).__name__, attempt + 1)
                 retryable = network_error_retryable(kind, exc)
                 delay = self._next_delay(attempt, started, None) if retryable else None
