@@ -1,0 +1,146 @@
+"""Helpers for the MCP server tests: server environments and a raw JSON-RPC pipe client.
+
+Every server runs as a real subprocess (`python -m pydantic_ai_perplexity.mcp`) against the emulator, with the
+minimal environment MCP clients give stdio servers plus what the test names. Compiled bytecode is shared between
+those processes (`PYTHONPYCACHEPREFIX`), so only the first one pays for compiling the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pydantic_ai_perplexity.emulator import Emulator
+
+SERVER = [sys.executable, '-m', 'pydantic_ai_perplexity.mcp']
+PYCACHE = Path(tempfile.gettempdir()) / 'pydantic-ai-perplexity-test-pycache'
+DEADLINE = 45.0  # generous: a first start compiles the MCP SDK, and CI machines are busy
+
+
+def server_env(emu: Emulator | None, state_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of a server subprocess: what stdio clients pass on, the emulator, a state dir, `extra`."""
+    env = {k: v for k, v in os.environ.items() if k in ('HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER')}
+    env['PYTHONPYCACHEPREFIX'] = str(PYCACHE)
+    env['PERPLEXITY_STATE_DIR'] = str(state_dir)
+    if emu is not None:
+        env['PERPLEXITY_API_KEY'] = emu.api_key
+        env['PERPLEXITY_BASE_URL'] = emu.base_url
+    env.update(extra)
+    return env
+
+
+class RawServer:
+    """A server subprocess spoken to in raw JSON-RPC lines over its stdin/stdout (no MCP client library)."""
+
+    def __init__(self, env: dict[str, str], args: list[str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            [*SERVER, *(args or [])], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.raw_stdout: list[bytes] = []
+        self.stderr: list[bytes] = []
+        self._seen: list[dict[str, Any]] = []
+        self._next_id = 100
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    def _pump(self, stream: Any, out: queue.Queue[bytes]) -> None:
+        for line in iter(stream.readline, b''):
+            self.raw_stdout.append(line)
+            out.put(line)
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in iter(self.proc.stderr.readline, b''):
+            self.stderr.append(line)
+
+    def send(self, message: dict[str, Any] | bytes) -> None:
+        assert self.proc.stdin is not None
+        data = message if isinstance(message, bytes) else json.dumps(message).encode() + b'\n'
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def next_message(self, timeout: float = DEADLINE) -> dict[str, Any]:
+        line = self.lines.get(timeout=timeout)
+        message = json.loads(line)
+        self._seen.append(message)
+        return message
+
+    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = DEADLINE) -> dict[str, Any]:
+        """The first message (already seen or arriving before the deadline) that satisfies `predicate`."""
+        for message in self._seen:
+            if predicate(message):
+                return message
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self.next_message(timeout=max(0.0, deadline - time.monotonic()))
+            if predicate(message):
+                return message
+
+    def request(self, method: str, params: dict[str, Any] | None = None, timeout: float = DEADLINE) -> dict[str, Any]:
+        self._next_id += 1
+        request_id = self._next_id
+        message: dict[str, Any] = {'jsonrpc': '2.0', 'id': request_id, 'method': method}
+        if params is not None:
+            message['params'] = params
+        self.send(message)
+        return self.wait_for(lambda m: m.get('id') == request_id and 'method' not in m, timeout)
+
+    def initialize(self, version: str = '2025-06-18') -> dict[str, Any]:
+        reply = self.request(
+            'initialize',
+            {'protocolVersion': version, 'capabilities': {}, 'clientInfo': {'name': 'raw-test', 'version': '1'}},
+        )
+        self.send({'jsonrpc': '2.0', 'method': 'notifications/initialized'})
+        return reply
+
+    def call(self, name: str, arguments: dict[str, Any], *, progress: str | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {'name': name, 'arguments': arguments}
+        if progress is not None:
+            params['_meta'] = {'progressToken': progress}
+        return self.request('tools/call', params)['result']
+
+    def close(self, timeout: float = DEADLINE) -> int:
+        """Close stdin (EOF) and wait for the exit code."""
+        assert self.proc.stdin is not None
+        if not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.close()
+
+
+def text_of(result: dict[str, Any]) -> str:
+    """The text blocks of a `tools/call` result, joined."""
+    return '\n'.join(block['text'] for block in result['content'] if block.get('type') == 'text')
+
+
+def eventually(check: Callable[[], Any], timeout: float = DEADLINE) -> Any:
+    """Poll `check` until it returns something truthy, or fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f'condition not met within {timeout} s')
+        time.sleep(0.05)
