@@ -144,3 +144,32 @@ def eventually(check: Callable[[], Any], timeout: float = DEADLINE) -> Any:
         if time.monotonic() > deadline:
             pytest.fail(f'condition not met within {timeout} s')
         time.sleep(0.05)
+
+
+def mcp_research_model(effort: str | None = None, max_collects: int = 50) -> Any:
+    """A `FunctionModel` that researches the question through the MCP tools, collects hand-offs, then answers.
+
+    It reads the tool results as MCP clients give them to pydantic-ai: the `structuredContent` dict.
+    """
+    from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        parts = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts]
+        returned = [p for p in parts if p.part_kind in ('tool-return', 'retry-prompt')]
+        if not returned:
+            prompt = next(p.content for p in parts if isinstance(p, UserPromptPart))
+            args: dict[str, Any] = {'query': str(prompt)}
+            if effort:
+                args['effort'] = effort
+            return ModelResponse(parts=[ToolCallPart('perplexity_research', args)])
+        content: Any = getattr(returned[-1], 'content', None)
+        if isinstance(content, dict) and 'next' in content and len(returned) <= max_collects:
+            collect = {'response_id': content['response_id']}
+            return ModelResponse(parts=[ToolCallPart('perplexity_research_result', collect)])
+        if isinstance(content, dict) and content.get('answer'):
+            sources = '\n'.join(f'[{s["n"]}] {s["url"]}' for s in content.get('sources', []))
+            return ModelResponse(parts=[TextPart(f'{content["answer"]}\n\nSources:\n{sources}')])
+        return ModelResponse(parts=[TextPart(str(content))])
+
+    return FunctionModel(respond, model_name='mcp-researcher')
