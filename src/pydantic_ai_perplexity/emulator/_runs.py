@@ -540,9 +540,10 @@ def build_run(
     script = _Script()
     d = duration
     in_progress = {**base, 'status': 'in_progress', 'model': running_model}
-    script.add(0.02 * d, {'type': 'response.created', 'response': in_progress})
-    script.add(0.02 * d, {'type': 'response.in_progress', 'response': in_progress})
-    script.add(0.04 * d, {'type': 'response.reasoning.started', 'thought': 'Planning the research...'})
+    # The run is queued for a moment (at most half an emulated second), then starts reasoning.
+    script.add(min(0.02 * d, 0.5), {'type': 'response.created', 'response': in_progress})
+    script.add(min(0.02 * d, 0.5), {'type': 'response.in_progress', 'response': in_progress})
+    script.add(min(0.04 * d, 1.0), {'type': 'response.reasoning.started', 'thought': 'Planning the research...'})
     output: list[dict[str, Any]] = []
 
     def add_item(offset_added: float, offset_done: float, added: dict[str, Any], done: dict[str, Any]) -> int:

@@ -54,6 +54,21 @@ def _config(app: object, host: str, port: int, *, quiet: bool) -> uvicorn.Config
     )
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """A bound socket for the server, so that a busy port fails here, at once and clearly."""
+    family = socket.AF_INET6 if ':' in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio only turns Nagle off (TCP_NODELAY) for sockets that say they are TCP,
+    # and with Nagle on, every small response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise RuntimeError(f'the emulator could not start on {host}:{port}: {exc.strerror or exc}') from None
+    return sock
+
+
 class Emulator:
     """An offline emulator of Perplexity's Agent API: a real HTTP server on loopback, for tests, demos and notebooks.
 
@@ -137,19 +152,33 @@ class Emulator:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> Self:
-        """Start the server thread and wait (with a deadline) until it listens."""
+        """Bind the port, start the server thread, and wait (with a deadline) until it serves.
+
+        Raises:
+            RuntimeError: the port could not be bound or the server did not start in time.
+        """
         if self._server is not None:
             return self
+        sock = _bind(self.host, self._port)
         server = _Server(_config(self.app, self.host, self._port, quiet=True))
-        thread = threading.Thread(target=server.run, name=f'perplexity-emulator-{id(self):x}', daemon=True)
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                server.run(sockets=[sock])
+            except BaseException as exc:  # reported by start(), never lost in the thread
+                failure.append(exc)
+
+        thread = threading.Thread(target=run, name=f'perplexity-emulator-{id(self):x}', daemon=True)
         thread.start()
         deadline = time.monotonic() + _START_TIMEOUT
         while not server.ready.wait(0.02):
             if not thread.is_alive() or time.monotonic() > deadline:
                 server.should_exit = True
                 thread.join(_STOP_TIMEOUT)
-                raise RuntimeError(f'the emulator could not start on {self.host}:{self._port}')
-        self._port = server.servers[0].sockets[0].getsockname()[1]
+                sock.close()
+                raise RuntimeError(f'the emulator could not start on {self.host}:{self._port}: {failure!r}')
+        self._port = sock.getsockname()[1]
         self._server = server
         self._thread = thread
         return self
@@ -231,5 +260,9 @@ def serve(
             logging.getLogger('uvicorn.error').info('Perplexity emulator at %s', base_url)
 
     threading.Thread(target=announce, name='perplexity-emulator-announce', daemon=True).start()
-    server.run()
-    server.ready.set()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown: the normal way out here
+        pass
+    finally:
+        server.ready.set()

@@ -49,7 +49,7 @@ _LOOPBACK_NAMES = frozenset({'localhost', 'localhost.localdomain'})
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra='forbid', strict=True)
+    model_config = ConfigDict(extra='forbid', strict=True, defer_build=True)
 
 
 def _by_type(default: str | None = None) -> Discriminator:

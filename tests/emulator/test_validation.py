@@ -1,0 +1,353 @@
+"""Strict validation, limits, authentication and the endpoints that only answer errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import pytest
+
+from pydantic_ai_perplexity.emulator import Emulator
+
+OK: dict[str, Any] = {'input': 'What is the EU AI Act?', 'effort': 'fast'}
+
+
+def error_of(response: httpx2.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers['content-type'].startswith('application/json')
+    assert response.headers['x-request-id'].startswith('req_')
+    body = response.json()
+    assert set(body) == {'error'}
+    error = body['error']
+    assert error['code'] == status and isinstance(error['message'], str) and error['type']
+    return error
+
+
+@pytest.mark.parametrize(
+    ('body', 'field'),
+    [
+        ({**OK, 'search_mode': 'web'}, 'search_mode'),
+        ({**OK, 'tools': [{'type': 'web_search', 'filters': {'search_domain_filter': ['a.com'], 'foo': 1}}]}, 'foo'),
+        ({**OK, 'tools': [{'type': 'web_search', 'user_location': {'country': 'DE', 'zip': '10115'}}]}, 'zip'),
+        ({**OK, 'tools': [{'type': 'web_search', 'max_result': 3}]}, 'max_result'),
+        ({**OK, 'tools': [{'type': 'fetch_url', 'max_url': 3}]}, 'max_url'),
+        ({**OK, 'tools': [{'type': 'function', 'name': 'f', 'function': {}}]}, 'function'),
+        (
+            {**OK, 'tools': [{'type': 'mcp', 'server_label': 's', 'server_url': 'https://x.example', 'token': 't'}]},
+            'token',
+        ),
+        ({**OK, 'response_format': {'type': 'json_schema', 'json_schema': {'name': 'n', 'schema': {}, 'x': 1}}}, 'x'),
+        ({**OK, 'reasoning': {'effort': 'low', 'summary': 'auto'}}, 'summary'),
+        ({**OK, 'text': {'format': {'type': 'text'}}}, 'format'),
+        ({**OK, 'input': [{'role': 'user', 'content': 'hi', 'name': 'me'}]}, 'name'),
+        ({**OK, 'input': [{'role': 'user', 'content': [{'type': 'input_text', 'text': 'hi', 'lang': 'en'}]}]}, 'lang'),
+        ({**OK, 'input': [{'type': 'function_call_output', 'call_id': 'c', 'output': 'x', 'extra': 1}]}, 'extra'),
+        ({**OK, 'stream_options': {'include_usage': True, 'chunk': 1}}, 'chunk'),
+        ({**OK, 'profile': {'type': 'custom', 'id': 'p', 'owner': 'me'}}, 'owner'),
+    ],
+)
+def test_unknown_fields_anywhere_are_rejected_with_their_name(client: httpx2.Client, body: dict[str, Any], field: str):
+    error = error_of(client.post('/v1/agent', json=body), 400)
+    assert error == {
+        'message': f'invalid request body: json: unknown field "{field}"',
+        'type': 'invalid_request',
+        'code': 400,
+        'param': field,
+    }
+
+
+def test_every_documented_field_is_accepted(client: httpx2.Client, emu: Emulator):
+    body = {
+        'input': [
+            {'role': 'system', 'content': 'Be brief.'},
+            {'type': 'message', 'role': 'user', 'content': [{'type': 'input_text', 'text': 'EU AI Act timeline'}]},
+            {'type': 'function_call', 'call_id': 'c1', 'name': 'lookup', 'arguments': '{}'},
+            {'type': 'function_call_output', 'call_id': 'c1', 'output': [{'type': 'input_text', 'text': 'ok'}]},
+            {'role': 'user', 'content': 'And the codes of practice?'},
+        ],
+        'effort': 'low',
+        'preset': 'pro-search',
+        'instructions': 'Cite every claim.',
+        'max_steps': 5,
+        'max_output_tokens': 2048,
+        'reasoning': {'effort': 'low'},
+        'response_format': {
+            'type': 'json_schema',
+            'json_schema': {'name': 'answer_v1', 'schema': {'type': 'object'}, 'strict': True},
+        },
+        'tools': [
+            {
+                'type': 'web_search',
+                'filters': {'search_domain_filter': ['europa.eu', '-reddit.com'], 'search_recency_filter': 'month'},
+                'search_context_size': 'medium',
+                'user_location': {'country': 'DE', 'city': 'Berlin'},
+            },
+            {'type': 'fetch_url', 'max_urls': 3},
+            {'type': 'function', 'name': 'lookup', 'parameters': {'type': 'object'}, 'strict': False},
+            {'type': 'mcp', 'server_label': 'docs', 'server_url': 'https://mcp.example.com/mcp', 'headers': {'a': 'b'}},
+        ],
+        'tool_choice': {'type': 'web_search'},
+        'store': True,
+        'prompt_cache_key': 'k',
+        'language_preference': 'en',
+        'temperature': 0.2,
+        'top_p': 0.9,
+        'service_tier': 'auto',
+        'step_budget_reminder': False,
+        'max_tool_calls': 10,
+        'metadata': {'ticket': '42'},
+        'parallel_tool_calls': True,
+        'truncation': 'auto',
+        'stream_options': {'include_usage': True},
+    }
+    response = client.post('/v1/agent', json=body)
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data['status'] == 'completed' and data['metadata'] == {'ticket': '42'}
+    assert all('headers' not in t and 'authorization' not in t for t in data['tools'])
+
+
+@pytest.mark.parametrize(
+    ('body', 'status', 'type_', 'param'),
+    [
+        ({'effort': 'fast'}, 400, 'invalid_request', 'input'),
+        ({'input': 'q'}, 400, 'invalid_request', 'model'),
+        ({'input': '   ', 'effort': 'fast'}, 400, 'invalid_request', 'input'),
+        ({**OK, 'models': []}, 400, 'invalid_parameter', 'models'),
+        ({**OK, 'models': ['openai/gpt-5.4'] * 6}, 400, 'invalid_parameter', 'models'),
+        ({**OK, 'max_steps': 0}, 400, 'invalid_parameter', 'max_steps'),
+        ({**OK, 'max_steps': 101}, 400, 'invalid_parameter', 'max_steps'),
+        ({**OK, 'max_output_tokens': 0}, 400, 'invalid_parameter', 'max_output_tokens'),
+        ({**OK, 'max_steps': '5'}, 400, 'invalid_request', 'max_steps'),
+        ({**OK, 'temperature': 3}, 400, 'invalid_parameter', 'temperature'),
+        ({**OK, 'effort': 'ultra'}, 400, 'invalid_parameter', 'effort'),
+        ({**OK, 'effort': 'fast-search'}, 400, 'invalid_parameter', 'effort'),
+        ({'input': 'q', 'preset': 'turbo'}, 400, 'invalid_parameter', 'effort'),
+        ({'input': 'q', 'model': 'sonar'}, 400, 'invalid_model', 'model'),
+        ({'input': 'q', 'model': 'openai/gpt-99'}, 400, 'invalid_model', 'model'),
+        ({'input': 'q', 'models': ['openai/gpt-5.4', 'nope/x']}, 400, 'invalid_model', 'models'),
+        ({'input': 'q', 'model': 'anthropic/claude-opus-4-7'}, 400, 'invalid_parameter', 'max_output_tokens'),
+        ({**OK, 'tools': [{'type': 'hammer'}]}, 400, 'invalid_request', 'type'),
+        ({**OK, 'tools': [{'name': 'f'}]}, 400, 'invalid_request', 'type'),
+        ({**OK, 'tools': [{'type': 'function', 'name': 'web_search'}]}, 400, 'invalid_parameter', 'name'),
+        ({**OK, 'tools': [{'type': 'function', 'name': 'sandbox'}]}, 400, 'invalid_parameter', 'name'),
+        ({**OK, 'response_format': {'type': 'regex'}}, 400, 'invalid_parameter', 'type'),
+        ({**OK, 'response_format': {'type': 'json_schema'}}, 400, 'invalid_request', 'json_schema'),
+        (
+            {**OK, 'response_format': {'type': 'json_schema', 'json_schema': {'name': 'a b', 'schema': {}}}},
+            400,
+            'invalid_parameter',
+            'name',
+        ),
+        ({**OK, 'metadata': {f'k{i}': 'v' for i in range(17)}}, 400, 'invalid_parameter', 'metadata'),
+        ({**OK, 'metadata': {'k' * 65: 'v'}}, 400, 'invalid_parameter', 'metadata'),
+        ({**OK, 'metadata': {'k': 'v' * 513}}, 400, 'invalid_parameter', 'metadata'),
+        ({**OK, 'metadata': {'k': 1}}, 400, 'invalid_request', 'k'),
+        ({**OK, 'input': [{'type': 'image', 'url': 'x'}]}, 400, 'invalid_request', 'type'),
+        ({**OK, 'tool_choice': 'always'}, 400, 'invalid_parameter', 'tool_choice'),
+    ],
+)
+def test_bad_values_are_rejected_with_type_and_param(
+    client: httpx2.Client, body: dict[str, Any], status: int, type_: str, param: str
+):
+    error = error_of(client.post('/v1/agent', json=body), status)
+    assert (error['type'], error.get('param')) == (type_, param), error
+
+
+def test_anthropic_models_require_max_output_tokens_with_the_live_message(client: httpx2.Client):
+    error = error_of(client.post('/v1/agent', json={'input': 'q', 'model': 'anthropic/claude-sonnet-4-6'}), 400)
+    assert error['message'] == 'max_output_tokens is required when using Anthropic models'
+    ok = client.post('/v1/agent', json={'input': 'q', 'model': 'anthropic/claude-sonnet-4-6', 'max_output_tokens': 500})
+    assert ok.status_code == 200
+
+
+@pytest.mark.parametrize('effort', ['fast', 'low', 'medium@2026-10-16.0', 'xhigh@2026-01-01.3'])
+def test_efforts_and_pins_are_accepted(client: httpx2.Client, effort: str):
+    response = client.post('/v1/agent', json={'input': 'q', 'effort': effort, 'background': True})
+    assert response.status_code == 200 and response.json()['effort'] == effort
+    client.post(f'/v1/agent/{response.json()["id"]}/cancel')
+
+
+@pytest.mark.parametrize(
+    ('preset', 'effort'),
+    [('fast-search', 'fast'), ('pro-search', 'low'), ('deep-research', 'medium'), ('advanced-deep-research', 'high')],
+)
+def test_legacy_presets_map_to_efforts_and_effort_wins(client: httpx2.Client, preset: str, effort: str):
+    body = {'input': 'q', 'preset': preset, 'background': True}
+    if effort in ('high',):
+        body['max_output_tokens'] = 1000
+    response = client.post('/v1/agent', json=body).json()
+    assert response['effort'] == effort and response['model'] == effort
+    client.post(f'/v1/agent/{response["id"]}/cancel')
+    both = client.post('/v1/agent', json={'input': 'q', 'preset': preset, 'effort': 'fast'}).json()
+    assert both['effort'] == 'fast' and both['model'] == 'xai/grok-4-1-fast-non-reasoning'
+
+
+@pytest.mark.parametrize(
+    ('filters', 'type_', 'param'),
+    [
+        (
+            {'search_domain_filter': [f'd{i}.com' for i in range(21)]},
+            'invalid_search_domain_filter',
+            'search_domain_filter',
+        ),
+        ({'search_domain_filter': ['https://a.com/x']}, 'invalid_search_domain_filter', 'search_domain_filter'),
+        ({'search_recency_filter': 'decade'}, 'invalid_parameter', 'search_recency_filter'),
+        ({'search_after_date_filter': '2026-01-31'}, 'invalid_date_format', 'search_after_date_filter'),
+        ({'last_updated_before_filter': '13/01/2026'}, 'invalid_date_format', 'last_updated_before_filter'),
+        (
+            {'search_recency_filter': 'week', 'search_after_date_filter': '1/31/2026'},
+            'invalid_parameter',
+            'search_recency_filter',
+        ),
+    ],
+)
+def test_web_search_filters_are_checked(client: httpx2.Client, filters: dict[str, Any], type_: str, param: str):
+    body = {**OK, 'tools': [{'type': 'web_search', 'filters': filters}]}
+    error = error_of(client.post('/v1/agent', json=body), 400)
+    assert (error['type'], error['param']) == (type_, param)
+
+
+def test_twenty_domains_and_short_dates_are_fine(client: httpx2.Client):
+    filters = {'search_domain_filter': [f'd{i}.com' for i in range(20)], 'search_after_date_filter': '3/1/2025'}
+    response = client.post('/v1/agent', json={**OK, 'tools': [{'type': 'web_search', 'filters': filters}]})
+    assert response.status_code == 200
+
+
+def mcp(label: str = 's', url: str = 'https://mcp.example.com/mcp') -> dict[str, Any]:
+    return {'type': 'mcp', 'server_label': label, 'server_url': url}
+
+
+@pytest.mark.parametrize(
+    ('tools', 'param'),
+    [
+        ([mcp(f's{i}') for i in range(17)], 'tools'),
+        ([mcp('bad label')], 'server_label'),
+        ([mcp('x' * 65)], 'server_label'),
+        ([mcp('a'), mcp('a')], 'server_label'),
+        ([mcp(url='http://mcp.example.com/mcp')], 'server_url'),
+        ([mcp(url='ftp://mcp.example.com')], 'server_url'),
+    ],
+)
+def test_mcp_tools_are_checked(client: httpx2.Client, tools: list[dict[str, Any]], param: str):
+    error = error_of(client.post('/v1/agent', json={**OK, 'tools': tools}), 400)
+    assert (error['type'], error['param']) == ('invalid_parameter', param)
+
+
+@pytest.mark.parametrize('url', ['http://127.0.0.1:9/mcp', 'http://localhost/mcp', 'http://[::1]:8000/mcp'])
+def test_plain_http_mcp_servers_are_allowed_on_loopback_only(client: httpx2.Client, url: str):
+    assert client.post('/v1/agent', json={**OK, 'tools': [mcp(url=url)]}).status_code == 200
+
+
+def test_invalid_json_and_non_object_bodies(client: httpx2.Client):
+    error = error_of(client.post('/v1/agent', content=b'{"input": ', headers={'content-type': 'application/json'}), 400)
+    assert error['type'] == 'invalid_request' and error['message'].startswith('invalid request body')
+    error = error_of(client.post('/v1/agent', json=['input']), 400)
+    assert error['type'] == 'invalid_request'
+
+
+def test_bodies_over_32_mib_are_refused_with_413(client: httpx2.Client, emu: Emulator):
+    big = b'{"input": "' + b'a' * (32 * 1024 * 1024) + b'", "effort": "fast"}'
+    error = error_of(client.post('/v1/agent', content=big, headers={'content-type': 'application/json'}), 413)
+    assert error['type'] == 'payload_too_large'
+    error = error_of(client.post('/search', content=big, headers={'content-type': 'application/json'}), 413)
+    # chunked (no Content-Length): refused while reading, without holding more than the limit
+    error = error_of(
+        client.post('/v1/agent', content=iter([big[:1024], big[1024:]]), headers={'content-type': 'application/json'}),
+        413,
+    )
+    assert error['type'] == 'payload_too_large'
+    assert client.post('/v1/agent', json=OK).status_code == 200  # and the server keeps serving
+
+
+def test_a_key_is_required_everywhere_but_models(emu: Emulator):
+    with httpx2.Client(base_url=emu.base_url) as anonymous:
+        for method, path in [
+            ('POST', '/v1/agent'),
+            ('GET', '/v1/responses/resp_x'),
+            ('POST', '/search'),
+            ('GET', '/x'),
+        ]:
+            error = error_of(anonymous.request(method, path, json=OK), 401)
+            assert error['type'] == 'authentication_error'
+        wrong = anonymous.post('/v1/agent', json=OK, headers={'Authorization': 'Bearer pplx-wrong'})
+        assert error_of(wrong, 401)['message'] == 'Invalid API key provided.'
+        basic = anonymous.post('/v1/agent', json=OK, headers={'Authorization': f'Basic {emu.api_key}'})
+        error_of(basic, 401)
+        models = anonymous.get('/v1/models')
+        assert models.status_code == 200 and models.json()['object'] == 'list'
+    assert emu.requests[-1].path == '/v1/models' and emu.requests[-1].status == 200
+
+
+def test_the_key_is_never_echoed_or_recorded(emu: Emulator, caplog: pytest.LogCaptureFixture):
+    caplog.set_level('DEBUG')
+    with httpx2.Client(base_url=emu.base_url) as c:
+        c.post('/v1/agent', json=OK, headers={'Authorization': f'Bearer {emu.api_key}x'})
+        good = c.post(
+            '/v1/agent',
+            json={**OK, 'input': f'my key is {emu.api_key}'},
+            headers={'Authorization': f'Bearer {emu.api_key}'},
+        )
+    assert good.status_code == 200
+    assert emu.api_key not in good.text
+    assert emu.api_key not in repr(emu) and emu.api_key not in caplog.text
+    assert all(emu.api_key not in repr(r) for r in emu.requests)
+
+
+def test_retired_sonar_endpoints_answer_410(client: httpx2.Client):
+    for method, path in [
+        ('POST', '/chat/completions'),
+        ('POST', '/v1/chat/completions'),
+        ('POST', '/v1/sonar'),
+        ('POST', '/async/chat/completions'),
+        ('POST', '/v1/async/sonar'),
+        ('GET', '/async/chat/completions'),
+        ('GET', '/async/chat/completions/abc'),
+    ]:
+        error = error_of(client.request(method, path, json={'model': 'sonar', 'messages': []}), 410)
+        assert error['type'] == 'endpoint_retired'
+        assert error['message'].startswith('Sonar is now the Agent API')
+        assert 'POST /v1/agent' in error['message']
+    error = error_of(client.post('/chat/completions', json={}), 410)
+    assert error['message'] == (
+        'Sonar is now the Agent API: /chat/completions was retired on 2026-09-27. '
+        'Use POST /v1/agent (or /v1/responses) instead.'
+    )
+
+
+def test_unknown_paths_and_methods(client: httpx2.Client):
+    assert error_of(client.get('/v2/agent'), 404)['type'] == 'not_found'
+    assert error_of(client.get('/v1/agent'), 405)['type'] == 'method_not_allowed'
+    assert error_of(client.delete('/v1/responses/resp_x'), 405)['type'] == 'method_not_allowed'
+
+
+@pytest.mark.parametrize(
+    ('body', 'type_', 'param'),
+    [
+        ({}, 'invalid_request', 'query'),
+        ({'query': 'q', 'max_results': 0}, 'invalid_parameter', 'max_results'),
+        ({'query': 'q', 'max_results': 21}, 'invalid_parameter', 'max_results'),
+        (
+            {'query': 'q', 'search_domain_filter': [f'd{i}.com' for i in range(21)]},
+            'invalid_search_domain_filter',
+            'search_domain_filter',
+        ),
+        ({'query': 'q', 'search_recency_filter': 'decade'}, 'invalid_parameter', 'search_recency_filter'),
+        ({'query': 'q', 'search_before_date_filter': '2026/01/01'}, 'invalid_date_format', 'search_before_date_filter'),
+        (
+            {'query': 'q', 'search_recency_filter': 'day', 'last_updated_after_filter': '1/1/2026'},
+            'invalid_parameter',
+            'search_recency_filter',
+        ),
+        ({'query': 'q', 'country': 'Germany'}, 'invalid_parameter', 'country'),
+        ({'query': 'q', 'search_language_filter': ['english']}, 'invalid_parameter', 'search_language_filter'),
+        ({'query': 'q', 'search_mode': 'news'}, 'invalid_parameter', 'search_mode'),
+        ({'query': 'q', 'effort': 'fast'}, 'invalid_request', 'effort'),
+        ({'query': ''}, 'invalid_request', 'query'),
+        ({'query': ['a'] * 6}, 'invalid_parameter', 'query'),
+        ({'query': 5}, 'invalid_request', 'query'),
+    ],
+)
+def test_search_validation(client: httpx2.Client, body: dict[str, Any], type_: str, param: str):
+    error = error_of(client.post('/search', json=body), 400)
+    assert (error['type'], error.get('param')) == (type_, param), error
