@@ -17,6 +17,7 @@ The spans of one research call (`docs/tracing.md` has the attributes):
       perplexity.answer          writing the answer: time to first token, length
 
 Step spans are opened and closed as the run's events arrive, so their durations are those this process saw.
+`logfire.msg` (the title Logfire shows) never holds user text: Logfire does not scrub it on OpenTelemetry spans.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ class _Instruments:
     def __init__(self) -> None:
         from opentelemetry import metrics
 
-        meter = metrics.get_meter(TRACER_NAME, __version__)
+        # Kept: a proxy provider (Logfire's) may hold meters weakly and re-point them when it is reconfigured.
+        self.meter = meter = metrics.get_meter(TRACER_NAME, __version__)
         # The names and units pydantic-ai uses, so Logfire sums them into the agent run's span.
         self.tokens = meter.create_histogram(
             'gen_ai.client.token.usage', unit='{token}', description='Measures number of input and output tokens used'
@@ -205,6 +207,7 @@ class RunTrace:
             attributes: Attributes = {'gen_ai.response.id': response.id, 'perplexity.status': response.status}
             if self.effort:
                 attributes['perplexity.effort'] = self.effort
+                attributes['logfire.msg'] = f'perplexity research ({self.effort})'
             if self.request_model:
                 attributes['gen_ai.request.model'] = self.request_model
             self.span.set_attributes(attributes)
@@ -349,7 +352,7 @@ class RunTrace:
         queries = _strings(event.queries or [])
         span = self._open(
             'perplexity.search',
-            {'perplexity.search.queries': queries, 'logfire.msg': _text(f'search: {"; ".join(queries)}', 300)},
+            {'perplexity.search.queries': queries},
         )
         self._searches.append(((event.model_extra or {}).get('call_id'), span))
 
@@ -516,7 +519,7 @@ def research_span(query: str) -> Generator[RunTrace]:
     attributes: Attributes = {
         **_base_attributes(),
         'perplexity.query': _text(query),
-        'logfire.msg': _text(f'perplexity research: {" ".join(query.split())}', 120),
+        'logfire.msg': 'perplexity research',
     }
     with _tracer.start_as_current_span('perplexity.research', kind=SpanKind.CLIENT, attributes=attributes) as span:
         run = RunTrace(span)
@@ -622,7 +625,7 @@ def cancel_span(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         response_id = kwargs.get('response_id', args[1] if len(args) > 1 else '')
-        attributes: Attributes = {**_base_attributes(), 'gen_ai.response.id': str(response_id)}
+        attributes: Attributes = {'gen_ai.provider.name': PROVIDER, 'gen_ai.response.id': str(response_id)}
         with _tracer.start_as_current_span('perplexity.cancel', kind=SpanKind.CLIENT, attributes=attributes) as span:
             result = await fn(*args, **kwargs)
             status = getattr(result, 'status', None)
@@ -643,7 +646,7 @@ def search_span(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any
         attributes: Attributes = {
             'gen_ai.provider.name': PROVIDER,
             'perplexity.search.queries': queries,
-            'logfire.msg': _text(f'perplexity search: {"; ".join(queries)}', 120),
+            'logfire.msg': 'perplexity search',
         }
         with _tracer.start_as_current_span('perplexity.search_api', kind=SpanKind.CLIENT, attributes=attributes) as s:
             result = await fn(*args, **kwargs)

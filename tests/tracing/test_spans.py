@@ -1,0 +1,798 @@
+"""The span trees of research runs, as exported to Logfire (`capfire`), against the emulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from inline_snapshot import snapshot
+from logfire.testing import CaptureLogfire
+from tracing_support import find_span, metric_points, span_tree
+
+from pydantic_ai_perplexity import AuthenticationError, Researcher
+from pydantic_ai_perplexity.emulator import Emulator
+
+pytestmark = pytest.mark.anyio
+
+
+def researcher_for(emu: Emulator, **kw: object) -> Researcher:
+    return Researcher(api_key=emu.api_key, base_url=emu.base_url, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_fast_run_is_one_research_span_with_usage_cost_and_its_steps(
+    emulator: Emulator, capfire: CaptureLogfire
+):
+    async with researcher_for(emulator, effort='fast') as r:
+        result = await r.run('What is the EU AI Act?')
+    assert result.done
+    assert span_tree(capfire) == snapshot(
+        [
+            {
+                'name': 'perplexity.research',
+                'attributes': {
+                    'gen_ai.operation.name': 'research',
+                    'gen_ai.provider.name': 'perplexity',
+                    'gen_ai.request.model': 'fast',
+                    'gen_ai.response.id': '<response_id>',
+                    'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
+                    'gen_ai.usage.input_tokens': 576,
+                    'gen_ai.usage.output_tokens': 76,
+                    'operation.cost': 0.005153,
+                    'perplexity.answer_chars': 302,
+                    'perplexity.cited': 2,
+                    'perplexity.cost.input_usd': 0.000115,
+                    'perplexity.cost.output_usd': 3.8e-05,
+                    'perplexity.cost.tool.search_web_usd': 0.005,
+                    'perplexity.cost.tool_calls_usd': 0.005,
+                    'perplexity.cost_usd': 0.005153,
+                    'perplexity.effort': 'fast',
+                    'perplexity.mcp_calls': 0,
+                    'perplexity.pages_fetched': 0,
+                    'perplexity.query': 'What is the EU AI Act?',
+                    'perplexity.results_seen': 5,
+                    'perplexity.searches': 1,
+                    'perplexity.sources': 5,
+                    'perplexity.status': 'completed',
+                    'perplexity.steps': 2,
+                    'perplexity.time_to_first_token_s': '<float>',
+                    'perplexity.tool_calls.search_web': 1,
+                },
+                'events': [
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'started',
+                            'perplexity.thought': 'Planning the research...',
+                        },
+                    },
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'stopped',
+                            'perplexity.thought': 'Writing the answer...',
+                        },
+                    },
+                ],
+                'children': [
+                    {'name': 'perplexity.create'},
+                    {
+                        'name': 'perplexity.wait',
+                        'attributes': {'perplexity.wait.budget_s': 600.0, 'perplexity.wait.outcome': 'done'},
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'digital-strategy.ec.europa.eu',
+                                'reuters.com',
+                                'artificialintelligenceact.eu',
+                                'euractiv.com',
+                                'en.wikipedia.org',
+                            ],
+                            'perplexity.search.queries': ['What is the EU AI Act?'],
+                            'perplexity.search.results': 5,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.answer',
+                        'attributes': {
+                            'perplexity.answer.chars': 302,
+                            'perplexity.answer.deltas': 10,
+                            'perplexity.answer.time_to_first_token_s': '<float>',
+                        },
+                        'events': [{'name': 'perplexity.first_token'}],
+                    },
+                ],
+            }
+        ]
+    )
+
+
+async def test_a_streamed_run_shows_each_search_fetch_and_remote_mcp_call(emulator: Emulator, capfire: CaptureLogfire):
+    async with researcher_for(emulator) as r:
+        result = await r.run('What is the EU AI Act? [[emulate: mcp]]', effort='low', fetch_pages=3)
+    assert result.done and result.progress.mcp_calls == 1
+    assert span_tree(capfire) == snapshot(
+        [
+            {
+                'name': 'perplexity.research',
+                'attributes': {
+                    'gen_ai.operation.name': 'research',
+                    'gen_ai.provider.name': 'perplexity',
+                    'gen_ai.request.model': 'low',
+                    'gen_ai.response.id': '<response_id>',
+                    'gen_ai.response.model': 'openai/gpt-5.4',
+                    'gen_ai.usage.input_tokens': 797,
+                    'gen_ai.usage.output_tokens': 221,
+                    'operation.cost': 0.013706,
+                    'perplexity.answer_chars': 498,
+                    'perplexity.cited': 3,
+                    'perplexity.cost.input_usd': 0.000996,
+                    'perplexity.cost.output_usd': 0.00221,
+                    'perplexity.cost.tool.fetch_url_usd': 0.0005,
+                    'perplexity.cost.tool.search_web_usd': 0.01,
+                    'perplexity.cost.tool_calls_usd': 0.0105,
+                    'perplexity.cost_usd': 0.013706,
+                    'perplexity.effort': 'low',
+                    'perplexity.mcp_calls': 1,
+                    'perplexity.pages_fetched': 1,
+                    'perplexity.query': 'What is the EU AI Act? [[emulate: mcp]]',
+                    'perplexity.results_seen': 8,
+                    'perplexity.searches': 2,
+                    'perplexity.sources': 6,
+                    'perplexity.status': 'completed',
+                    'perplexity.steps': 6,
+                    'perplexity.time_to_first_token_s': '<float>',
+                    'perplexity.tool_calls.fetch_url': 1,
+                    'perplexity.tool_calls.search_web': 2,
+                    'perplexity.usage.reasoning_tokens': 96,
+                },
+                'events': [
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'started',
+                            'perplexity.thought': 'Planning the research...',
+                        },
+                    },
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'stopped',
+                            'perplexity.thought': 'Writing the answer...',
+                        },
+                    },
+                ],
+                'children': [
+                    {'name': 'perplexity.create'},
+                    {
+                        'name': 'perplexity.wait',
+                        'attributes': {'perplexity.wait.budget_s': 600.0, 'perplexity.wait.outcome': 'done'},
+                    },
+                    {
+                        'name': 'perplexity.mcp_list_tools',
+                        'attributes': {
+                            'perplexity.mcp.server_label': 'emulated',
+                            'perplexity.mcp.tools': ['search_documents', 'fetch_document'],
+                        },
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'digital-strategy.ec.europa.eu',
+                                'reuters.com',
+                                'artificialintelligenceact.eu',
+                                'euractiv.com',
+                            ],
+                            'perplexity.search.queries': ['What is the EU AI Act?'],
+                            'perplexity.search.results': 4,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'artificialintelligenceact.eu',
+                                'euractiv.com',
+                                'en.wikipedia.org',
+                                'guides.lib.berkeley.edu',
+                            ],
+                            'perplexity.search.queries': ['What is the EU AI Act? latest developments'],
+                            'perplexity.search.results': 4,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.fetch',
+                        'attributes': {
+                            'perplexity.fetch.ok': True,
+                            'perplexity.fetch.pages': 1,
+                            'perplexity.fetch.urls': [
+                                'https://digital-strategy.ec.europa.eu/en/policies/regulatory-framework-ai'
+                            ],
+                        },
+                    },
+                    {
+                        'name': 'perplexity.mcp_call',
+                        'attributes': {
+                            'perplexity.mcp.server_label': 'emulated',
+                            'perplexity.mcp.tool': 'search_documents',
+                        },
+                    },
+                    {
+                        'name': 'perplexity.answer',
+                        'attributes': {
+                            'perplexity.answer.chars': 498,
+                            'perplexity.answer.deltas': 15,
+                            'perplexity.answer.time_to_first_token_s': '<float>',
+                        },
+                        'events': [{'name': 'perplexity.first_token'}],
+                    },
+                ],
+            }
+        ]
+    )
+
+
+async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_started_it(
+    emulator: Emulator, capfire: CaptureLogfire, tmp_path: Path
+):
+    ledger = tmp_path / 'ledger.sqlite3'
+    async with researcher_for(emulator, ledger=ledger, wait_seconds=0.05) as first:
+        handoff = await first.run('Survey of fusion pilot plants [[emulate: duration=200]]', effort='high')
+    assert not handoff.done
+    async with researcher_for(emulator, ledger=ledger, wait_seconds=30) as second:
+        result = await second.collect(handoff.response_id)
+    assert result.done
+    started = find_span(capfire, 'perplexity.research')
+    [link] = find_span(capfire, 'perplexity.collect')['links']
+    assert link['context']['trace_id'] == started['context']['trace_id']
+    assert link['context']['span_id'] == started['context']['span_id']
+    assert span_tree(capfire) == snapshot(
+        [
+            {
+                'name': 'perplexity.research',
+                'attributes': {
+                    'gen_ai.operation.name': 'research',
+                    'gen_ai.provider.name': 'perplexity',
+                    'gen_ai.request.model': 'high',
+                    'gen_ai.response.id': '<response_id>',
+                    'gen_ai.response.model': 'high',
+                    'perplexity.answer_chars': 0,
+                    'perplexity.cited': 0,
+                    'perplexity.effort': 'high',
+                    'perplexity.handoff': True,
+                    'perplexity.mcp_calls': 0,
+                    'perplexity.pages_fetched': 0,
+                    'perplexity.query': 'Survey of fusion pilot plants [[emulate: duration=200]]',
+                    'perplexity.results_seen': 0,
+                    'perplexity.searches': 0,
+                    'perplexity.sources': 0,
+                    'perplexity.status': 'in_progress',
+                    'perplexity.steps': 0,
+                },
+                'events': [
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'started',
+                            'perplexity.thought': 'Planning the research...',
+                        },
+                    },
+                    {
+                        'name': 'perplexity.handoff',
+                        'attributes': {
+                            'gen_ai.response.id': '<response_id>',
+                            'perplexity.progress': '0 searches, 0 results',
+                            'perplexity.status': 'in_progress',
+                        },
+                    },
+                ],
+                'children': [
+                    {'name': 'perplexity.create'},
+                    {
+                        'name': 'perplexity.wait',
+                        'attributes': {'perplexity.wait.budget_s': 0.05, 'perplexity.wait.outcome': 'handoff'},
+                    },
+                ],
+            },
+            {
+                'name': 'perplexity.collect',
+                'attributes': {
+                    'gen_ai.operation.name': 'research',
+                    'gen_ai.provider.name': 'perplexity',
+                    'gen_ai.request.model': 'high',
+                    'gen_ai.response.id': '<response_id>',
+                    'gen_ai.response.model': 'anthropic/claude-opus-4-7',
+                    'gen_ai.usage.input_tokens': 1014,
+                    'gen_ai.usage.output_tokens': 897,
+                    'operation.cost': 0.044495,
+                    'perplexity.answer_chars': 513,
+                    'perplexity.cited': 2,
+                    'perplexity.cost.input_usd': 0.00507,
+                    'perplexity.cost.output_usd': 0.022425,
+                    'perplexity.cost.tool.fetch_url_usd': 0.002,
+                    'perplexity.cost.tool.search_web_usd': 0.015,
+                    'perplexity.cost.tool_calls_usd': 0.017,
+                    'perplexity.cost_usd': 0.044495,
+                    'perplexity.effort': 'high',
+                    'perplexity.mcp_calls': 0,
+                    'perplexity.pages_fetched': 4,
+                    'perplexity.query': 'Survey of fusion pilot plants [[emulate: duration=200]]',
+                    'perplexity.results_seen': 12,
+                    'perplexity.searches': 3,
+                    'perplexity.sources': 8,
+                    'perplexity.status': 'completed',
+                    'perplexity.steps': 6,
+                    'perplexity.time_to_first_token_s': '<float>',
+                    'perplexity.tool_calls.fetch_url': 4,
+                    'perplexity.tool_calls.search_web': 3,
+                    'perplexity.usage.reasoning_tokens': 768,
+                },
+                'events': [
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'started',
+                            'perplexity.thought': 'Planning the research...',
+                        },
+                    },
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'stopped',
+                            'perplexity.thought': 'Writing the answer...',
+                        },
+                    },
+                ],
+                'links': [{'trace_id': 1, 'span_id': 1}],
+                'children': [
+                    {
+                        'name': 'perplexity.wait',
+                        'attributes': {'perplexity.wait.budget_s': 30, 'perplexity.wait.outcome': 'done'},
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'irena.org',
+                                'esa.int',
+                                'en.wikipedia.org',
+                                'guides.lib.berkeley.edu',
+                            ],
+                            'perplexity.search.queries': ['Survey of fusion pilot plants'],
+                            'perplexity.search.results': 4,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'en.wikipedia.org',
+                                'guides.lib.berkeley.edu',
+                                'britannica.com',
+                                'peps.python.org',
+                            ],
+                            'perplexity.search.queries': ['Survey of fusion pilot plants latest developments'],
+                            'perplexity.search.results': 4,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'britannica.com',
+                                'peps.python.org',
+                                'nasa.gov',
+                                'modelcontextprotocol.io',
+                            ],
+                            'perplexity.search.queries': ['Survey of fusion pilot plants expert analysis'],
+                            'perplexity.search.results': 4,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.fetch',
+                        'attributes': {
+                            'perplexity.fetch.ok': True,
+                            'perplexity.fetch.pages': 2,
+                            'perplexity.fetch.urls': [
+                                'https://www.irena.org/Publications/2025/Renewable-power-generation-costs',
+                                'https://www.esa.int/Science_Exploration/Space_Science/Euclid',
+                            ],
+                        },
+                    },
+                    {
+                        'name': 'perplexity.fetch',
+                        'attributes': {
+                            'perplexity.fetch.ok': True,
+                            'perplexity.fetch.pages': 2,
+                            'perplexity.fetch.urls': [
+                                'https://en.wikipedia.org/wiki/Research',
+                                'https://guides.lib.berkeley.edu/evaluating-resources',
+                            ],
+                        },
+                    },
+                    {
+                        'name': 'perplexity.answer',
+                        'attributes': {
+                            'perplexity.answer.chars': 513,
+                            'perplexity.answer.deltas': 14,
+                            'perplexity.answer.time_to_first_token_s': '<float>',
+                        },
+                        'events': [{'name': 'perplexity.first_token'}],
+                    },
+                ],
+            },
+        ]
+    )
+
+
+async def test_a_failed_run_is_an_error_span_with_the_apis_message(emulator: Emulator, capfire: CaptureLogfire):
+    async with researcher_for(emulator, effort='fast') as r:
+        result = await r.run('What is the EU AI Act? [[emulate: fail]]')
+    assert result.status == 'failed'
+    research = find_span(capfire, 'perplexity.research')
+    assert research['attributes']['logfire.level_num'] == 17  # error
+    assert span_tree(capfire) == snapshot(
+        [
+            {
+                'name': 'perplexity.research',
+                'attributes': {
+                    'error.type': 'run_failed',
+                    'gen_ai.operation.name': 'research',
+                    'gen_ai.provider.name': 'perplexity',
+                    'gen_ai.request.model': 'fast',
+                    'gen_ai.response.id': '<response_id>',
+                    'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
+                    'gen_ai.usage.input_tokens': 0,
+                    'gen_ai.usage.output_tokens': 0,
+                    'perplexity.answer_chars': 0,
+                    'perplexity.cited': 0,
+                    'perplexity.effort': 'fast',
+                    'perplexity.error': 'The model provider returned an error while generating the response.',
+                    'perplexity.mcp_calls': 0,
+                    'perplexity.pages_fetched': 0,
+                    'perplexity.query': 'What is the EU AI Act? [[emulate: fail]]',
+                    'perplexity.results_seen': 5,
+                    'perplexity.searches': 1,
+                    'perplexity.sources': 0,
+                    'perplexity.status': 'failed',
+                    'perplexity.steps': 1,
+                },
+                'events': [
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'started',
+                            'perplexity.thought': 'Planning the research...',
+                        },
+                    },
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'stopped',
+                            'perplexity.thought': 'Writing the answer...',
+                        },
+                    },
+                    {
+                        'name': 'perplexity.run_error',
+                        'attributes': {
+                            'perplexity.error': 'The model provider returned an error while generating the response.',
+                            'perplexity.error.code': 'upstream_error',
+                        },
+                    },
+                ],
+                'children': [
+                    {'name': 'perplexity.create'},
+                    {
+                        'name': 'perplexity.wait',
+                        'attributes': {'perplexity.wait.budget_s': 600.0, 'perplexity.wait.outcome': 'done'},
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'digital-strategy.ec.europa.eu',
+                                'reuters.com',
+                                'artificialintelligenceact.eu',
+                                'euractiv.com',
+                                'en.wikipedia.org',
+                            ],
+                            'perplexity.search.queries': ['What is the EU AI Act?'],
+                            'perplexity.search.results': 5,
+                        },
+                    },
+                ],
+            }
+        ]
+    )
+
+
+async def test_a_rate_limited_create_shows_its_retries_as_events(emulator: Emulator, capfire: CaptureLogfire):
+    async with researcher_for(emulator, effort='fast') as r:
+        result = await r.run('What is the EU AI Act? [[emulate: 429x2, retry_after=0.01]]')
+    assert result.done
+    assert span_tree(capfire) == snapshot(
+        [
+            {
+                'name': 'perplexity.research',
+                'attributes': {
+                    'gen_ai.operation.name': 'research',
+                    'gen_ai.provider.name': 'perplexity',
+                    'gen_ai.request.model': 'fast',
+                    'gen_ai.response.id': '<response_id>',
+                    'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
+                    'gen_ai.usage.input_tokens': 585,
+                    'gen_ai.usage.output_tokens': 76,
+                    'operation.cost': 0.005155,
+                    'perplexity.answer_chars': 302,
+                    'perplexity.cited': 2,
+                    'perplexity.cost.input_usd': 0.000117,
+                    'perplexity.cost.output_usd': 3.8e-05,
+                    'perplexity.cost.tool.search_web_usd': 0.005,
+                    'perplexity.cost.tool_calls_usd': 0.005,
+                    'perplexity.cost_usd': 0.005155,
+                    'perplexity.effort': 'fast',
+                    'perplexity.mcp_calls': 0,
+                    'perplexity.pages_fetched': 0,
+                    'perplexity.query': 'What is the EU AI Act? [[emulate: 429x2, retry_after=0.01]]',
+                    'perplexity.results_seen': 5,
+                    'perplexity.searches': 1,
+                    'perplexity.sources': 5,
+                    'perplexity.status': 'completed',
+                    'perplexity.steps': 2,
+                    'perplexity.time_to_first_token_s': '<float>',
+                    'perplexity.tool_calls.search_web': 1,
+                },
+                'events': [
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'started',
+                            'perplexity.thought': 'Planning the research...',
+                        },
+                    },
+                    {
+                        'name': 'perplexity.reasoning',
+                        'attributes': {
+                            'perplexity.reasoning': 'stopped',
+                            'perplexity.thought': 'Writing the answer...',
+                        },
+                    },
+                ],
+                'children': [
+                    {
+                        'name': 'perplexity.create',
+                        'events': [
+                            {
+                                'name': 'perplexity.retry',
+                                'attributes': {
+                                    'http.request.method': 'POST',
+                                    'perplexity.attempt': 1,
+                                    'perplexity.path': '/v1/agent',
+                                    'perplexity.retry.delay_s': '<float>',
+                                    'perplexity.retry.reason': '429',
+                                },
+                            },
+                            {
+                                'name': 'perplexity.retry',
+                                'attributes': {
+                                    'http.request.method': 'POST',
+                                    'perplexity.attempt': 2,
+                                    'perplexity.path': '/v1/agent',
+                                    'perplexity.retry.delay_s': '<float>',
+                                    'perplexity.retry.reason': '429',
+                                },
+                            },
+                        ],
+                    },
+                    {
+                        'name': 'perplexity.wait',
+                        'attributes': {'perplexity.wait.budget_s': 600.0, 'perplexity.wait.outcome': 'done'},
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'digital-strategy.ec.europa.eu',
+                                'reuters.com',
+                                'artificialintelligenceact.eu',
+                                'euractiv.com',
+                                'en.wikipedia.org',
+                            ],
+                            'perplexity.search.queries': ['What is the EU AI Act?'],
+                            'perplexity.search.results': 5,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.answer',
+                        'attributes': {
+                            'perplexity.answer.chars': 302,
+                            'perplexity.answer.deltas': 10,
+                            'perplexity.answer.time_to_first_token_s': '<float>',
+                        },
+                        'events': [{'name': 'perplexity.first_token'}],
+                    },
+                ],
+            }
+        ]
+    )
+
+
+async def test_a_refused_create_is_recorded_as_an_exception(emulator: Emulator, capfire: CaptureLogfire):
+    async with Researcher(api_key='pplx-wrong', base_url=emulator.base_url, effort='fast') as r:
+        with pytest.raises(AuthenticationError):
+            await r.run('What is the EU AI Act?')
+    assert span_tree(capfire) == snapshot(
+        [
+            {
+                'name': 'perplexity.research',
+                'attributes': {
+                    'gen_ai.operation.name': 'research',
+                    'gen_ai.provider.name': 'perplexity',
+                    'perplexity.query': 'What is the EU AI Act?',
+                },
+                'exceptions': ['pydantic_ai_perplexity.AuthenticationError'],
+                'children': [
+                    {'name': 'perplexity.create', 'exceptions': ['pydantic_ai_perplexity.AuthenticationError']}
+                ],
+            }
+        ]
+    )
+
+
+async def test_start_cancel_and_search_have_their_own_spans(emulator: Emulator, capfire: CaptureLogfire):
+    async with researcher_for(emulator) as r:
+        started = await r.start('Survey of fusion pilot plants [[emulate: duration=200]]', effort='high')
+        await r.cancel(started.response_id)
+        await r.search('EU AI Act', max_results=3)
+    assert span_tree(capfire) == snapshot(
+        [
+            {
+                'name': 'perplexity.research',
+                'attributes': {
+                    'gen_ai.operation.name': 'research',
+                    'gen_ai.provider.name': 'perplexity',
+                    'gen_ai.request.model': 'high',
+                    'gen_ai.response.id': '<response_id>',
+                    'gen_ai.response.model': 'high',
+                    'perplexity.effort': 'high',
+                    'perplexity.query': 'Survey of fusion pilot plants [[emulate: duration=200]]',
+                    'perplexity.status': 'queued',
+                },
+                'children': [{'name': 'perplexity.create'}],
+            },
+            {
+                'name': 'perplexity.cancel',
+                'attributes': {
+                    'gen_ai.provider.name': 'perplexity',
+                    'gen_ai.response.id': '<response_id>',
+                    'perplexity.status': 'cancelled',
+                },
+            },
+            {
+                'name': 'perplexity.search_api',
+                'attributes': {
+                    'gen_ai.provider.name': 'perplexity',
+                    'perplexity.search.domains': [
+                        'digital-strategy.ec.europa.eu',
+                        'reuters.com',
+                        'artificialintelligenceact.eu',
+                    ],
+                    'perplexity.search.queries': ['EU AI Act'],
+                    'perplexity.search.results': 3,
+                },
+            },
+        ]
+    )
+
+
+async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator: Emulator, capfire: CaptureLogfire):
+    async with researcher_for(emulator) as r:
+        await r.run('What is the EU AI Act?', effort='fast')
+        await r.run('How do solid-state batteries work?', effort='low')
+    assert metric_points(capfire) == snapshot(
+        {
+            'gen_ai.client.token.usage': {
+                'unit': '{token}',
+                'points': [
+                    {
+                        'attributes': {
+                            'gen_ai.operation.name': 'research',
+                            'gen_ai.provider.name': 'perplexity',
+                            'gen_ai.request.model': 'fast',
+                            'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
+                            'gen_ai.token.type': 'input',
+                            'perplexity.effort': 'fast',
+                        },
+                        'count': 1,
+                        'sum': 576,
+                    },
+                    {
+                        'attributes': {
+                            'gen_ai.operation.name': 'research',
+                            'gen_ai.provider.name': 'perplexity',
+                            'gen_ai.request.model': 'fast',
+                            'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
+                            'gen_ai.token.type': 'output',
+                            'perplexity.effort': 'fast',
+                        },
+                        'count': 1,
+                        'sum': 76,
+                    },
+                    {
+                        'attributes': {
+                            'gen_ai.operation.name': 'research',
+                            'gen_ai.provider.name': 'perplexity',
+                            'gen_ai.request.model': 'low',
+                            'gen_ai.response.model': 'openai/gpt-5.4',
+                            'gen_ai.token.type': 'input',
+                            'perplexity.effort': 'low',
+                        },
+                        'count': 1,
+                        'sum': 731,
+                    },
+                    {
+                        'attributes': {
+                            'gen_ai.operation.name': 'research',
+                            'gen_ai.provider.name': 'perplexity',
+                            'gen_ai.request.model': 'low',
+                            'gen_ai.response.model': 'openai/gpt-5.4',
+                            'gen_ai.token.type': 'output',
+                            'perplexity.effort': 'low',
+                        },
+                        'count': 1,
+                        'sum': 190,
+                    },
+                ],
+            },
+            'operation.cost': {
+                'unit': '{USD}',
+                'points': [
+                    {
+                        'attributes': {
+                            'gen_ai.operation.name': 'research',
+                            'gen_ai.provider.name': 'perplexity',
+                            'gen_ai.request.model': 'fast',
+                            'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
+                            'perplexity.effort': 'fast',
+                        },
+                        'count': 1,
+                        'sum': 0.005153,
+                    },
+                    {
+                        'attributes': {
+                            'gen_ai.operation.name': 'research',
+                            'gen_ai.provider.name': 'perplexity',
+                            'gen_ai.request.model': 'low',
+                            'gen_ai.response.model': 'openai/gpt-5.4',
+                            'perplexity.effort': 'low',
+                        },
+                        'count': 1,
+                        'sum': 0.013314,
+                    },
+                ],
+            },
+            'perplexity.research.duration': {
+                'unit': 's',
+                'points': [
+                    {
+                        'attributes': {
+                            'gen_ai.provider.name': 'perplexity',
+                            'perplexity.effort': 'fast',
+                            'perplexity.status': 'completed',
+                        },
+                        'count': 1,
+                    },
+                    {
+                        'attributes': {
+                            'gen_ai.provider.name': 'perplexity',
+                            'perplexity.effort': 'low',
+                            'perplexity.status': 'completed',
+                        },
+                        'count': 1,
+                    },
+                ],
+            },
+        }
+    )
