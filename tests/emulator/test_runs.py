@@ -133,6 +133,9 @@ def test_max_steps_and_tool_options_bound_the_work(client: httpx2.Client):
     assert len(fetched) == 1
     few = create(client, input='Mars rover samples', effort='fast', tools=[{'type': 'web_search', 'max_results': 2}])
     assert len(result_ids(few)) == 2
+    assert 'fetch_url_results' not in [i['type'] for i in few['output']]
+    fetching = create(client, input='Mars rover samples', effort='fast', tools=[{'type': 'fetch_url'}])
+    assert [i['type'] for i in fetching['output']] == ['search_results', 'fetch_url_results', 'message']
 
 
 def test_domain_filters_allow_and_deny(client: httpx2.Client):

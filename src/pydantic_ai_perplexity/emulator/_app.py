@@ -233,7 +233,10 @@ def _state(request: Request) -> EmulatorState:
 
 
 def _frame(step: Step) -> bytes:
-    return b'data: ' + json_bytes(step.event) + b'\n\n'
+    """The SSE frame of a step, encoded once however many streams send it."""
+    if not step.frame:
+        step.frame = b'data: ' + json_bytes(step.event) + b'\n\n'
+    return step.frame
 
 
 class _EventStream:

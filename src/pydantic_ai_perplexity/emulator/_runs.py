@@ -85,6 +85,7 @@ class Step:
     seq: int
     event: dict[str, Any]
     done_item: tuple[int, dict[str, Any]] | None = None
+    frame: bytes = b''
 
     @property
     def type(self) -> str:
@@ -350,9 +351,8 @@ def _plan(req: CreateRequest, query: str, directives: Directives) -> _Plan:
             results = [_result(doc, next_id + j) for j, doc in enumerate(chunk)]
             next_id += len(results)
             plan.searches.append((topic + suffixes[i % len(suffixes)], results, chunk))
-        batches = level.fetch_batches if (base not in {None, 'fast'} or fetch is not None) else 0
-        if base is None and fetch is None:
-            batches = 0
+        # Efforts above fast fetch pages; a listed fetch_url tool makes any run fetch (at least one batch).
+        batches = max(level.fetch_batches, 1) if fetch is not None else level.fetch_batches if base else 0
         batches = max(0, min(batches, steps - n_search))
         per_batch = max(level.per_batch, 1)
         max_urls = fetch.max_urls if fetch is not None and fetch.max_urls is not None else 1_000
