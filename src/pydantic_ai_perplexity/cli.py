@@ -103,6 +103,9 @@ def research(
     """
     import anyio
 
+    from .tracing import configure_tracing
+
+    configure_tracing()  # only when LOGFIRE_TOKEN, OTEL_EXPORTER_OTLP_* or LOGFIRE_CONSOLE ask for it
     options: dict[str, Any] = {
         'effort': effort,
         'model': model,
@@ -176,6 +179,9 @@ def jobs() -> None:
       pydantic-ai-perplexity jobs wait resp_123 --timeout 600
       pydantic-ai-perplexity jobs cancel resp_123
     """
+    from .tracing import configure_tracing
+
+    configure_tracing()  # only when LOGFIRE_TOKEN, OTEL_EXPORTER_OTLP_* or LOGFIRE_CONSOLE ask for it
 
 
 @jobs.command('list')
