@@ -37,6 +37,7 @@ async def test_a_run_completes_with_cited_sources_and_is_recorded_with_its_cost(
         assert result.orphan_markers == []
         assert result.cost_usd is not None and result.cost_usd > 0
         assert result.effort == 'fast' and result.model and '/' in result.model
+        await r.flush()  # ledger writes land off the research call's path
         record = r.ledger.get(result.response_id) if r.ledger else None
     assert record is not None
     assert record.status == 'completed' and record.origin == 'api' and record.query == 'What is the EU AI Act?'
@@ -86,6 +87,7 @@ async def test_cancel_stops_a_run_and_the_ledger_says_so(emulator: Emulator):
         assert cancelled.status == 'cancelled'
         again = await r.cancel(started.response_id)  # already terminal: reports how it ended
         assert again.status == 'cancelled'
+        await r.flush()
         record = r.ledger.get(started.response_id) if r.ledger else None
     assert record is not None and record.status == 'cancelled'
 
@@ -93,6 +95,7 @@ async def test_cancel_stops_a_run_and_the_ledger_says_so(emulator: Emulator):
 async def test_a_failed_run_is_a_result_not_an_exception(emulator: Emulator):
     async with researcher_for(emulator, effort='fast') as r:
         result = await r.run('Anything [[emulate: fail]]')
+        await r.flush()  # ledger writes land off the research call's path
         record = r.ledger.get(result.response_id) if r.ledger else None
     assert result.done and result.status == 'failed' and result.error
     assert record is not None and record.status == 'failed' and record.error == result.error
@@ -120,6 +123,7 @@ async def test_spend_accumulates_until_the_cap_refuses(emulator: Emulator):
                 refused += 1
                 break
         assert refused == 1
+        await r.flush()
         assert r.ledger is not None and r.ledger.spent_usd() <= 0.025
 
 
@@ -127,6 +131,7 @@ async def test_a_create_that_may_have_started_keeps_its_budget_reservation(emula
     async with researcher_for(emulator, budget_usd=10) as r:
         with pytest.raises(InternalServerError, match='may have started'):
             await r.run('Question [[emulate: 500x1]]', effort='medium')
+        await r.flush()
         assert r.ledger is not None and r.ledger.spent_usd() > 0
     posts = [req for req in emulator.requests if req.method == 'POST']
     assert len(posts) == 1

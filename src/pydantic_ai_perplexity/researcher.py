@@ -9,8 +9,12 @@ is false, to be collected later by `response_id` from any process.
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
+import queue
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -57,6 +61,8 @@ _RECENCY = ('hour', 'day', 'week', 'month', 'year')
 _SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
 
 DEFAULT_WAIT_SECONDS = 600.0
+
+logger = logging.getLogger('pydantic_ai_perplexity')
 
 OnProgress = Callable[[Progress, str], Awaitable[None] | None]
 """Called with the run's progress so far and a short description of each research step."""
@@ -136,6 +142,42 @@ class _Run:
     trace: tracing.RunTrace = tracing.NO_TRACE
 
 
+class _Recorder:
+    """Applies ledger writes in order on one daemon thread, so an fsync never sits in a research call's path.
+
+    Writes are queued after the run is known (bind, status changes, the final record); the budget reservation,
+    which must finish before a run starts, does not go through here. `flush` waits for the queue to drain and is
+    called before every ledger read and on close, so readers see their own writes.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], Any] | threading.Event | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name='pplx-ledger-recorder', daemon=True)
+        self._thread.start()
+
+    def submit(self, write: Callable[[], Any]) -> None:
+        self._queue.put(write)
+
+    def flush(self) -> None:
+        done = threading.Event()
+        self._queue.put(done)
+        done.wait()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            try:
+                item()
+            except Exception:  # the ledger degrades with its own warning; a write must not stop the queue
+                logger.debug('ledger write failed', exc_info=True)
+
+
 class Researcher:
     """Runs research on Perplexity's Agent API and keeps the ledger and budget; one per process is typical.
 
@@ -186,6 +228,7 @@ class Researcher:
             self._client = PerplexityClient(**self._client_settings)
         self._users = 0
         self._lock = anyio.Lock()
+        self._recorder: _Recorder | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -213,8 +256,15 @@ class Researcher:
         if self._owns_client and self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
+        if self._recorder is not None:
+            recorder, self._recorder = self._recorder, None
+            await anyio.to_thread.run_sync(recorder.close)
         if self.ledger is not None:
             await anyio.to_thread.run_sync(self.ledger.close)
+
+    async def flush(self) -> None:
+        """Wait until every queued ledger write has landed (closing the researcher does this too)."""
+        await self._flush()
 
     def __repr__(self) -> str:
         return f'Researcher(effort={self.effort!r}, wait_seconds={self.wait_seconds!r}, client={self._client!r})'
@@ -350,7 +400,7 @@ class Researcher:
             await self._record_end(result)
             return result
         if self.ledger:
-            await self._ledger_call(self.ledger.update, response_id, status=ack.status)
+            self._record(self.ledger.update, response_id, status=ack.status)
         try:
             response = await self.client.wait(
                 response_id, timeout=min(5.0, self.wait_seconds or 5.0), poll_interval=0.2
@@ -408,6 +458,7 @@ class Researcher:
         effort = request.get('effort') or self.effort
         adapter = _response_format(output_type)[1] if output_type is not None else None
         token: str | None = None
+        record: RunRecord | None = None
         if self.ledger is not None:
             record = RunRecord(
                 created_at=datetime.now(UTC),
@@ -420,7 +471,10 @@ class Researcher:
                 estimate_usd=estimate_cost(effort),
                 **tracing.current_ids(),
             )
-            token = await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
+            if self.budget_usd is not None:
+                # The budget check must finish before anything is spent: this one write waits.
+                await self._flush()
+                token = await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
         try:
             response = await tracing.traced('perplexity.create', self.client.start(query, **request))
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError):
@@ -429,10 +483,16 @@ class Researcher:
         except PerplexityError:
             # The API refused the create (4xx, refused connection, ...): no run, give the estimate back.
             if token is not None and self.ledger is not None:
-                await self._ledger_call(self.ledger.release, token)
+                self._record(self.ledger.release, token)
             raise
-        if token is not None and self.ledger is not None:
-            await self._ledger_call(self.ledger.bind, token, response.id, status=response.status)
+        if self.ledger is not None and record is not None:
+            if token is not None:
+                self._record(self.ledger.bind, token, response.id, status=response.status)
+            else:
+                self._record(
+                    self.ledger.record_start,
+                    record.model_copy(update={'response_id': response.id, 'status': response.status}),
+                )
         run = _Run(query, effort, time.monotonic(), adapter, output_type is not None)
         return response, run
 
@@ -461,7 +521,7 @@ class Researcher:
             tracker.progress.elapsed_s = round(time.monotonic() - run.started, 3)
             status = last.status if last is not None and last.status != 'queued' else 'in_progress'
             if self.ledger:
-                await self._ledger_call(self.ledger.update, response_id, status=status)
+                self._record(self.ledger.update, response_id, status=status)
             return ResearchResult(
                 response_id=response_id,
                 status=status,
@@ -502,9 +562,21 @@ class Researcher:
             fields['model'] = result.model
         if result.cost_usd is not None:
             fields['cost_usd'] = result.cost_usd
-        await self._ledger_call(self.ledger.update, result.response_id, **fields)
+        self._record(self.ledger.update, result.response_id, **fields)
+
+    def _record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Queue a ledger write; it runs in order on the recorder thread, never delaying the research call."""
+        if self._recorder is None:
+            self._recorder = _Recorder()
+        self._recorder.submit(functools.partial(fn, *args, **kwargs))
+
+    async def _flush(self) -> None:
+        if self._recorder is not None:
+            await anyio.to_thread.run_sync(self._recorder.flush)
 
     async def _ledger_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A ledger read (or the budget reservation): earlier queued writes land first, so it sees them."""
+        await self._flush()
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
 
