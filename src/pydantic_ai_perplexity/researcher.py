@@ -9,6 +9,7 @@ is false, to be collected later by `response_id` from any process.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -154,6 +155,8 @@ class _Recorder:
         self._queue: queue.SimpleQueue[Callable[[], Any] | threading.Event | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name='pplx-ledger-recorder', daemon=True)
         self._thread.start()
+        # A script that never closes its researcher still gets its last writes recorded at exit.
+        atexit.register(self.close)
 
     def submit(self, write: Callable[[], Any]) -> None:
         self._queue.put(write)
@@ -164,8 +167,10 @@ class _Recorder:
         done.wait()
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
+        atexit.unregister(self.close)
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
 
     def _work(self) -> None:
         while (item := self._queue.get()) is not None:
