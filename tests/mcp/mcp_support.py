@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from pydantic_ai_perplexity.emulator import Emulator
@@ -56,14 +57,20 @@ class RawServer:
         threading.Thread(target=self._drain_stderr, daemon=True).start()
 
     def _pump(self, stream: Any, out: queue.Queue[bytes]) -> None:
-        for line in iter(stream.readline, b''):
-            self.raw_stdout.append(line)
-            out.put(line)
+        try:
+            for line in iter(stream.readline, b''):
+                self.raw_stdout.append(line)
+                out.put(line)
+        except (OSError, ValueError):  # the test closed our end (a client going away)
+            return
 
     def _drain_stderr(self) -> None:
         assert self.proc.stderr is not None
-        for line in iter(self.proc.stderr.readline, b''):
-            self.stderr.append(line)
+        try:
+            for line in iter(self.proc.stderr.readline, b''):
+                self.stderr.append(line)
+        except (OSError, ValueError):
+            return
 
     def send(self, message: dict[str, Any] | bytes) -> None:
         assert self.proc.stdin is not None
@@ -119,9 +126,22 @@ class RawServer:
         try:
             return self.proc.wait(timeout=timeout)
         finally:
-            for stream in (self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    stream.close()
+            self._close_readers()
+
+    def vanish(self, timeout: float = DEADLINE) -> int:
+        """Close both ends of the pipe, as a client that went away does, and wait for the exit code."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self._close_readers()
+
+    def _close_readers(self) -> None:
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -173,3 +193,11 @@ def mcp_research_model(effort: str | None = None, max_collects: int = 50) -> Any
         return ModelResponse(parts=[TextPart(str(content))])
 
     return FunctionModel(respond, model_name='mcp-researcher')
+
+
+def upstream_status(emu: Emulator, response_id: str) -> str:
+    """The run's status as the API (the emulator) has it."""
+    reply = httpx2.get(
+        f'{emu.base_url}/v1/responses/{response_id}', headers={'Authorization': f'Bearer {emu.api_key}'}, timeout=10
+    )
+    return reply.json()['status']

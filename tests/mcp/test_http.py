@@ -12,12 +12,13 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_support import DEADLINE, SERVER, mcp_research_model, server_env
+from mcp_support import DEADLINE, SERVER, eventually, mcp_research_model, server_env, upstream_status
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.ledger import Ledger
 
 TOKEN = secrets.token_urlsafe(24)
 INITIALIZE = {
@@ -136,3 +137,30 @@ def test_a_non_loopback_bind_with_a_token_serves(emu: Emulator, tmp_path: Path) 
         assert reply.status_code == 200
     finally:
         server.stop()
+
+
+def test_a_client_that_disconnects_mid_call_leaves_the_run_going_and_in_the_ledger(
+    http_server: HttpServer, emu: Emulator, state_dir: Path
+) -> None:
+    call = {
+        'jsonrpc': '2.0',
+        'id': 9,
+        'method': 'tools/call',
+        'params': {
+            'name': 'perplexity_research',
+            'arguments': {'query': 'Long question [[emulate: duration=300]]'},
+            '_meta': {'progressToken': 'disconnect'},
+        },
+    }
+    headers = {**MCP_HEADERS, 'Authorization': f'Bearer {TOKEN}'}
+    with httpx2.stream('POST', http_server.url, content=json.dumps(call), headers=headers, timeout=DEADLINE) as reply:
+        assert reply.status_code == 200
+        for line in reply.iter_lines():
+            if line.startswith('data:') and 'started research run' in line:
+                response_id = json.loads(line[5:])['params']['message'].removeprefix('started research run ')
+                break
+    # The connection is gone; the run goes on upstream and stays in the ledger.
+    assert eventually(lambda: upstream_status(emu, response_id) == 'completed')
+    with Ledger(state_dir / 'ledger.sqlite3') as ledger:
+        record = ledger.get(response_id)
+    assert record is not None and record.origin == 'mcp' and record.status != 'cancelled'

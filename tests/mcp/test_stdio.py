@@ -11,9 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
-from mcp_support import RawServer, eventually, server_env, text_of
+from mcp_support import RawServer, eventually, server_env, text_of, upstream_status
 
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
@@ -28,14 +27,6 @@ def server(emu: Emulator, state_dir: Path) -> Iterator[RawServer]:
     process.initialize()
     yield process
     process.kill()
-
-
-def upstream_status(emu: Emulator, response_id: str) -> str:
-    """The run's status as the API (the emulator) has it."""
-    reply = httpx2.get(
-        f'{emu.base_url}/v1/responses/{response_id}', headers={'Authorization': f'Bearer {emu.api_key}'}, timeout=10
-    )
-    return reply.json()['status']
 
 
 # -- handshake and robustness --------------------------------------------------------------------------------------
@@ -269,3 +260,23 @@ def test_stray_output_goes_to_stderr_and_stdout_carries_only_protocol_frames(
     assert all(json.loads(line)['jsonrpc'] == '2.0' for line in process.raw_stdout)
     errors = b''.join(process.stderr)
     assert b'stray print' in errors and b'stray fd write' in errors and b'stray warning' in errors
+
+
+def test_a_client_that_vanishes_mid_call_leaves_the_run_going_and_in_the_ledger(
+    raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
+) -> None:
+    process = raw_server_factory(server_env(emu, tmp_path))
+    process.initialize()
+    params = {
+        'name': 'perplexity_research',
+        'arguments': {'query': 'Long question [[emulate: duration=400]]'},
+        '_meta': {'progressToken': 'gone'},
+    }
+    process.send({'jsonrpc': '2.0', 'id': 'gone', 'method': 'tools/call', 'params': params})
+    started = process.wait_for(lambda m: m.get('method') == 'notifications/progress')
+    response_id = started['params']['message'].removeprefix('started research run ')
+    assert process.vanish() == 0  # stdin and stdout both gone: the server winds down without the client
+    eventually(lambda: upstream_status(emu, response_id) == 'completed')
+    with Ledger(tmp_path / 'ledger.sqlite3') as ledger:
+        record = ledger.get(response_id)
+    assert record is not None and record.origin == 'mcp' and record.status != 'cancelled'

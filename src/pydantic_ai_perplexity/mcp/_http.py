@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ('MAX_BODY_BYTES', 'http_app', 'is_loopback', 'run_http')
+__all__ = ('MAX_BODY_BYTES', 'http_app', 'is_loopback', 'refuse_unsafe_bind', 'run_http')
 
 MAX_BODY_BYTES = 1024 * 1024
 _LOOPBACK_HOSTS = ('127.0.0.1', 'localhost', '[::1]')
@@ -112,6 +112,17 @@ def http_app(
     return _BearerAuth(app, token) if token else app
 
 
+def refuse_unsafe_bind(host: str, token: str | None) -> None:
+    """Exit 2 with a clear message when `host` is reachable from other machines and no token protects it."""
+    if is_loopback(host) or token:
+        return
+    sys.stderr.write(
+        f'Refusing to serve MCP on {host}: a non-loopback address needs a bearer token. '
+        'Set PERPLEXITY_MCP_TOKEN (or pass --token) to a long random secret, or bind 127.0.0.1.\n'
+    )
+    raise SystemExit(2)
+
+
 def run_http(
     server: MCPServer[Any], *, host: str, port: int, token: str | None, allowed_hosts: list[str] | None = None
 ) -> None:
@@ -124,12 +135,7 @@ def run_http(
             if self.started:
                 _announce(self)
 
-    if not is_loopback(host) and not token:
-        sys.stderr.write(
-            f'Refusing to serve MCP on {host}: a non-loopback address needs a bearer token. '
-            'Set PERPLEXITY_MCP_TOKEN (or pass --token) to a long random secret, or bind 127.0.0.1.\n'
-        )
-        raise SystemExit(2)
+    refuse_unsafe_bind(host, token)
     extra = [h.strip() for h in (allowed_hosts or os.environ.get('PERPLEXITY_MCP_ALLOWED_HOSTS', '').split(','))]
     app = http_app(server, host=host, token=token, allowed_hosts=[h for h in extra if h])
     config = uvicorn.Config(app, host=host, port=port, log_level='warning', access_log=False, lifespan='on')

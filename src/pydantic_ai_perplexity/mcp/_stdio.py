@@ -8,7 +8,7 @@
   exactly what the SDK answers (the tests check it). The first other request waits for the SDK, which is then
   handed the handshake to replay (its own answer to it is dropped) and serves everything from there on.
   Requests the front is unsure of (an unknown shape, the 2026-07-28 `server/discover`) go straight to the SDK.
-- **Robust.** A malformed line is answered with a JSON-RPC parse error (id null) and reading goes on; unknown
+- **Robust.** A line that is not JSON is answered with a JSON-RPC parse error (id null) and reading goes on; unknown
   methods get -32601 from the SDK; notifications get no reply; calls run concurrently.
 - **EOF.** When stdin closes, calls in flight finish or hand off (each within its wait budget) and are answered
   before the process exits 0. A run is in the ledger from the moment it starts, whatever happens to the process.
@@ -79,7 +79,11 @@ class _Front:
         """Answer or queue `line` here if the front can; False when it needs the SDK now."""
         if self.snapshot is None:
             return False
-        message = _object(_json(line))
+        parsed = _json(line)
+        if parsed is _INVALID:
+            self.wire.send({'jsonrpc': '2.0', 'id': None, 'error': {'code': -32700, 'message': 'Parse error'}})
+            return True
+        message = _object(parsed)
         if message is None or message.get('jsonrpc') != '2.0':
             return False
         method, params, request_id = message.get('method'), message.get('params'), message.get('id')
@@ -157,11 +161,14 @@ def configure_tracing_quietly() -> None:
         print(f'Tracing is not configured: {type(exc).__name__}: {exc}', file=sys.stderr)
 
 
+_INVALID = object()
+
+
 def _json(data: bytes | str) -> Any:
     try:
         return json.loads(data)
     except ValueError:
-        return None
+        return _INVALID
 
 
 def _object(value: Any) -> dict[str, Any] | None:

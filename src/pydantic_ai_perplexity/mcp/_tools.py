@@ -410,12 +410,14 @@ def build_server(
         mime_type='application/json',
     )
     async def run(response_id: str) -> str:
+        from ..results import ResearchResult
+
         try:
             r = await runtime.researcher()
-            result = await r.collect(_check_id(response_id), wait_seconds=0)
+            response = await r.client.retrieve(_check_id(response_id))
         except Exception as exc:
             raise ResourceError(error_text(exc)) from None
-        return result.model_dump_json(indent=2)
+        return ResearchResult.from_response(response).model_dump_json(indent=2)
 
     return server
 

@@ -96,11 +96,12 @@ def serve(
 
             serve_stdio(wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS)
         elif transport in ('http', 'streamable-http'):
-            from ._http import run_http
+            from ._http import refuse_unsafe_bind, run_http
             from ._stdio import configure_tracing_quietly
 
-            configure_tracing_quietly()
             token = token or os.environ.get('PERPLEXITY_MCP_TOKEN') or None
+            refuse_unsafe_bind(host, token)
+            configure_tracing_quietly()
             server = build_mcp_server(wait_seconds=wait_seconds)
             run_http(server, host=host, port=port, token=token, allowed_hosts=list(allowed_hosts or ()) or None)
         else:

@@ -1,0 +1,181 @@
+"""The configs and snippets, the tools' words against the toolset's, and what importing the package costs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_support import DEADLINE, SERVER, server_env
+from pydantic_deep.mcp import MCPServerConfig
+
+from pydantic_ai_perplexity.ledger import RunRecord
+from pydantic_ai_perplexity.mcp import _tools, add_to_pydantic_deep, client_snippet, perplexity_mcp_config
+from pydantic_ai_perplexity.mcp.config import child_environment, server_command
+
+SENTINEL = 'pplx-sentinel-key-never-written-0123456789'
+
+
+@pytest.fixture
+def parent_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if child_environment(environ={name: 'x'}):
+            monkeypatch.delenv(name)
+    for name, value in {
+        'PERPLEXITY_API_KEY': SENTINEL,
+        'PERPLEXITY_BASE_URL': 'http://127.0.0.1:8787',
+        'PERPLEXITY_WAIT_SECONDS': '600',
+        'PERPLEXITY_MCP_TOKEN': 'http-token-not-for-stdio',
+        'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://collector:4318',
+        'OTEL_EXPORTER_OTLP_HEADERS': 'authorization=Bearer otel-secret',
+        'LOGFIRE_TOKEN': 'logfire-secret',
+        'HTTPS_PROXY': 'http://proxy.internal:3128',
+        'HTTP_PROXY': 'http://user:proxy-secret@proxy.internal:3128',
+        'SSL_CERT_FILE': '/etc/ssl/corp.pem',
+        'PERPLEXITY_STATE_DIR': '/var/lib/research',
+        'UNRELATED': 'not passed',
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_pydantic_deep_config_is_safe_and_complete(parent_env: None) -> None:
+    config = perplexity_mcp_config()
+    assert (config.name, config.transport, config.tool_prefix) == ('perplexity', 'stdio', None)
+    assert config.command == sys.executable and config.args == ['-m', 'pydantic_ai_perplexity.mcp']
+    assert config.auth is not None and (config.auth.kind, config.auth.secret_key) == ('env', 'PERPLEXITY_API_KEY')
+    assert config.init_timeout is not None and config.init_timeout >= 20
+    assert config.include_skills is True
+    assert config.env == {
+        'HTTPS_PROXY': 'http://proxy.internal:3128',
+        'HTTP_PROXY': 'http://user:proxy-secret@proxy.internal:3128',
+        'LOGFIRE_TOKEN': 'logfire-secret',
+        'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://collector:4318',
+        'OTEL_EXPORTER_OTLP_HEADERS': 'authorization=Bearer otel-secret',
+        'PERPLEXITY_BASE_URL': 'http://127.0.0.1:8787',
+        'PERPLEXITY_STATE_DIR': '/var/lib/research',
+        'SSL_CERT_FILE': '/etc/ssl/corp.pem',
+    }
+    assert SENTINEL not in json.dumps(config.to_dict())
+
+
+def test_config_overrides_and_refusals(parent_env: None) -> None:
+    config = perplexity_mcp_config(name='research', wait_seconds=30, env={'EXTRA': '1'}, enabled=False)
+    assert (config.name, config.enabled) == ('research', False)
+    assert config.env['PERPLEXITY_WAIT_SECONDS'] == '30' and config.env['EXTRA'] == '1'
+    with pytest.raises(ValueError, match='tool_prefix'):
+        perplexity_mcp_config(tool_prefix='px')
+    with pytest.raises(ValueError, match='300 s'):
+        perplexity_mcp_config(wait_seconds=600)
+    assert server_command('uvx') == ('uvx', ['--from', 'pydantic-ai-perplexity[mcp]', 'pydantic-ai-perplexity', 'mcp'])
+
+
+def test_environment_for_a_file_leaves_out_anything_secret(parent_env: None) -> None:
+    env = child_environment(for_file=True)
+    assert env == {
+        'HTTPS_PROXY': 'http://proxy.internal:3128',
+        'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://collector:4318',
+        'PERPLEXITY_BASE_URL': 'http://127.0.0.1:8787',
+        'PERPLEXITY_STATE_DIR': '/var/lib/research',
+        'SSL_CERT_FILE': '/etc/ssl/corp.pem',
+    }
+
+
+@pytest.mark.parametrize('client', ['claude-desktop', 'claude-code', 'cursor', 'vscode', 'pydantic-deep'])
+def test_client_snippets_name_the_interpreter_and_never_hold_a_secret(parent_env: None, client: str) -> None:
+    snippet = client_snippet(client)
+    assert json.dumps(sys.executable)[1:-1] in snippet and 'pydantic_ai_perplexity.mcp' in snippet
+    for secret in (SENTINEL, 'otel-secret', 'logfire-secret', 'proxy-secret', 'http-token-not-for-stdio'):
+        assert secret not in snippet
+    if client != 'claude-code':
+        json.loads(snippet)
+    expected_key = {
+        'claude-desktop': '<your Perplexity API key>',
+        'claude-code': '${PERPLEXITY_API_KEY}',
+        'cursor': '${env:PERPLEXITY_API_KEY}',
+        'vscode': '${input:perplexity-key}',
+        'pydantic-deep': '"secret_key": "PERPLEXITY_API_KEY"',
+    }[client]
+    assert expected_key in snippet
+    with pytest.raises(ValueError, match='Unknown client'):
+        client_snippet('emacs')
+
+
+def test_add_to_pydantic_deep_keeps_other_servers_and_never_writes_the_key(parent_env: None, tmp_path: Path) -> None:
+    path = tmp_path / '.pydantic-deep' / 'mcp.json'
+    path.parent.mkdir()
+    other = {'name': 'github', 'transport': 'http', 'url': 'https://example.com/mcp'}
+    path.write_text(json.dumps({'builtin_state': {'github': {'enabled': False}}, 'user_servers': [other]}))
+    assert add_to_pydantic_deep(path) == path
+    assert add_to_pydantic_deep(path) == path  # adding again replaces, never duplicates
+    text = path.read_text(encoding='utf-8')
+    data = json.loads(text)
+    assert [s['name'] for s in data['user_servers']] == ['github', 'perplexity']
+    assert data['builtin_state'] == {'github': {'enabled': False}}
+    assert SENTINEL not in text and 'otel-secret' not in text
+    restored = MCPServerConfig.from_dict(data['user_servers'][1])
+    assert restored.command == sys.executable and restored.include_skills and restored.auth is not None
+
+
+@pytest.mark.anyio
+async def test_tools_read_the_same_as_the_toolsets(tmp_path: Path) -> None:
+    from pydantic_ai import RunContext
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.usage import RunUsage
+
+    from pydantic_ai_perplexity.toolset import _INSTRUCTIONS, PerplexityToolset  # pyright: ignore[reportPrivateUsage]
+
+    toolset = PerplexityToolset(api_key='unused', ledger=False)
+    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+    expected = {name: tool.tool_def for name, tool in (await toolset.get_tools(ctx)).items()}
+    served = {tool.name: tool for tool in await _tools.build_server().list_tools()}
+    assert served.keys() == expected.keys()
+    for name, definition in expected.items():
+        tool = served[name]
+        assert tool.description == definition.description, name
+        ours: dict[str, Any] = tool.input_schema['properties']
+        theirs: dict[str, Any] = definition.parameters_json_schema['properties']
+        assert list(ours) == list(theirs), name
+        assert tool.input_schema.get('required', []) == definition.parameters_json_schema.get('required', []), name
+        for arg, schema in theirs.items():
+            assert ours[arg].get('description') == schema.get('description'), (name, arg)
+            assert ours[arg].get('default') == schema.get('default'), (name, arg)
+    assert _INSTRUCTIONS == _tools.INSTRUCTIONS
+
+
+def test_the_run_list_reads_the_same_as_the_toolsets() -> None:
+    from pydantic_ai_perplexity.toolset import _render_records  # pyright: ignore[reportPrivateUsage]
+
+    now = datetime.now(UTC)
+    records = [
+        RunRecord(
+            response_id='resp_a', query='What is\nthe EU AI Act?', origin='mcp', status='completed', cost_usd=0.01
+        ),
+        RunRecord(response_id='resp_b', query='x' * 300, origin='toolset', created_at=now - timedelta(hours=3)),
+    ]
+    assert _tools.runs_for_model(records) == _render_records(records)
+    assert _tools.runs_for_model([]) == _render_records([])
+
+
+def test_importing_the_package_loads_no_mcp_sdk_pydantic_ai_or_pydantic_deep() -> None:
+    code = (
+        'import sys, pydantic_ai_perplexity.mcp, pydantic_ai_perplexity.mcp.server, pydantic_ai_perplexity.mcp.config\n'
+        'heavy = ("mcp", "mcp_types", "pydantic_ai", "pydantic_deep", "fastmcp", "logfire", "httpx2", "pydantic")\n'
+        'print([name for name in heavy if name in sys.modules])\n'
+    )
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=DEADLINE, check=True)
+    assert done.stdout.strip() == '[]'
+
+
+def test_an_unknown_transport_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*SERVER, '--transport', 'carrier-pigeon'],
+        env=server_env(None, tmp_path),
+        capture_output=True,
+        timeout=DEADLINE,
+    )
+    assert done.returncode == 2 and done.stdout == b''

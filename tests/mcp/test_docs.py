@@ -1,0 +1,38 @@
+"""The copy-paste self-test of `docs/mcp.md`, run as written against an emulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from mcp_support import DEADLINE, server_env
+
+from pydantic_ai_perplexity.emulator import Emulator
+
+DOC = Path(__file__).parents[2] / 'docs' / 'mcp.md'
+
+
+def self_test_block() -> str:
+    text = DOC.read_text(encoding='utf-8')
+    match = re.search(r'<!-- self-test:[^>]*-->\s*```sh\n(.*?)```', text, re.DOTALL)
+    assert match, 'docs/mcp.md has no self-test block'
+    return match.group(1)
+
+
+def test_the_documented_self_test_works(emu: Emulator, tmp_path: Path) -> None:
+    script = self_test_block().replace('http://127.0.0.1:8787', emu.base_url).replace('<the printed key>', emu.api_key)
+    env = server_env(None, tmp_path)
+    env['PATH'] = os.path.dirname(sys.executable) + os.pathsep + env.get('PATH', '')  # `python` is this venv's
+    done = subprocess.run(['bash', '-c', script], env=env, capture_output=True, timeout=DEADLINE)
+    assert done.returncode == 0, done.stderr.decode()
+    replies = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert [r['id'] for r in replies] == [1, 2, 3]
+    assert replies[0]['result']['serverInfo']['name'] == 'perplexity'
+    assert len(replies[1]['result']['tools']) == 5
+    result = replies[2]['result']
+    assert result['structuredContent']['status'] == 'completed'
+    assert 'Sources:' in result['content'][0]['text']
