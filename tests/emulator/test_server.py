@@ -38,6 +38,9 @@ def test_start_and_stop_on_a_free_loopback_port():
     with httpx2.Client() as c, pytest.raises(httpx2.ConnectError):
         c.get(f'http://127.0.0.1:{emu.port}/v1/models')
     emu.stop()  # stopping twice is harmless
+    with emu:  # and it can start again, on the same port, with the same key and runs
+        with httpx2.Client(base_url=emu.base_url, headers=auth(emu)) as c:
+            assert c.post('/v1/agent', json={'input': 'q', 'effort': 'fast'}).json()['status'] == 'completed'
 
 
 def test_several_emulators_run_side_by_side_with_their_own_keys():

@@ -10,6 +10,9 @@ __all__ = ('Cited', 'compose_answer', 'schema_instance', 'tokens', 'truncate_to_
 
 #: Characters per token in the emulator's token estimate.
 _CHARS_PER_TOKEN = 4
+#: Bounds on what a (possibly hostile) schema can make the emulator generate.
+_MAX_ITEMS = 100
+_MAX_STRING = 10_000
 
 
 def tokens(text: str) -> int:
@@ -126,7 +129,7 @@ def _string(name: str, schema: dict[str, Any], fill: _Filler) -> str:
     if isinstance(high, int) and len(text) > high:
         text = text[:high]
     if isinstance(low, int) and len(text) < low:
-        text = text + 'x' * (low - len(text))
+        text = text + 'x' * (min(low, _MAX_STRING) - len(text))
     return text
 
 
@@ -172,6 +175,7 @@ def _instance(schema: Any, root: dict[str, Any], fill: _Filler, name: str, depth
         count = max(1, schema.get('minItems', 1) if isinstance(schema.get('minItems'), int) else 1)
         if isinstance(schema.get('maxItems'), int):
             count = min(count, schema['maxItems'])
+        count = min(count, _MAX_ITEMS)
         prefix = schema.get('prefixItems')
         if isinstance(prefix, list):
             return [_instance(p, root, fill, name, depth + 1) for p in prefix]  # pyright: ignore[reportUnknownVariableType]

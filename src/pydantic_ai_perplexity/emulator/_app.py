@@ -41,6 +41,8 @@ logger = logging.getLogger('pydantic_ai_perplexity.emulator')
 MAX_BODY_BYTES = 32 * 1024 * 1024
 #: Runs kept in memory at most; the oldest finished ones are forgotten first.
 _MAX_RUNS = 10_000
+#: Requests kept in the request log at most (a long-lived `serve()` must not grow without bound).
+_MAX_RECORDED = 100_000
 _TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
 _RETIRED_DATE = '2026-09-27'
 
@@ -137,6 +139,17 @@ class EmulatorState:
             self._closed = anyio.Event()
         with anyio.move_on_after(seconds):
             await self._closed.wait()
+
+    def reopen(self) -> None:
+        """Undo `close()` before the server starts again."""
+        self.closing = False
+        self._closed = None
+
+    def record(self, request: RecordedRequest) -> None:
+        """Add to the request log, dropping the oldest tenth once it holds `_MAX_RECORDED` entries."""
+        self.requests.append(request)
+        if len(self.requests) > _MAX_RECORDED:
+            del self.requests[: _MAX_RECORDED // 10]
 
     def close(self) -> None:
         """Wake every waiting request so the server can stop promptly (call on the server's event loop)."""
@@ -544,7 +557,7 @@ class _Outer:
             if message['type'] == 'http.response.start':
                 headers = [*message.get('headers', []), (b'x-request-id', request_id.encode())]
                 message = {**message, 'headers': headers}
-                self.state.requests.append(RecordedRequest(method, path, query, int(message['status'])))
+                self.state.record(RecordedRequest(method, path, query, int(message['status'])))
             await send(message)
 
         if path.rstrip('/') != '/v1/models':

@@ -160,6 +160,7 @@ class Emulator:
         if self._server is not None:
             return self
         sock = _bind(self.host, self._port)
+        self._state.reopen()
         server = _Server(_config(self.app, self.host, self._port, quiet=True))
         failure: list[BaseException] = []
 
@@ -172,7 +173,7 @@ class Emulator:
         thread = threading.Thread(target=run, name=f'perplexity-emulator-{id(self):x}', daemon=True)
         thread.start()
         deadline = time.monotonic() + _START_TIMEOUT
-        while not server.ready.wait(0.02):
+        while not (server.ready.wait(0.02) and server.started):
             if not thread.is_alive() or time.monotonic() > deadline:
                 server.should_exit = True
                 thread.join(_STOP_TIMEOUT)
