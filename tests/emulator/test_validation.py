@@ -42,6 +42,22 @@ def error_of(response: httpx2.Response, status: int) -> dict[str, Any]:
         ({**OK, 'input': [{'role': 'user', 'content': 'hi', 'name': 'me'}]}, 'name'),
         ({**OK, 'input': [{'role': 'user', 'content': [{'type': 'input_text', 'text': 'hi', 'lang': 'en'}]}]}, 'lang'),
         ({**OK, 'input': [{'type': 'function_call_output', 'call_id': 'c', 'output': 'x', 'extra': 1}]}, 'extra'),
+        (
+            {**OK, 'input': [{'type': 'function_call', 'call_id': 'c', 'name': 'f', 'arguments': '{}', 'id': 'fc_1'}]},
+            'id',
+        ),
+        (
+            {
+                **OK,
+                'input': [
+                    {
+                        'role': 'user',
+                        'content': [{'type': 'input_image', 'image_url': 'https://x/y.png', 'detail': 'low'}],
+                    }
+                ],
+            },
+            'detail',
+        ),
         ({**OK, 'stream_options': {'include_usage': True, 'chunk': 1}}, 'chunk'),
         ({**OK, 'profile': {'type': 'custom', 'id': 'p', 'owner': 'me'}}, 'owner'),
     ],
@@ -63,6 +79,11 @@ def test_every_documented_field_is_accepted(client: httpx2.Client, emu: Emulator
             {'type': 'message', 'role': 'user', 'content': [{'type': 'input_text', 'text': 'EU AI Act timeline'}]},
             {'type': 'function_call', 'call_id': 'c1', 'name': 'lookup', 'arguments': '{}'},
             {'type': 'function_call_output', 'call_id': 'c1', 'output': [{'type': 'input_text', 'text': 'ok'}]},
+            {'type': 'reasoning', 'summary': [{'type': 'summary_text', 'text': 'thinking'}]},
+            {'type': 'mcp_list_tools', 'server_label': 'docs', 'tools': [{'name': 't', 'input_schema': {}}]},
+            {'type': 'mcp_call', 'id': 'call_1', 'server_label': 'docs', 'name': 't', 'arguments': '{}', 'output': 'x'},
+            {'role': 'user', 'content': [{'type': 'input_file', 'file_url': 'https://x/a.pdf', 'filename': 'a.pdf'}]},
+            {'role': 'user', 'content': [{'type': 'input_image', 'image_url': 'data:image/png;base64,AAAA'}]},
             {'role': 'user', 'content': 'And the codes of practice?'},
         ],
         'effort': 'low',

@@ -221,11 +221,10 @@ class InputText(_Strict):
 
 
 class InputImage(_Strict):
-    """`{"type": "input_image", "image_url"}` (https or a data URI)."""
+    """`{"type": "input_image", "image_url"}` (https or a data URI; no `detail` here, unlike tool outputs)."""
 
     type: Literal['input_image']
     image_url: str
-    detail: Literal['low', 'high', 'auto'] | None = None
 
 
 class InputFile(_Strict):
@@ -302,8 +301,6 @@ class FunctionCallItem(_Strict):
     call_id: str
     name: str
     arguments: str
-    id: str | None = None
-    status: str | None = None
     thought_signature: str | None = None
 
 
@@ -318,7 +315,7 @@ class ReasoningItem(_Strict):
     """A replayed reasoning item."""
 
     type: Literal['reasoning']
-    summary: list[ReasoningPart] = Field(default_factory=list[ReasoningPart])
+    summary: list[ReasoningPart]
     content: list[ReasoningPart] | None = None
     encrypted_content: str | None = None
     id: str | None = None
@@ -348,7 +345,6 @@ class McpListToolsItem(_Strict):
     server_label: str | None = None
     tools: list[McpToolDef] | None = None
     error: str | None = None
-    connector_id: str | None = None
 
 
 class McpCallItem(_Strict):
