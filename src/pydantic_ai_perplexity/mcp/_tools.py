@@ -431,6 +431,7 @@ async def _cancel_upstream(r: Researcher, response_id: str) -> None:
         return
     if r.ledger is not None:
         ledger = r.ledger
+        await r.flush()  # the cancel's own ledger writes land first, then the reason
         await anyio.to_thread.run_sync(
             lambda: ledger.update(response_id, error='cancelled: the MCP client cancelled the call')
         )
