@@ -180,7 +180,8 @@ def main() -> None:
         direct, through_mcp = anyio.run(round_trip, emu.base_url, emu.api_key, args.calls)
 
     ratio = median_ms(ours_list) / median_ms(peer_list)
-    print(f'load average: {" ".join(f"{x:.2f}" for x in os.getloadavg())} on {os.cpu_count()} CPUs')
+    load = ' '.join(f'{x:.2f}' for x in os.getloadavg()) if hasattr(os, 'getloadavg') else 'n/a'
+    print(f'load average: {load} on {os.cpu_count()} CPUs')
     print(f'\nstdio cold start, spawn to first tools/list answer ({args.runs} runs each, medians):')
     print(f'  {"pydantic-ai-perplexity":27} {median_ms(ours_list):7.1f} ms   (min {min(ours_list) * 1000:.1f})')
     print(f'  {PEER:27} {median_ms(peer_list):7.1f} ms   (min {min(peer_list) * 1000:.1f})')
