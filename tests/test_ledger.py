@@ -1,4 +1,9 @@
-"""The run ledger and the budget, on real SQLite files, with real processes where concurrency is the point."""
+"""The run ledger and the budget on both engines: real SQLite files and a real PostgreSQL server, with real
+processes where concurrency is the point.
+
+Tests that take the `ledger` or `target` fixture run once per engine; PostgreSQL ones get a fresh schema each and
+need `PERPLEXITY_TEST_POSTGRES_URL` (see `tests/postgres_support.py`). Tests of SQLite's file handling take `path`.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import socket
 import sqlite3
 import threading
 import warnings
@@ -18,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from pydantic_ai_perplexity import ledger as ledger_module
+from postgres_support import execute, fresh_schema
+from pydantic_ai_perplexity import ledger as _ledger_package
 from pydantic_ai_perplexity.errors import BudgetExceededError, ConfigurationError
 from pydantic_ai_perplexity.ledger import (
     ESTIMATED_COST_USD,
@@ -29,6 +36,8 @@ from pydantic_ai_perplexity.ledger import (
     Ledger,
     LedgerWarning,
     RunRecord,
+    _postgres,
+    _sqlite,
     budget_from_env,
     default_ledger_path,
     estimate_cost,
@@ -42,6 +51,7 @@ JOIN_TIMEOUT = 120
 def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv('PERPLEXITY_BUDGET_USD', raising=False)
     monkeypatch.delenv('PERPLEXITY_STATE_DIR', raising=False)
+    monkeypatch.delenv('PERPLEXITY_LEDGER_URL', raising=False)
 
 
 @pytest.fixture
@@ -49,9 +59,30 @@ def path(tmp_path: Path) -> Path:
     return tmp_path / 'state' / 'ledger.sqlite3'
 
 
+@pytest.fixture(params=['sqlite', 'postgres'])
+def engine(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 @pytest.fixture
-def ledger(path: Path) -> Iterator[Ledger]:
-    with Ledger(path) as ledger:
+def target(engine: str, path: Path) -> Iterator[str]:
+    """What `Ledger(...)` is given: a fresh SQLite path, or a URL whose sessions use a fresh PostgreSQL schema."""
+    if engine == 'sqlite':
+        yield str(path)
+    else:
+        with fresh_schema() as url:
+            yield url
+
+
+@pytest.fixture
+def postgres_target() -> Iterator[str]:
+    with fresh_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def ledger(target: str) -> Iterator[Ledger]:
+    with Ledger(target) as ledger:
         yield ledger
 
 
@@ -61,7 +92,10 @@ def run(response_id: str, **fields: Any) -> RunRecord:
     return RunRecord(response_id=response_id, **fields)
 
 
-def raw_rows(path: Path, sql: str) -> list[Any]:
+def raw_rows(path: Path | str, sql: str) -> list[Any]:
+    """Rows of `sql` read past the ledger: from the SQLite file, or from the PostgreSQL schema of a target URL."""
+    if isinstance(path, str) and path.startswith('postgresql://'):
+        return [tuple(row) for row in execute(path, sql)]
     db = sqlite3.connect(path)
     try:
         return db.execute(sql).fetchall()
@@ -204,59 +238,103 @@ def test_update_rejects_unknown_or_fixed_fields_and_wrong_types(ledger: Ledger) 
 # --- schema ---------------------------------------------------------------------------------------------------------
 
 
-def test_migrations_run_once_and_the_schema_is_versioned(path: Path) -> None:
+def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: str) -> None:
     for _ in range(2):
-        with Ledger(path) as ledger:
+        with Ledger(target) as ledger:
             ledger.record_start(run('resp_m'))
-    applied = raw_rows(path, 'SELECT name, applied_at FROM _migrations')
-    assert [name for name, _ in applied] == [fn.__name__ for fn in MIGRATIONS] == ['m001_initial']
-    assert datetime.fromisoformat(applied[0][1]).utcoffset() == timedelta(0)
-    assert raw_rows(path, 'PRAGMA user_version') == [(SCHEMA_VERSION,)]
-    indexes = {name for (name,) in raw_rows(path, "SELECT name FROM sqlite_master WHERE type = 'index'")}
-    assert {'runs_created_at', 'runs_status'} <= indexes
-    assert raw_rows(path, 'SELECT count(*) FROM runs') == [(1,)]
+    applied = raw_rows(target, 'SELECT name, applied_at FROM _migrations ORDER BY name')
+    names = [fn.__name__ for fn in MIGRATIONS]
+    assert [name for name, _ in applied] == names == ['m001_initial', 'm002_runs_caller']
+    assert len(names) == SCHEMA_VERSION
+    applied_at = applied[0][1]
+    if isinstance(applied_at, str):
+        applied_at = datetime.fromisoformat(applied_at)
+    assert applied_at.utcoffset() == timedelta(0)
+    if engine == 'sqlite':
+        assert raw_rows(target, 'PRAGMA user_version') == [(SCHEMA_VERSION,)]
+        indexes = {name for (name,) in raw_rows(target, "SELECT name FROM sqlite_master WHERE type = 'index'")}
+    else:
+        sql = 'SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()'
+        indexes = {name for (name,) in raw_rows(target, sql)}
+    assert {'runs_created_at', 'runs_status', 'runs_caller'} <= indexes
+    assert raw_rows(target, 'SELECT count(*) FROM runs') == [(1,)]
 
 
-def test_a_database_from_a_newer_version_is_used_as_it_is(path: Path) -> None:
-    with Ledger(path) as ledger:
+def test_a_database_from_a_newer_version_is_used_as_it_is(engine: str, target: str) -> None:
+    with Ledger(target) as ledger:
         ledger.record_start(run('resp_old'))
-    db = sqlite3.connect(path)
-    db.execute(f'PRAGMA user_version = {SCHEMA_VERSION + 5}')
-    db.execute("ALTER TABLE runs ADD COLUMN added_later TEXT NOT NULL DEFAULT ''")
-    db.close()
-    with Ledger(path) as ledger:
+    if engine == 'sqlite':
+        db = sqlite3.connect(target)
+        db.execute(f'PRAGMA user_version = {SCHEMA_VERSION + 5}')
+        db.execute("ALTER TABLE runs ADD COLUMN added_later TEXT NOT NULL DEFAULT ''")
+        db.execute("INSERT INTO _migrations VALUES ('m999_added_later', '2030-01-01T00:00:00.000000+00:00')")
+        db.commit()
+        db.close()
+    else:
+        raw_rows(target, "ALTER TABLE runs ADD COLUMN added_later text NOT NULL DEFAULT ''")
+        raw_rows(target, "INSERT INTO _migrations VALUES ('m999_added_later', now())")
+    with Ledger(target) as ledger:
         ledger.record_start(run('resp_new'))
         assert [r.response_id for r in ledger.list()] == ['resp_new', 'resp_old']
         assert ledger.healthy
-    assert raw_rows(path, 'PRAGMA user_version') == [(SCHEMA_VERSION + 5,)]
+    if engine == 'sqlite':
+        assert raw_rows(target, 'PRAGMA user_version') == [(SCHEMA_VERSION + 5,)]
+    assert len(raw_rows(target, 'SELECT name FROM _migrations')) == SCHEMA_VERSION + 1
 
 
-def test_the_connection_uses_wal_full_sync_busy_timeout_and_foreign_keys(ledger: Ledger, path: Path) -> None:
-    assert ledger.check()
-    assert raw_rows(path, 'PRAGMA journal_mode') == [('wal',)]  # persistent: stored in the file
-    db = ledger._db  # per-connection settings can only be read on the ledger's own connection
-    assert db is not None
-    assert db.execute('PRAGMA synchronous').fetchone() == (2,)  # FULL
-    assert db.execute('PRAGMA busy_timeout').fetchone() == (5000,)
-    assert db.execute('PRAGMA foreign_keys').fetchone() == (1,)
-    assert db.isolation_level is None
+def test_the_connection_uses_wal_full_sync_busy_timeout_and_foreign_keys(path: Path) -> None:
+    with Ledger(path) as ledger:
+        assert ledger.check()
+        assert raw_rows(path, 'PRAGMA journal_mode') == [('wal',)]  # persistent: stored in the file
+        engine = ledger._engine
+        assert isinstance(engine, _sqlite.SQLiteEngine)
+        db = engine._db  # per-connection settings can only be read on the ledger's own connection
+        assert db is not None
+        assert db.execute('PRAGMA synchronous').fetchone() == (2,)  # FULL
+        assert db.execute('PRAGMA busy_timeout').fetchone() == (5000,)
+        assert db.execute('PRAGMA foreign_keys').fetchone() == (1,)
+        assert db.isolation_level is None
 
 
-def test_nothing_is_created_before_first_use_and_close_allows_reopening(path: Path) -> None:
-    ledger = Ledger(path)
-    assert not path.parent.exists()
+def test_postgres_sessions_have_timeouts_and_a_name(postgres_target: str) -> None:
+    with Ledger(postgres_target) as ledger:
+        assert ledger.check()
+        engine = ledger._engine
+        assert isinstance(engine, _postgres.PostgresEngine)
+        conn, _, pool = engine._acquire()
+        try:
+            row = conn.execute(
+                "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), "
+                "current_setting('idle_in_transaction_session_timeout')"
+            ).fetchone()
+            assert row == ('15s', '10s', '30s')
+            assert conn.autocommit
+        finally:
+            pool.release(conn)
+
+
+def test_nothing_is_created_before_first_use_and_close_allows_reopening(engine: str, target: str) -> None:
+    ledger = Ledger(target)
+    if engine == 'sqlite':
+        assert not Path(target).parent.exists()
+    else:
+        assert raw_rows(target, "SELECT to_regclass('runs') IS NULL") == [(True,)]
     ledger.record_start(run('resp_lazy'))
-    assert path.exists()
+    if engine == 'sqlite':
+        assert Path(target).exists()
+    else:
+        assert raw_rows(target, "SELECT to_regclass('runs') IS NULL") == [(False,)]
     ledger.close()
     ledger.close()
     assert ledger.get('resp_lazy') is not None  # opened again
     ledger.close()
 
 
-def test_a_ledger_pickles_as_its_path(ledger: Ledger, path: Path) -> None:
+def test_a_ledger_pickles_as_its_path_or_url(ledger: Ledger, target: str) -> None:
     ledger.record_start(run('resp_p'))
     with pickle.loads(pickle.dumps(ledger)) as copy:
-        assert copy.path == path
+        assert copy.describe() == ledger.describe()
+        assert copy.path == ledger.path
         assert copy.get('resp_p') is not None
 
 
@@ -288,13 +366,80 @@ def test_the_filesystem_of_a_directory_is_read_from_the_mount_table() -> None:
             '//host/share /mnt/with\\040space cifs rw 0 0',
         ]
     )
-    filesystem_type = ledger_module._filesystem_type
+    filesystem_type = _sqlite._filesystem_type
     assert filesystem_type('/home/me/.local/state', mounts) == 'ext4'
     assert filesystem_type('/mnt/shared/ledger', mounts) == 'nfs4'
     assert filesystem_type('/mnt/shared', mounts) == 'nfs4'
     assert filesystem_type('/mnt/shared/tmp/x', mounts) == 'tmpfs'
     assert filesystem_type('/mnt/sharedother', mounts) == 'ext4'
     assert filesystem_type('/mnt/with space/x', mounts) == 'cifs'
+
+
+def test_the_engine_is_chosen_by_the_argument_or_perplexity_ledger_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv('PERPLEXITY_STATE_DIR', str(tmp_path / 'default'))
+    for url in ('postgresql://me@db.example:5432/runs', 'postgres://me@db.example/runs', 'POSTGRESQL://me@h/db'):
+        ledger = Ledger(url)
+        assert (ledger.engine, ledger.path, ledger.url, ledger.describe()) == ('postgres', None, url, url)
+    assert Ledger(f'sqlite:///{tmp_path}/a.sqlite3').path == tmp_path / 'a.sqlite3'  # sqlite:////absolute
+    assert Ledger('sqlite:///relative.sqlite3').path == Path('relative.sqlite3')
+    assert Ledger('sqlite://').path == tmp_path / 'default' / 'ledger.sqlite3'
+    assert Ledger(str(tmp_path / 'b.sqlite3')).path == tmp_path / 'b.sqlite3'
+    assert Ledger(tmp_path / 'c.sqlite3').path == tmp_path / 'c.sqlite3'
+    sqlite_ledger = Ledger(tmp_path / 'c.sqlite3')
+    assert (sqlite_ledger.engine, sqlite_ledger.url, sqlite_ledger.describe()) == (
+        'sqlite',
+        None,
+        str(tmp_path / 'c.sqlite3'),
+    )
+    assert Ledger().path == tmp_path / 'default' / 'ledger.sqlite3'
+
+    monkeypatch.setenv('PERPLEXITY_LEDGER_URL', ' postgresql://team@db.example/runs ')
+    assert (Ledger().engine, Ledger().url) == ('postgres', 'postgresql://team@db.example/runs')
+    assert Ledger(tmp_path / 'c.sqlite3').engine == 'sqlite'  # the argument wins
+    monkeypatch.setenv('PERPLEXITY_LEDGER_URL', f'sqlite:///{tmp_path}/d.sqlite3')
+    assert Ledger().path == tmp_path / 'd.sqlite3'
+    monkeypatch.setenv('PERPLEXITY_LEDGER_URL', '')
+    assert Ledger().path == tmp_path / 'default' / 'ledger.sqlite3'
+
+    monkeypatch.setenv('PERPLEXITY_LEDGER_URL', 'mysql://me:hunter2pw@db.example/runs')
+    with pytest.raises(ConfigurationError, match="PERPLEXITY_LEDGER_URL is a URL with the scheme 'mysql'") as caught:
+        Ledger()
+    assert 'hunter2pw' not in str(caught.value)
+
+
+def test_a_postgres_url_without_its_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = _ledger_package.importlib.util.find_spec
+    monkeypatch.setattr(
+        _ledger_package.importlib.util,
+        'find_spec',
+        lambda name, *args: None if name == 'psycopg' else real_find_spec(name, *args),
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        Ledger('postgresql://me:hunter2pw@db.example/runs')
+    message = str(caught.value)
+    assert 'pip install "pydantic-ai-perplexity[postgres]"' in message
+    assert 'postgresql://me:***@db.example/runs' in message
+    assert 'hunter2pw' not in message
+
+
+@pytest.mark.parametrize(
+    ('url', 'shown', 'secrets'),
+    [
+        ('postgresql://me:pw1234@h:5432/db', 'postgresql://me:***@h:5432/db', {'pw1234'}),
+        ('postgresql://me@h/db', 'postgresql://me@h/db', set()),
+        ('postgresql://me:p%40ss%3Aw0rd@h/db', 'postgresql://me:***@h/db', {'p%40ss%3Aw0rd', 'p@ss:w0rd'}),
+        (
+            'postgres://h1:5432,h2:5433/db?password=qwerty&sslmode=require&sslpassword=keypw',
+            'postgres://h1:5432,h2:5433/db?password=***&sslmode=require&sslpassword=***',
+            {'qwerty', 'keypw'},
+        ),
+        ('postgresql:///db?host=/run/postgresql', 'postgresql:///db?host=/run/postgresql', set()),
+    ],
+)
+def test_the_password_is_taken_out_of_the_url(url: str, shown: str, secrets: set[str]) -> None:
+    assert _postgres.redact_url(url) == (shown, frozenset(secrets))
 
 
 # --- budget ---------------------------------------------------------------------------------------------------------
@@ -421,6 +566,33 @@ def test_binding_to_an_id_already_recorded_keeps_that_row(ledger: Ledger) -> Non
     assert ledger.spent_usd() == 1.0
 
 
+def test_spend_and_history_can_be_attributed_to_a_caller(ledger: Ledger) -> None:
+    ledger.record_start(run('resp_a1', caller='alice', estimate_usd=1.0))
+    ledger.record_start(run('resp_a2', caller='alice', estimate_usd=3.0, created_at=datetime(2026, 1, 1, tzinfo=UTC)))
+    ledger.record_start(run('resp_b1', caller='bob', estimate_usd=0.5))
+    ledger.record_start(run('resp_anonymous', estimate_usd=0.25))
+    token = ledger.reserve(RunRecord(query='q', origin='mcp', caller='bob', estimate_usd=2.0), cap_usd=100.0)
+    ledger.update('resp_b1', cost_usd=0.125)
+    assert ledger.spent_usd() == 1.0 + 3.0 + 0.125 + 0.25 + 2.0
+    assert ledger.spent_usd(caller='alice') == 4.0
+    assert ledger.spent_usd(caller='alice', since=datetime(2026, 2, 1, tzinfo=UTC)) == 1.0
+    assert ledger.spent_usd(caller='bob') == 2.125
+    assert ledger.spent_usd(caller='nobody') == 0.0
+    assert {r.response_id for r in ledger.list(caller='bob')} == {'resp_b1', token}
+    assert [r.response_id for r in ledger.list(caller='alice', origin='toolset', limit=1)] == ['resp_a1']
+
+
+def test_text_with_a_nul_character_is_recorded(ledger: Ledger, engine: str) -> None:
+    ledger.record_start(run('resp_nul', query='before\x00after'))
+    ledger.update('resp_nul', error='bad\x00byte')
+    got = ledger.get('resp_nul')
+    assert got is not None
+    # PostgreSQL text cannot hold NUL: it is stored as U+FFFD rather than losing the row.
+    nul = '\x00' if engine == 'sqlite' else '\ufffd'
+    assert (got.query, got.error) == (f'before{nul}after', f'bad{nul}byte')
+    assert ledger.healthy
+
+
 def test_bind_rejects_unknown_fields(ledger: Ledger) -> None:
     token = ledger.reserve(RunRecord(query='q', origin='cli'), cap_usd=None)
     with pytest.raises(TypeError, match='colour'):
@@ -447,20 +619,23 @@ def test_threads_sharing_one_ledger_lose_no_row(ledger: Ledger) -> None:
     assert {r.status for r in rows} == {'completed'}
 
 
-def insert_many(path: str, worker: int, count: int, start: Any) -> None:
+def insert_many(target: str, worker: int, count: int, start: Any) -> None:
     start.wait(JOIN_TIMEOUT)
-    with Ledger(path) as ledger:
+    with Ledger(target) as ledger:
         for n in range(count):
             ledger.record_start(run(f'resp_{worker}_{n}', origin='cli'))
+        assert ledger.healthy
 
 
-def reserve_many(path: str, attempts: int, start: Any, results: Any) -> None:
+def reserve_many(target: str, attempts: int, start: Any, results: Any) -> None:
     start.wait(JOIN_TIMEOUT)
     admitted = refused = 0
-    with Ledger(path) as ledger:
+    with Ledger(target) as ledger:
         for _ in range(attempts):
             try:
                 token = ledger.reserve(RunRecord(query='q', origin='mcp', estimate_usd=0.25), cap_usd=20.0)
+            except BudgetUnenforceableError:
+                raise
             except BudgetExceededError:
                 refused += 1
             else:
@@ -469,8 +644,8 @@ def reserve_many(path: str, attempts: int, start: Any, results: Any) -> None:
     results.put((admitted, refused))
 
 
-def insert_until_killed(path: str, committed: Any, started: Any) -> None:
-    with Ledger(path) as ledger:
+def insert_until_killed(target: str, committed: Any, started: Any) -> None:
+    with Ledger(target) as ledger:
         for n in range(1_000_000):
             ledger.record_start(run(f'resp_{n:07d}', origin='cli'))
             committed.value = n + 1
@@ -480,9 +655,17 @@ def insert_until_killed(path: str, committed: Any, started: Any) -> None:
 
 @pytest.fixture
 def spawn(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A spawn context whose children skip pydantic plugins (logfire's alone costs seconds per child import)."""
+    """Fresh processes, forked from a clean server that imported the ledger and psycopg once (not from pytest).
+
+    Each child is a new process with its own connections, as with spawn, without paying a second of imports each;
+    they skip pydantic plugins (logfire's alone costs seconds per import).
+    """
     monkeypatch.setenv('PYDANTIC_DISABLE_PLUGINS', '__all__')
-    return multiprocessing.get_context('spawn')
+    if 'forkserver' not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context('spawn')
+    context = multiprocessing.get_context('forkserver')
+    context.set_forkserver_preload([__name__, 'psycopg'])
+    return context
 
 
 def join_all(processes: list[Any]) -> None:
@@ -491,28 +674,34 @@ def join_all(processes: list[Any]) -> None:
     assert [p.exitcode for p in processes] == [0] * len(processes)
 
 
+def assert_intact(engine: str, target: str) -> None:
+    if engine == 'sqlite':
+        assert raw_rows(target, 'PRAGMA integrity_check') == [('ok',)]
+
+
 @pytest.mark.slow
-def test_processes_writing_at_once_lose_no_row(path: Path, spawn: Any) -> None:
+def test_processes_writing_at_once_lose_no_row(engine: str, target: str, spawn: Any) -> None:
+    # On PostgreSQL the four also migrate the empty schema at once: the advisory lock keeps them from racing.
     context = spawn
     start = context.Event()
-    processes = [context.Process(target=insert_many, args=(str(path), w, 200, start)) for w in range(4)]
+    processes = [context.Process(target=insert_many, args=(target, w, 200, start)) for w in range(4)]
     for process in processes:
         process.start()
     start.set()
     join_all(processes)
-    with Ledger(path) as ledger:
+    with Ledger(target) as ledger:
         assert len(ledger.list(limit=10_000)) == 800
         assert ledger.healthy
-    assert raw_rows(path, 'PRAGMA integrity_check') == [('ok',)]
+    assert_intact(engine, target)
 
 
 @pytest.mark.slow
-def test_processes_racing_for_the_last_of_the_budget_never_overspend(path: Path, spawn: Any) -> None:
+def test_processes_racing_for_the_last_of_the_budget_never_overspend(target: str, spawn: Any) -> None:
     # A $20 cap admits exactly 80 runs at $0.25; four processes try 40 each, all at once.
     context = spawn
     start = context.Event()
     results = context.Queue()
-    processes = [context.Process(target=reserve_many, args=(str(path), 40, start, results)) for _ in range(4)]
+    processes = [context.Process(target=reserve_many, args=(target, 40, start, results)) for _ in range(4)]
     for process in processes:
         process.start()
     start.set()
@@ -522,7 +711,7 @@ def test_processes_racing_for_the_last_of_the_budget_never_overspend(path: Path,
     results.join_thread()
     assert sum(admitted for admitted, _ in outcomes) == 80
     assert sum(refused for _, refused in outcomes) == 80
-    with Ledger(path) as ledger:
+    with Ledger(target) as ledger:
         assert ledger.spent_usd() == 20.0
         rows = ledger.list(limit=1000)
     assert len(rows) == 80
@@ -531,11 +720,13 @@ def test_processes_racing_for_the_last_of_the_budget_never_overspend(path: Path,
 
 @pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, 'SIGKILL'), reason='needs SIGKILL')
-def test_a_process_killed_in_the_middle_of_writing_leaves_every_committed_row(path: Path, spawn: Any) -> None:
+def test_a_process_killed_in_the_middle_of_writing_leaves_every_committed_row(
+    engine: str, target: str, spawn: Any
+) -> None:
     context = spawn
     committed = context.RawValue('q', 0)  # no lock: the child dies at any point
     started = context.Event()
-    child = context.Process(target=insert_until_killed, args=(str(path), committed, started))
+    child = context.Process(target=insert_until_killed, args=(target, committed, started))
     child.start()
     assert started.wait(JOIN_TIMEOUT)
     os.kill(child.pid, signal.SIGKILL)
@@ -543,8 +734,8 @@ def test_a_process_killed_in_the_middle_of_writing_leaves_every_committed_row(pa
     assert child.exitcode == -signal.SIGKILL
     reported = committed.value
     assert 50 <= reported < 1_000_000
-    assert raw_rows(path, 'PRAGMA integrity_check') == [('ok',)]
-    with Ledger(path) as ledger:
+    assert_intact(engine, target)
+    with Ledger(target) as ledger:
         ids = {r.response_id for r in ledger.list(limit=2_000_000)}
         assert ledger.healthy
     # Every commit the child reported is there; at most the one it was reporting when killed is extra.
@@ -552,7 +743,7 @@ def test_a_process_killed_in_the_middle_of_writing_leaves_every_committed_row(pa
 
 
 @pytest.mark.skipif(not hasattr(os, 'fork'), reason='needs fork')
-def test_a_forked_child_opens_its_own_connection(ledger: Ledger, path: Path) -> None:
+def test_a_forked_child_opens_its_own_connection(engine: str, ledger: Ledger, target: str) -> None:
     ledger.record_start(run('resp_parent'))
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', DeprecationWarning)  # fork with threads elsewhere in the test process
@@ -562,13 +753,37 @@ def test_a_forked_child_opens_its_own_connection(ledger: Ledger, path: Path) -> 
         try:
             ledger.record_start(run('resp_child'))
             code = 0 if ledger.get('resp_child') is not None and ledger.healthy else 1
+            ledger.close()
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     ledger.record_start(run('resp_parent_again'))
     assert {r.response_id for r in ledger.list()} == {'resp_parent', 'resp_child', 'resp_parent_again'}
-    assert raw_rows(path, 'PRAGMA integrity_check') == [('ok',)]
+    assert_intact(engine, target)
+    if engine == 'postgres':  # the parent's session outlived the child: it never had to reconnect
+        engine_ = ledger._engine
+        assert isinstance(engine_, _postgres.PostgresEngine)
+        assert engine_.connects == 1
+
+
+def test_a_run_started_through_one_instance_is_seen_and_changed_through_another(target: str) -> None:
+    with Ledger(target) as first, Ledger(target) as second:
+        token = first.reserve(RunRecord(query='shared', origin='mcp', effort='high', caller='alice'), cap_usd=1.5)
+        assert second.get(token) is not None
+        first.bind(token, 'resp_shared', status='in_progress')
+        assert [r.response_id for r in second.list(status='in_progress')] == ['resp_shared']
+        with pytest.raises(BudgetExceededError):  # the other instance's reservation counts here too
+            second.reserve(RunRecord(query='too much', origin='mcp', effort='high'), cap_usd=1.5)
+        second.update('resp_shared', status='completed', cost_usd=0.5, sources=3)
+        got = first.get('resp_shared')
+        assert got is not None
+        assert (got.status, got.cost_usd, got.sources, got.caller) == ('completed', 0.5, 3, 'alice')
+        assert first.spent_usd() == second.spent_usd() == 0.5
+        held = second.reserve(RunRecord(query='fits now', origin='cli', effort='high'), cap_usd=1.5)
+        first.release(held)
+        assert second.get(held) is None
+        assert first.spent_usd(caller='alice') == 0.5
 
 
 # --- failure policy -------------------------------------------------------------------------------------------------
@@ -631,32 +846,140 @@ def test_a_cap_cannot_be_enforced_without_a_working_ledger(tmp_path: Path) -> No
     ledger.close()
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def unreachable_url() -> str:
+    """A PostgreSQL URL with a password, to a loopback port where nothing listens."""
+    return f'postgresql://team:{SECRET}@127.0.0.1:{free_port()}/runs?sslpassword={SECRET}x'
+
+
+SECRET = 'hunter2-S3cret'
+
+
+@pytest.mark.parametrize('broken', ['sqlite', 'postgres'])
 def test_warnings_turned_into_errors_still_never_reach_the_caller(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    broken: str, tmp_path: Path, unreachable_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / 'afile').write_text('', encoding='utf-8')
-    with Ledger(tmp_path / 'afile' / 'ledger.sqlite3') as ledger, caplog.at_level(logging.WARNING):
+    target = str(tmp_path / 'afile' / 'ledger.sqlite3') if broken == 'sqlite' else unreachable_url
+    with Ledger(target) as ledger, caplog.at_level(logging.WARNING):
         ledger.record_start(run('resp_1'))  # pytest runs with filterwarnings=error
     assert 'run ledger' in caplog.text
+    assert SECRET not in caplog.text
 
 
 def test_a_write_lock_held_too_long_loses_one_entry_and_later_calls_recover(
-    ledger: Ledger, path: Path, monkeypatch: pytest.MonkeyPatch
+    path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ledger_module, '_BUSY_TIMEOUT_MS', 20)
-    ledger.close()  # reopen with the short timeout
-    ledger.record_start(run('resp_before'))
-    holder = sqlite3.connect(path, isolation_level=None)
-    try:
-        holder.execute('BEGIN IMMEDIATE')
-        with pytest.warns(LedgerWarning, match='write lock'):
-            ledger.record_start(run('resp_lost'))
-        with pytest.raises(BudgetUnenforceableError):
-            ledger.reserve(run('resp_capped'), cap_usd=100.0)
-        assert ledger.healthy  # contention is not a lasting failure
-        assert ledger.get('resp_before') is not None  # readers are not blocked by the writer in WAL
-        holder.execute('COMMIT')
-    finally:
-        holder.close()
-    ledger.record_start(run('resp_after'))
-    assert {r.response_id for r in ledger.list()} == {'resp_before', 'resp_after'}
+    monkeypatch.setattr(_sqlite, '_BUSY_TIMEOUT_MS', 20)
+    with Ledger(path) as ledger:
+        ledger.record_start(run('resp_before'))
+        holder = sqlite3.connect(path, isolation_level=None)
+        try:
+            holder.execute('BEGIN IMMEDIATE')
+            with pytest.warns(LedgerWarning, match='write lock'):
+                ledger.record_start(run('resp_lost'))
+            with pytest.raises(BudgetUnenforceableError):
+                ledger.reserve(run('resp_capped'), cap_usd=100.0)
+            assert ledger.healthy  # contention is not a lasting failure
+            assert ledger.get('resp_before') is not None  # readers are not blocked by the writer in WAL
+            holder.execute('COMMIT')
+        finally:
+            holder.close()
+        ledger.record_start(run('resp_after'))
+        assert {r.response_id for r in ledger.list()} == {'resp_before', 'resp_after'}
+
+
+# --- failure policy on PostgreSQL -----------------------------------------------------------------------------------
+
+
+def test_an_unreachable_server_warns_once_never_shows_the_password_and_later_calls_try_again(
+    unreachable_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_postgres, '_DOWN_FOR_S', 0.0)  # every call tries the network again
+    shown = f'postgresql://team:***@127.0.0.1:{unreachable_url.split(":")[3].split("/")[0]}/runs?sslpassword=***'
+    with Ledger(unreachable_url) as ledger, caplog.at_level(logging.DEBUG):
+        assert (repr(ledger), ledger.url, ledger.describe()) == (f'Ledger({shown!r}, healthy=True)', shown, shown)
+        with pytest.warns(LedgerWarning) as caught:
+            use_every_method(ledger)
+            with pytest.raises(BudgetUnenforceableError) as refused:
+                ledger.reserve(RunRecord(query='q', origin='mcp', effort='fast'), cap_usd=5.0)
+        assert len(caught) == 1
+        message = str(caught[0].message)
+        for part in (shown, 'Connection refused', 'is running and reachable', 'PERPLEXITY_LEDGER_URL', 'try again'):
+            assert part in message
+        assert ledger.healthy  # an outage is not a lasting failure: later calls try again
+        error = str(refused.value)
+        for part in ('$5.00', 'cannot be enforced', shown, 'Connection refused', 'budget_usd=None'):
+            assert part in error
+        everything = '\n'.join([message, error, repr(ledger), caplog.text, *(str(r.args) for r in caplog.records)])
+        assert SECRET not in everything
+        assert 'hunter2' not in everything
+
+
+def test_a_session_killed_under_the_ledger_costs_no_call(postgres_target: str) -> None:
+    with Ledger(postgres_target) as ledger:
+        ledger.record_start(run('resp_before'))
+        engine = ledger._engine
+        assert isinstance(engine, _postgres.PostgresEngine)
+        assert engine.connects == 1
+        killed = raw_rows(
+            postgres_target,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'pydantic-ai-perplexity' "
+            'AND datname = current_database() AND pid <> pg_backend_pid()',
+        )
+        assert killed and all(ok for (ok,) in killed)
+        ledger.record_start(run('resp_after'))  # the pooled connection is dead: retried on a fresh one, no warning
+        assert {r.response_id for r in ledger.list()} == {'resp_before', 'resp_after'}
+        assert engine.connects == 2
+        assert ledger.healthy
+
+
+def test_the_budget_lock_held_too_long_refuses_capped_runs_only_and_later_calls_recover(
+    postgres_target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    monkeypatch.setattr(_postgres, '_LOCK_TIMEOUT_MS', 200)
+    with Ledger(postgres_target) as ledger:
+        ledger.record_start(run('resp_before'))
+        with psycopg.connect(postgres_target) as holder:  # a transaction that holds the lock and does not end
+            holder.execute('SELECT pg_advisory_xact_lock(%s)', (_postgres._BUDGET_LOCK,))
+            with pytest.warns(LedgerWarning, match='lock timeout'):
+                with pytest.raises(BudgetUnenforceableError, match='lock timeout'):
+                    ledger.reserve(run('resp_capped'), cap_usd=100.0)
+            ledger.record_start(run('resp_uncapped'))  # writes without a cap do not queue on the budget lock
+            ledger.reserve(run('resp_no_cap'), cap_usd=None)
+            assert ledger.healthy
+            holder.rollback()
+        token = ledger.reserve(run('resp_capped'), cap_usd=100.0)
+        assert token == 'resp_capped'
+        assert {r.response_id for r in ledger.list()} == {'resp_before', 'resp_uncapped', 'resp_no_cap', 'resp_capped'}
+
+
+def test_a_user_who_may_not_create_the_schema_stops_the_ledger_for_good(postgres_target: str) -> None:
+    raw_rows(
+        postgres_target,
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pplx_no_rights') THEN "
+        'CREATE ROLE pplx_no_rights LOGIN; END IF; END $$',
+    )
+    (schema,) = raw_rows(postgres_target, 'SELECT current_schema()')[0]
+    raw_rows(postgres_target, f'GRANT USAGE ON SCHEMA {schema} TO pplx_no_rights')  # may look, may not create
+    target = postgres_target.replace('postgresql://postgres@', 'postgresql://pplx_no_rights:not-a-secret@', 1)
+    assert target != postgres_target
+    with Ledger(target) as ledger:
+        with pytest.warns(LedgerWarning) as caught:
+            use_every_method(ledger)
+        assert len(caught) == 1
+        message = str(caught[0].message)
+        for part in ('permission denied', 'may create tables', 'until the process restarts'):
+            assert part in message
+        assert 'not-a-secret' not in message
+        assert not ledger.healthy
+        with pytest.raises(BudgetUnenforceableError, match='permission denied'):
+            ledger.reserve(RunRecord(query='q', origin='mcp'), cap_usd=5.0)

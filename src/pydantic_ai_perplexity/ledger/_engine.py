@@ -1,0 +1,198 @@
+"""The interface each storage engine implements, and the schema migrations they share by name and number."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ._records import RunRecord
+
+EngineName = Literal['sqlite', 'postgres']
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How an engine reads an exception that a ledger operation raised; no field ever holds a password."""
+
+    #: True: the ledger stops for the life of the instance (`healthy` False). False: only this call is lost.
+    lasting: bool
+    #: What went wrong, for the warning's parenthesis.
+    cause: str
+    #: One sentence on how to fix it.
+    fix: str
+    #: What went wrong in a few words, for `BudgetUnenforceableError` (and `_problem` when lasting).
+    summary: str
+
+
+class Engine(abc.ABC):
+    """One storage engine of the ledger. Methods raise the engine's own exceptions; `Ledger` applies the policy.
+
+    Every write is one short transaction of its own, retried by the engine where its contention rules allow.
+    """
+
+    name: EngineName
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """Where the ledger is (a path, or a URL without its password), for messages."""
+
+    @abc.abstractmethod
+    def reduce_arg(self) -> str | Path:
+        """What `Ledger(...)` needs to open this ledger again in another process (used for pickling)."""
+
+    @abc.abstractmethod
+    def open(self) -> None:
+        """Connect and migrate now, if not done yet."""
+
+    @abc.abstractmethod
+    def insert(self, record: RunRecord) -> None:
+        """Insert the row; a row with the same `response_id` is kept as it is."""
+
+    @abc.abstractmethod
+    def update(self, response_id: str, values: dict[str, Any], at: datetime) -> None:
+        """Set validated `values` and `updated_at = at` on the row, if there is one."""
+
+    @abc.abstractmethod
+    def get(self, response_id: str) -> RunRecord | None:
+        """The row with this key, or None."""
+
+    @abc.abstractmethod
+    def list(self, *, status: str | None, origin: str | None, caller: str | None, limit: int) -> list[RunRecord]:
+        """Rows newest first (ties: last inserted first), filtered by the arguments that are not None."""
+
+    @abc.abstractmethod
+    def spent(self, *, since: datetime | None, caller: str | None) -> float:
+        """The sum over rows of `cost_usd` when known, else `estimate_usd`."""
+
+    @abc.abstractmethod
+    def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
+        """In one transaction: read the spend and insert `record` only if it fits `cap_usd`.
+
+        Returns None when the row is stored (or already was), else the spend that left no room (nothing stored).
+        """
+
+    @abc.abstractmethod
+    def bind(
+        self, token: str, response_id: str, pending: RunRecord | None, values: dict[str, Any], at: datetime
+    ) -> None:
+        """In one transaction: rename the reservation `token` to `response_id` (keeping a row already under that id,
+        or inserting `pending` if the reservation is missing) and set `values`."""
+
+    @abc.abstractmethod
+    def release(self, token: str) -> None:
+        """Delete the row `token` if it is still a reservation."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close this process's connections; a later call opens them again."""
+
+    @abc.abstractmethod
+    def after_fork(self) -> None:
+        """In a forked child: drop the parent's connections without touching them, and replace the locks."""
+
+    @abc.abstractmethod
+    def failure(self, action: str, exc: Exception) -> Failure:
+        """How to report `exc`, raised while `action`."""
+
+    @abc.abstractmethod
+    def unenforceable_fix(self) -> str:
+        """How to make the ledger work again, for `BudgetUnenforceableError`."""
+
+
+# --- migrations -----------------------------------------------------------------------------------------------------
+
+
+class MigrationDB(Protocol):
+    """What a migration gets: the engine's name and a way to run one statement in the migration's transaction."""
+
+    @property
+    def engine(self) -> EngineName: ...
+
+    def execute(self, sql: str, /) -> None: ...
+
+
+#: The schema's migrations, in order, the same list for both engines: a migration's function name is its identity in
+#: `_migrations`, and the number applied is the schema version, so both engines are versioned the same way. Each runs
+#: once per database inside the transaction that records it, and writes the SQL of each engine (`db.engine`). Never
+#: edit one that has shipped: add the next.
+MIGRATIONS: list[Callable[[MigrationDB], None]] = []
+
+
+def migration(fn: Callable[[MigrationDB], None]) -> Callable[[MigrationDB], None]:
+    """Register `fn` as the next schema migration; its name is its identity in `_migrations`."""
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+def m001_initial(db: MigrationDB) -> None:
+    if db.engine == 'sqlite':
+        db.execute(
+            """
+            CREATE TABLE runs (
+                response_id   TEXT PRIMARY KEY,
+                created_at    TEXT NOT NULL,
+                updated_at    TEXT NOT NULL,
+                query         TEXT NOT NULL,
+                effort        TEXT,
+                model         TEXT,
+                status        TEXT NOT NULL,
+                origin        TEXT NOT NULL,
+                sources       INTEGER NOT NULL DEFAULT 0,
+                cited         INTEGER NOT NULL DEFAULT 0,
+                input_tokens  INTEGER NOT NULL DEFAULT 0,
+                output_tokens INTEGER NOT NULL DEFAULT 0,
+                cost_usd      REAL,
+                estimate_usd  REAL NOT NULL DEFAULT 0,
+                error         TEXT,
+                trace_id      TEXT,
+                span_id       TEXT,
+                caller        TEXT
+            )
+            """
+        )
+        db.execute('CREATE INDEX runs_created_at ON runs (created_at)')
+    else:
+        # `seq` orders runs created in the same instant (SQLite has its rowid for that).
+        db.execute(
+            """
+            CREATE TABLE runs (
+                seq           bigint GENERATED ALWAYS AS IDENTITY,
+                response_id   text PRIMARY KEY,
+                created_at    timestamptz NOT NULL,
+                updated_at    timestamptz NOT NULL,
+                query         text NOT NULL,
+                effort        text,
+                model         text,
+                status        text NOT NULL,
+                origin        text NOT NULL,
+                sources       bigint NOT NULL DEFAULT 0,
+                cited         bigint NOT NULL DEFAULT 0,
+                input_tokens  bigint NOT NULL DEFAULT 0,
+                output_tokens bigint NOT NULL DEFAULT 0,
+                cost_usd      double precision,
+                estimate_usd  double precision NOT NULL DEFAULT 0,
+                error         text,
+                trace_id      text,
+                span_id       text,
+                caller        text
+            )
+            """
+        )
+        db.execute('CREATE INDEX runs_created_at ON runs (created_at DESC, seq DESC)')
+    db.execute('CREATE INDEX runs_status ON runs (status)')
+
+
+@migration
+def m002_runs_caller(db: MigrationDB) -> None:
+    # Spend and history per caller (`spent_usd(caller=...)`, `list(caller=...)`) on a shared ledger.
+    db.execute('CREATE INDEX runs_caller ON runs (caller, created_at)')
+
+
+#: The schema version a database reaches once every migration is applied (`PRAGMA user_version` on SQLite, the
+#: number of rows in `_migrations` on both).
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,565 @@
+"""The PostgreSQL engine: one database shared by every instance of a team deployment, over psycopg 3.
+
+**Connections.** psycopg is imported on first use only. Each process keeps a small pool (`_POOL_SIZE`) of
+autocommit connections, opened on demand and shared by its threads (the ledger is called from worker threads);
+after `fork()` the child opens its own and never touches the parent's sockets. Each session gets
+`statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`, so no call blocks for long and a
+frozen process cannot hold the budget lock.
+
+**Writes.** Each write is one short transaction. Serialization failures, deadlocks and the rare key clash of two
+binds racing to the same id are retried with jitter; a pooled connection found dead (a server restart, a killed
+session) is replaced and the write retried on a fresh one. Every write is idempotent, so a retry after a lost
+commit acknowledgement records nothing twice.
+
+**Budget.** `reserve` takes `pg_advisory_xact_lock(_BUDGET_LOCK)` as the first statement of its transaction, then
+reads the spend and inserts the row: every capped reservation on the database queues on that one lock, and under
+READ COMMITTED each statement after the lock sees every reservation committed before it, so two instances can never
+both spend the last of the cap. The lock is released by the commit. (SERIALIZABLE would give the same guarantee but
+abort all but one of the racers, each retrying; with many instances contending that turns into refusals.)
+
+**Migrations** run under `pg_advisory_xact_lock(_MIGRATION_LOCK)`, so instances starting together on an empty
+database do not race; they are recorded in `_migrations` like SQLite's.
+
+The URL's password (in the user info or a `password=` parameter) never appears in a message, repr or log: every
+text built from an exception is scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
+from urllib.parse import unquote
+
+from ._engine import MIGRATIONS, Engine, EngineName, Failure
+from ._records import LEDGER_URL_ENV, RESERVED, RunRecord, fits, in_utc, now, record_from_row
+
+if TYPE_CHECKING:
+    import psycopg
+
+_T = TypeVar('_T')
+
+INSTALL_HINT = 'pip install "pydantic-ai-perplexity[postgres]"'
+SCHEMES = ('postgresql://', 'postgres://')
+
+_POOL_SIZE = 4  # connections per process at most; ledger calls last milliseconds
+_POOL_WAIT_S = 10.0
+_CONNECT_TIMEOUT_S = 5
+_STATEMENT_TIMEOUT_MS = 15_000
+_LOCK_TIMEOUT_MS = 10_000
+_IDLE_IN_TRANSACTION_MS = 30_000
+_RETRIES = 2  # after the first attempt
+_DOWN_FOR_S = 1.0  # after a failed connect, calls fail fast for this long instead of each waiting on the network
+#: Advisory lock keys (one bigint space per database). Fixed, so that every instance takes the same lock.
+_BUDGET_LOCK: Final = 0x70706C785F627564  # 'pplx_bud'
+_MIGRATION_LOCK: Final = 0x70706C785F6D6967  # 'pplx_mig'
+_SECRET_PARAMS = frozenset({'password', 'sslpassword'})
+_ABANDONED: list[Any] = []  # a forked child's copies of the parent's connections, neutralised but kept
+
+_COLUMN_LIST: Final = (
+    'response_id, created_at, updated_at, query, effort, model, status, origin, sources, cited, input_tokens, '
+    'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller'
+)
+_SELECT: Final = 'SELECT ' + _COLUMN_LIST + ' FROM runs'  # noqa: S608 (constant column names)
+_INSERT: Final = (
+    'INSERT INTO runs ('  # noqa: S608 (constant column names)
+    + _COLUMN_LIST
+    + ') VALUES (%(response_id)s, %(created_at)s, %(updated_at)s, %(query)s, '
+    '%(effort)s, %(model)s, %(status)s, %(origin)s, %(sources)s, %(cited)s, %(input_tokens)s, %(output_tokens)s, '
+    '%(cost_usd)s, %(estimate_usd)s, %(error)s, %(trace_id)s, %(span_id)s, %(caller)s) '
+    'ON CONFLICT (response_id) DO NOTHING'
+)
+_SPENT: Final = 'SELECT COALESCE(SUM(COALESCE(cost_usd, estimate_usd)::numeric), 0)::float8 FROM runs'
+
+
+# --- the URL --------------------------------------------------------------------------------------------------------
+
+
+def is_postgres_url(target: str) -> bool:
+    return target.lower().startswith(SCHEMES)
+
+
+def redact_url(url: str) -> tuple[str, frozenset[str]]:
+    """The URL with its password shown as `***`, and the secrets to scrub from any text (raw and decoded)."""
+    secrets: set[str] = set()
+    scheme, _, rest = url.partition('://')
+    netloc, slash, tail = rest.partition('/')
+    userinfo, at, hosts = netloc.rpartition('@')
+    if at:
+        user, colon, password = userinfo.partition(':')
+        if colon:
+            secrets.add(password)
+            userinfo = f'{user}:***'
+        netloc = f'{userinfo}@{hosts}'
+    path, question, query = tail.partition('?')
+    if question:
+        params: list[str] = []
+        for param in query.split('&'):
+            key, equals, value = param.partition('=')
+            if equals and unquote(key).strip().lower() in _SECRET_PARAMS:
+                secrets.add(value)
+                param = f'{key}=***'
+            params.append(param)
+        query = '&'.join(params)
+    secrets |= {unquote(s) for s in secrets}
+    secrets.discard('')
+    return f'{scheme}://{netloc}{slash}{path}{question}{query}', frozenset(secrets)
+
+
+def _scrub(text: str, secrets: Iterable[str]) -> str:
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, '***')
+    return re.sub(r'\s+', ' ', text).strip()
+
+
+# --- the driver -----------------------------------------------------------------------------------------------------
+
+
+class DriverMissingError(ImportError):
+    """psycopg is not installed."""
+
+
+def _driver() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise DriverMissingError(
+            f'the PostgreSQL driver psycopg is not installed; install it with {INSTALL_HINT}'
+        ) from exc
+    return psycopg
+
+
+class _ServerDown(Exception):
+    """A connect failed moments ago; calls fail fast until `_DOWN_FOR_S` has passed."""
+
+
+class _PoolExhausted(Exception):
+    """Every connection of this process stayed busy for `_POOL_WAIT_S`."""
+
+
+def _text(value: Any) -> Any:
+    # PostgreSQL text cannot hold NUL; SQLite can. Replace it rather than lose the row.
+    return value.replace('\x00', '\ufffd') if isinstance(value, str) else value
+
+
+def _row(record: RunRecord) -> dict[str, Any]:
+    return {name: _text(value) for name, value in record.model_dump().items()}
+
+
+def _neutralise(conn: psycopg.Connection[Any]) -> None:
+    """In a forked child: point the inherited socket at /dev/null, then close, so the parent's session lives on."""
+    with contextlib.suppress(Exception):
+        fd = conn.pgconn.socket
+        devnull = os.open(os.devnull, os.O_RDWR)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+        conn.close()  # its goodbye goes to /dev/null
+        return
+    _ABANDONED.append(conn)  # could not neutralise: keep it alive, never finalised here
+
+
+def _close_pool(pool: _Pool, owner_pid: int) -> None:
+    if os.getpid() == owner_pid:
+        pool.close()
+
+
+class _Pool:
+    """At most `size` connections of this process; `acquire` opens one on demand or waits for one to come back."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], size: int) -> None:
+        self._connect = connect
+        self._size = size
+        self._cond = threading.Condition(threading.Lock())
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._all: list[psycopg.Connection[Any]] = []  # idle and in use, for close() and fork
+        self._opening = 0
+        self.connects = 0  # how many connections this pool has opened (for tests and diagnostics)
+
+    def acquire(self) -> tuple[psycopg.Connection[Any], bool]:
+        """A connection, and whether it is freshly opened (a pooled one may have died since its last use)."""
+        deadline = time.monotonic() + _POOL_WAIT_S
+        with self._cond:
+            while not self._idle and len(self._all) + self._opening >= self._size:
+                if not self._cond.wait(deadline - time.monotonic()):
+                    raise _PoolExhausted(f'all {self._size} connections of this process stayed busy')
+            if self._idle:
+                return self._idle.pop(), False
+            self._opening += 1
+        try:
+            conn = self._connect()
+        except BaseException:
+            with self._cond:
+                self._opening -= 1
+                self._cond.notify()
+            raise
+        with self._cond:
+            self._opening -= 1
+            self._all.append(conn)
+            self.connects += 1
+        return conn, True
+
+    def release(self, conn: psycopg.Connection[Any]) -> None:
+        from psycopg.pq import TransactionStatus
+
+        reusable = not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+        with self._cond:
+            if conn not in self._all:  # the pool was closed while it was in use
+                reusable = False
+            elif reusable:
+                self._idle.append(conn)
+            else:
+                self._all.remove(conn)
+            self._cond.notify()
+        if not reusable:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def discard(self, conn: psycopg.Connection[Any]) -> None:
+        """Drop a connection found dead, and the idle ones too: after a server restart they are all dead."""
+        with self._cond:
+            dropped = [conn, *self._idle]
+            self._idle.clear()
+            self._all = [c for c in self._all if all(c is not d for d in dropped)]
+            self._cond.notify_all()
+        for each in dropped:
+            with contextlib.suppress(Exception):
+                each.close()
+
+    def close(self) -> None:
+        """Close the idle connections now; those in use are closed when they come back."""
+        with self._cond:
+            idle, self._idle, self._all = self._idle, [], []
+            self._cond.notify_all()
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def after_fork(self) -> None:
+        inherited, self._all, self._idle = self._all, [], []
+        self._cond = threading.Condition(threading.Lock())
+        self._opening = 0
+        for conn in inherited:
+            _neutralise(conn)
+
+
+# --- migrations -----------------------------------------------------------------------------------------------------
+
+
+class _MigrationDB:
+    engine: EngineName = 'postgres'
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, /) -> None:
+        from psycopg import sql as pgsql
+
+        self._conn.execute(pgsql.SQL(sql))  # pyright: ignore[reportArgumentType] (a migration's own constant SQL)
+
+
+def _migrate(conn: psycopg.Connection[Any]) -> None:
+    names = [fn.__name__ for fn in MIGRATIONS]
+    if conn.execute("SELECT to_regclass('_migrations') IS NOT NULL").fetchone() == (True,):
+        rows = conn.execute('SELECT name FROM _migrations WHERE name = ANY(%s)', (names,)).fetchall()
+        if len(rows) == len(names):  # the usual case: nothing to do, no lock taken
+            return
+    with conn.transaction():
+        conn.execute('SELECT pg_advisory_xact_lock(%s)', (_MIGRATION_LOCK,))
+        conn.execute('CREATE TABLE IF NOT EXISTS _migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL)')
+        applied = {str(name) for (name,) in conn.execute('SELECT name FROM _migrations').fetchall()}
+        for fn in MIGRATIONS:
+            if fn.__name__ not in applied:
+                fn(_MigrationDB(conn))
+                conn.execute('INSERT INTO _migrations (name, applied_at) VALUES (%s, %s)', (fn.__name__, now()))
+
+
+# --- the engine -----------------------------------------------------------------------------------------------------
+
+
+class PostgresEngine(Engine):
+    """The ledger in a PostgreSQL database: a small pool of connections per process, shared by its threads."""
+
+    name: EngineName = 'postgres'
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self.redacted, self._secrets = redact_url(url)
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._pool: _Pool | None = None
+        self._migrated = False
+        self._down_until = 0.0
+        self._down_reason = ''
+        self._finalizer: weakref.finalize[..., Any] | None = None
+
+    def describe(self) -> str:
+        return self.redacted
+
+    def reduce_arg(self) -> str:
+        return self._url
+
+    def scrub(self, text: str) -> str:
+        return _scrub(text, self._secrets)
+
+    # --- operations -------------------------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        self._run(lambda conn: None)
+
+    def insert(self, record: RunRecord) -> None:
+        row = _row(record)
+        self._run(lambda conn: conn.execute(_INSERT, row))
+
+    def update(self, response_id: str, values: dict[str, Any], at: datetime) -> None:
+        self._run(lambda conn: _update(conn, response_id, values, at))
+
+    def get(self, response_id: str) -> RunRecord | None:
+        def op(conn: psycopg.Connection[Any]) -> RunRecord | None:
+            row = conn.execute(_SELECT + ' WHERE response_id = %s', (response_id,)).fetchone()
+            return record_from_row(row) if row is not None else None
+
+        return self._run(op)
+
+    def list(self, *, status: str | None, origin: str | None, caller: str | None, limit: int) -> list[RunRecord]:
+        where: list[LiteralString] = []
+        params: list[Any] = []
+        if status is not None:
+            where.append('status = %s')
+            params.append(status)
+        if origin is not None:
+            where.append('origin = %s')
+            params.append(origin)
+        if caller is not None:
+            where.append('caller = %s')
+            params.append(caller)
+        clause: LiteralString = ' WHERE ' + ' AND '.join(where) if where else ''
+        sql = _SELECT + clause + ' ORDER BY created_at DESC, seq DESC LIMIT %s'
+        params.append(max(limit, 0))
+
+        def op(conn: psycopg.Connection[Any]) -> list[RunRecord]:
+            return [r for r in map(record_from_row, conn.execute(sql, params).fetchall()) if r is not None]
+
+        return self._run(op)
+
+    def spent(self, *, since: datetime | None, caller: str | None) -> float:
+        return self._run(lambda conn: _spent(conn, since, caller))
+
+    def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
+        row = _row(record)
+
+        def op(conn: psycopg.Connection[Any]) -> float | None:
+            with conn.transaction():
+                if cap_usd is not None:
+                    # Every capped reservation on this database queues here until the one before it commits.
+                    conn.execute('SELECT pg_advisory_xact_lock(%s)', (_BUDGET_LOCK,))
+                    if conn.execute('SELECT 1 FROM runs WHERE response_id = %s', (record.response_id,)).fetchone():
+                        return None  # stored by an attempt whose commit was acknowledged too late
+                    spent = _spent(conn, since, None)
+                    if not fits(spent, record.estimate_usd, cap_usd):
+                        return spent
+                conn.execute(_INSERT, row)
+            return None
+
+        return self._run(op)
+
+    def bind(
+        self, token: str, response_id: str, pending: RunRecord | None, values: dict[str, Any], at: datetime
+    ) -> None:
+        def op(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                if token != response_id:
+                    if conn.execute('SELECT 1 FROM runs WHERE response_id = %s', (response_id,)).fetchone():
+                        conn.execute('DELETE FROM runs WHERE response_id = %s', (token,))  # keep the recorded row
+                    else:
+                        renamed = conn.execute(
+                            'UPDATE runs SET response_id = %s WHERE response_id = %s', (response_id, token)
+                        )
+                        if renamed.rowcount == 0 and pending is not None:
+                            conn.execute(_INSERT, _row(pending.model_copy(update={'response_id': response_id})))
+                elif pending is not None:
+                    conn.execute(_INSERT, _row(pending))
+                _update(conn, response_id, values, at)
+
+        self._run(op)
+
+    def release(self, token: str) -> None:
+        delete = 'DELETE FROM runs WHERE response_id = %s AND status = %s'
+        self._run(lambda conn: conn.execute(delete, (token, RESERVED)))
+
+    # --- machinery --------------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+            if self._finalizer is not None:
+                self._finalizer.detach()
+                self._finalizer = None
+        if pool is not None:
+            pool.close()
+
+    def after_fork(self) -> None:
+        self._lock = threading.Lock()
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self._pool is not None:
+            self._pool.after_fork()
+            self._pool = None
+        self._pid = os.getpid()
+
+    @property
+    def connects(self) -> int:
+        """How many connections this process has opened through the current pool."""
+        return self._pool.connects if self._pool is not None else 0
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        driver = _driver()
+        conn: psycopg.Connection[Any] = driver.Connection.connect(self._url, **self._connect_options(driver))
+        try:
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false), "
+                "set_config('idle_in_transaction_session_timeout', %s, false)",
+                (f'{_STATEMENT_TIMEOUT_MS}ms', f'{_LOCK_TIMEOUT_MS}ms', f'{_IDLE_IN_TRANSACTION_MS}ms'),
+            )
+            if not self._migrated:
+                _migrate(conn)
+                self._migrated = True
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _connect_options(self, driver: Any) -> dict[str, Any]:
+        given = driver.conninfo.conninfo_to_dict(self._url)
+        options: dict[str, Any] = {'autocommit': True}
+        if 'connect_timeout' not in given:
+            options['connect_timeout'] = _CONNECT_TIMEOUT_S
+        if 'application_name' not in given:
+            options['application_name'] = 'pydantic-ai-perplexity'
+        return options
+
+    def _acquire(self) -> tuple[psycopg.Connection[Any], bool, _Pool]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = _Pool(self._connect, _POOL_SIZE)
+                self._finalizer = weakref.finalize(self, _close_pool, self._pool, self._pid)
+            pool = self._pool
+        if time.monotonic() < self._down_until:
+            raise _ServerDown(self._down_reason)
+        try:
+            conn, fresh = pool.acquire()
+        except Exception as exc:
+            driver = _driver()
+            if isinstance(exc, driver.OperationalError):
+                self._down_reason = f'{type(exc).__name__}: {self.scrub(str(exc))}'
+                self._down_until = time.monotonic() + _DOWN_FOR_S
+            raise
+        return conn, fresh, pool
+
+    def _run(self, op: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        attempt = 0
+        while True:
+            conn, fresh, pool = self._acquire()
+            driver = _driver()
+            errors = driver.errors
+            try:
+                result = op(conn)
+            except (errors.SerializationFailure, errors.DeadlockDetected, errors.UniqueViolation):
+                pool.release(conn)
+                if attempt >= _RETRIES:
+                    raise
+                attempt += 1
+                time.sleep(random.uniform(0.01, 0.05) * attempt)
+                continue
+            except driver.OperationalError:
+                if not (conn.closed or conn.broken):  # e.g. a lock or statement timeout: the session is fine
+                    pool.release(conn)
+                    raise
+                pool.discard(conn)
+                if fresh or attempt >= _RETRIES:
+                    raise
+                attempt += 1  # a pooled connection died while idle: try again on a fresh one
+                continue
+            except BaseException:
+                pool.release(conn)
+                raise
+            pool.release(conn)
+            return result
+
+    def failure(self, action: str, exc: Exception) -> Failure:
+        detail = f'{type(exc).__name__}: {self.scrub(str(exc))}'
+        if isinstance(exc, DriverMissingError):
+            return Failure(
+                lasting=True,
+                cause=str(exc),
+                fix=f'Install the driver with {INSTALL_HINT}, or unset {LEDGER_URL_ENV} to use the SQLite ledger.',
+                summary=f'{action} failed: {detail}',
+            )
+        if isinstance(exc, _ServerDown | _PoolExhausted) or _is_transient(exc):
+            return Failure(
+                lasting=False,
+                cause=self.scrub(str(exc)) or type(exc).__name__,
+                fix=(
+                    f'Check that the PostgreSQL server at {self.redacted} is running and reachable, and that the '
+                    f'user, password (in the URL, PGPASSWORD or ~/.pgpass) and database in {LEDGER_URL_ENV} (or the '
+                    f'ledger argument) are right.'
+                ),
+                summary=f'{action} failed: {detail}',
+            )
+        return Failure(
+            lasting=True,
+            cause=self.scrub(str(exc)) or type(exc).__name__,
+            fix=(
+                f'Check that the user of {self.redacted} may create tables in that database and read and write '
+                f'them, then restart the process.'
+            ),
+            summary=f'{action} failed: {detail}',
+        )
+
+    def unenforceable_fix(self) -> str:
+        return f'Make the PostgreSQL server at {self.redacted} reachable (or fix {LEDGER_URL_ENV})'
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """An error that loses only this call: the server, the network or contention, or one value it could not store."""
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    return isinstance(exc, psycopg.OperationalError | psycopg.DataError)
+
+
+def _spent(conn: psycopg.Connection[Any], since: datetime | None, caller: str | None) -> float:
+    # Summed as numeric, so that many float estimates add up exactly to what they print as.
+    where: list[LiteralString] = []
+    params: list[Any] = []
+    if since is not None:
+        where.append('created_at >= %s')
+        params.append(in_utc(since))
+    if caller is not None:
+        where.append('caller = %s')
+        params.append(caller)
+    clause: LiteralString = ' WHERE ' + ' AND '.join(where) if where else ''
+    row = conn.execute(_SPENT + clause, params).fetchone()
+    return float(row[0]) if row is not None else 0.0
+
+
+def _update(conn: psycopg.Connection[Any], response_id: str, values: dict[str, Any], at: datetime) -> None:
+    from psycopg import sql
+
+    values = {name: _text(value) for name, value in values.items()} | {'updated_at': at}
+    assignments = sql.SQL(', ').join(
+        sql.SQL('{} = {}').format(sql.Identifier(name), sql.Placeholder(name))
+        for name in values  # names checked against UPDATABLE
+    )
+    query = sql.SQL('UPDATE runs SET {} WHERE response_id = {}').format(assignments, sql.Placeholder('_id'))
+    conn.execute(query, {**values, '_id': response_id})

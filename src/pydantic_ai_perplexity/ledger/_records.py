@@ -1,0 +1,220 @@
+"""What both engines share: the row model, the budget's estimates and refusals, and the ledger's exceptions."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import os
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from ..errors import BudgetExceededError, ConfigurationError
+
+_log = logging.getLogger('pydantic_ai_perplexity.ledger')
+
+BUDGET_ENV = 'PERPLEXITY_BUDGET_USD'
+STATE_DIR_ENV = 'PERPLEXITY_STATE_DIR'
+LEDGER_URL_ENV = 'PERPLEXITY_LEDGER_URL'
+
+#: Estimated cost in USD of one run per effort, charged against the budget until the actual cost is known.
+#: Perplexity publishes no per-effort price, so these come from what each effort bundles (perplexity-api.md §0.3,
+#: §8), rounded up: `fast` is one step with one search ($0.005) on a fast model; `low` about three steps with
+#: search and fetch on a mid-price model; `medium` about ten steps on a frontier model ($1.75/$14 per 1M tokens,
+#: ~100K tokens in); `high` and `xhigh` run many more steps, and `xhigh` adds a code sandbox. They err high so that
+#: a cap is met before it is overrun; the actual `usage.cost` replaces them as soon as a run reports it.
+ESTIMATED_COST_USD: dict[str, float] = {'fast': 0.01, 'low': 0.05, 'medium': 0.25, 'high': 1.00, 'xhigh': 3.00}
+#: The effort whose estimate applies when the effort is unknown or not given (the API's default depth).
+DEFAULT_EFFORT = 'medium'
+#: The old preset names the API still accepts, and the effort each stands for.
+_EFFORT_ALIASES = {
+    'fast-search': 'fast',
+    'pro-search': 'low',
+    'deep-research': 'medium',
+    'advanced-deep-research': 'high',
+}
+
+#: The status of a row that holds budget for a run whose create has not answered yet.
+RESERVED = 'reserved'
+_PROVISIONAL_PREFIX = 'pending_'
+
+EPSILON_USD = 1e-9  # float sums of cents must not refuse a run that fits the cap exactly
+
+
+class LedgerWarning(UserWarning):
+    """The run ledger is not working: research goes on, but history and budget tracking are lost."""
+
+
+class BudgetUnenforceableError(BudgetExceededError):
+    """A budget cap is set but the ledger cannot tell the recorded spend, so the run is refused rather than unchecked.
+
+    `spent_usd` is NaN: the spend is unknown.
+    """
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def in_utc(value: datetime) -> datetime:
+    """`value` in UTC; a naive datetime is taken to be UTC already."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def provisional_id() -> str:
+    """A fresh key for a reservation whose real `response_id` is not known yet."""
+    return f'{_PROVISIONAL_PREFIX}{uuid.uuid4().hex}'
+
+
+def is_provisional(response_id: str) -> bool:
+    """Whether `response_id` is a reservation key made by `provisional_id()`, not an id the API gave."""
+    return response_id.startswith(_PROVISIONAL_PREFIX)
+
+
+Origin = Literal['toolset', 'mcp', 'cli', 'api']
+
+
+class RunRecord(BaseModel):
+    """One research run as the ledger records it."""
+
+    model_config = ConfigDict(extra='forbid')
+
+    #: The API's id (`resp_<uuid>`), or a provisional key while a reservation waits for it.
+    response_id: str = Field(default_factory=provisional_id)
+    created_at: AwareDatetime = Field(default_factory=now)
+    #: Defaults to `created_at`; the ledger sets it on every update.
+    updated_at: AwareDatetime = Field(default_factory=now)
+    query: str
+    effort: str | None = None
+    model: str | None = None
+    #: `queued`, `in_progress`, `completed`, `incomplete`, `failed`, `cancelled`, `cancelling`, or `reserved`.
+    status: str = 'queued'
+    #: Which way in started the run.
+    origin: Origin
+    sources: int = 0
+    cited: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: The actual cost reported by the API, when known; it replaces `estimate_usd` in the spend.
+    cost_usd: float | None = None
+    #: The estimate charged against the budget until `cost_usd` is known; defaults to `estimate_cost(effort)`.
+    estimate_usd: float = 0.0
+    error: str | None = None
+    #: Trace and span id (hex) of the span that started the run, so a later collection can link to it.
+    trace_id: str | None = None
+    span_id: str | None = None
+    #: Who started the run (e.g. the name of an MCP bearer token), for attributing spend.
+    caller: str | None = None
+
+    @field_validator('created_at', 'updated_at')
+    @classmethod
+    def _in_utc(cls, value: datetime) -> datetime:
+        return value.astimezone(UTC)
+
+    def model_post_init(self, context: Any, /) -> None:
+        if 'updated_at' not in self.model_fields_set:
+            self.updated_at = self.created_at
+        if 'estimate_usd' not in self.model_fields_set:  # a record built without one must not count as free
+            self.estimate_usd = estimate_cost(self.effort)
+
+
+#: The columns of `runs` that both engines read and write, in `RunRecord`'s order.
+COLUMNS: tuple[str, ...] = tuple(RunRecord.model_fields)
+#: Fields `update()` and `bind()` accept; the key and the timestamps are the ledger's own.
+UPDATABLE = frozenset(COLUMNS) - {'response_id', 'created_at', 'updated_at'}
+
+
+def record_from_row(row: Any) -> RunRecord | None:
+    """A `RunRecord` from a row of `COLUMNS`, or None (logged) if it does not validate."""
+    try:
+        return RunRecord.model_validate(dict(zip(COLUMNS, row, strict=True)))
+    except ValidationError as exc:  # e.g. an origin written by a newer version of the library
+        _log.debug('skipping a ledger row that does not validate: %s', exc)
+        return None
+
+
+@functools.cache
+def _field_adapter(name: str) -> TypeAdapter[Any]:
+    annotation = RunRecord.model_fields[name].annotation
+    assert annotation is not None
+    return TypeAdapter(annotation)
+
+
+def validated_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` checked against `RunRecord` for `update()` and `bind()`.
+
+    Raises:
+        TypeError: a field that does not exist or cannot be updated, or a value of the wrong type.
+    """
+    unknown = sorted(set(fields) - UPDATABLE)
+    if unknown:
+        raise TypeError(f'RunRecord fields that cannot be updated: {", ".join(unknown)}; allowed: {sorted(UPDATABLE)}')
+    values: dict[str, Any] = {}
+    for name, value in fields.items():
+        try:
+            values[name] = _field_adapter(name).validate_python(value)
+        except ValidationError as exc:
+            raise TypeError(f'invalid value for RunRecord.{name}: {value!r}') from exc
+    return values
+
+
+# --- budget ---------------------------------------------------------------------------------------------------------
+
+
+def estimate_cost(effort: str | None) -> float:
+    """The estimated cost in USD of one run at `effort`, from `ESTIMATED_COST_USD`.
+
+    A pinned `name@version` counts as `name`, the old preset names as their efforts, and an unknown or missing
+    effort as `DEFAULT_EFFORT`.
+    """
+    name = (effort or DEFAULT_EFFORT).strip().lower().partition('@')[0]
+    name = _EFFORT_ALIASES.get(name, name)
+    return ESTIMATED_COST_USD.get(name, ESTIMATED_COST_USD[DEFAULT_EFFORT])
+
+
+def budget_from_env() -> float | None:
+    """The budget cap in USD from `PERPLEXITY_BUDGET_USD`, or None when it is unset or empty (no cap).
+
+    Raises:
+        ConfigurationError: the variable is not a finite, non-negative number.
+    """
+    raw = os.environ.get(BUDGET_ENV, '').strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw.removeprefix('$'))
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ConfigurationError(
+            f'{BUDGET_ENV} must be a non-negative number of US dollars, e.g. 5 or 12.50; got {raw!r}. '
+            f'Unset it to run without a budget cap.'
+        )
+    return value
+
+
+def usd(value: float) -> str:
+    return f'${value:.4f}' if 0 < abs(value) < 0.01 else f'${value:,.2f}'
+
+
+def fits(spent: float, estimate: float, cap: float) -> bool:
+    """Whether a run estimated at `estimate` fits under `cap` after `spent`."""
+    return spent + estimate <= cap + EPSILON_USD
+
+
+def refusal(record: RunRecord, spent: float, cap: float) -> BudgetExceededError:
+    """The error for a run that does not fit the cap: the spend, the cap, the estimate and how to allow it."""
+    effort = f' (effort {record.effort!r})' if record.effort else ''
+    message = (
+        f'Budget exceeded: {usd(spent)} already spent (recorded in the ledger) of a {usd(cap)} cap, and this run '
+        f'is estimated at {usd(record.estimate_usd)}{effort}, which would bring it to '
+        f'{usd(spent + record.estimate_usd)}. '
+        f'The run was not started. To allow it, raise the cap with the `budget_usd=` argument or the {BUDGET_ENV} '
+        f'environment variable, or choose a cheaper effort.'
+    )
+    return BudgetExceededError(message, spent_usd=spent, cap_usd=cap, estimate_usd=record.estimate_usd)

@@ -1,0 +1,373 @@
+"""The SQLite engine: one file on a local disk, shared by the processes of one machine (the default).
+
+**Location.** `$PERPLEXITY_STATE_DIR/ledger.sqlite3`, else `platformdirs.user_state_dir('pydantic-ai-perplexity')`
+(e.g. `~/.local/state/pydantic-ai-perplexity/ledger.sqlite3` on Linux). It must be on a local disk: SQLite's WAL
+needs shared memory between the processes, which network filesystems do not give. On Linux a path on NFS, SMB/CIFS,
+AFS, sshfs, Ceph, GlusterFS or Lustre is refused (read from `/proc/self/mounts`); elsewhere this is not checked.
+
+**Concurrency.** Each process opens its own connection lazily, on first use, and reopens after `fork()` (a
+connection is never carried across a fork: that can corrupt the file). Threads share it under a lock. Every
+connection sets `journal_mode=WAL`, `synchronous=FULL` (a commit survives power loss), `busy_timeout=5000` and
+`foreign_keys=ON`; every write is one short `BEGIN IMMEDIATE ... COMMIT`, retried a bounded number of times with
+jitter when another process holds the write lock longer than the busy timeout. The budget check and the insert of
+a reservation share one such transaction: the write lock is held from reading the spend to writing the row. The
+schema is created and upgraded by the registered migrations, recorded in `_migrations` and `PRAGMA user_version`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import platformdirs
+
+from ._engine import MIGRATIONS, Engine, EngineName, Failure
+from ._records import COLUMNS, RESERVED, STATE_DIR_ENV, RunRecord, fits, in_utc, now, record_from_row
+
+_T = TypeVar('_T')
+
+LEDGER_FILENAME = 'ledger.sqlite3'
+_BUSY_TIMEOUT_MS = 5000
+_RETRIES = 2  # after the first attempt: at most 3 x busy_timeout blocked on a lock held by another process
+_NETWORK_FILESYSTEMS = frozenset(
+    {'nfs', 'nfs4', 'cifs', 'smb3', 'smbfs', 'afs', 'ncpfs', 'ceph', 'glusterfs', 'lustre', 'fuse.sshfs'}
+    | {'fuse.glusterfs', 'fuse.ceph', 'fuse.rclone'}
+)
+_ABANDONED: list[sqlite3.Connection] = []  # inherited across fork: never closed in the child (see after_fork)
+
+_SELECT = f'SELECT {", ".join(COLUMNS)} FROM runs'  # noqa: S608 (constant column names)
+_INSERT = (
+    f'INSERT INTO runs ({", ".join(COLUMNS)}) VALUES ({", ".join(":" + c for c in COLUMNS)}) '  # noqa: S608
+    'ON CONFLICT(response_id) DO NOTHING'
+)
+
+
+def _timestamp(value: datetime) -> str:
+    """Fixed-width ISO 8601 in UTC, so that text order is time order in SQL."""
+    return in_utc(value).isoformat(timespec='microseconds')
+
+
+def _row(record: RunRecord) -> dict[str, Any]:
+    data = record.model_dump()
+    data['created_at'] = _timestamp(record.created_at)
+    data['updated_at'] = _timestamp(record.updated_at)
+    return data
+
+
+# --- location -------------------------------------------------------------------------------------------------------
+
+
+def default_ledger_path() -> Path:
+    """`$PERPLEXITY_STATE_DIR/ledger.sqlite3`, else the ledger file in the user state directory."""
+    state_dir = os.environ.get(STATE_DIR_ENV, '').strip()
+    base = Path(state_dir).expanduser() if state_dir else Path(platformdirs.user_state_dir('pydantic-ai-perplexity'))
+    return base / LEDGER_FILENAME
+
+
+_MOUNT_ESCAPE = re.compile(r'\\([0-7]{3})')
+
+
+def _filesystem_type(directory: str, mounts: str) -> str | None:
+    """The type of the filesystem holding `directory` (absolute, resolved), from the text of `/proc/self/mounts`."""
+    best, best_type = '', None
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mount = _MOUNT_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), parts[1])
+        inside = directory == mount or directory.startswith(mount.rstrip('/') + '/')
+        if inside and len(mount) >= len(best):
+            best, best_type = mount, parts[2]
+    return best_type
+
+
+def _network_filesystem(directory: Path) -> str | None:
+    try:
+        mounts = Path('/proc/self/mounts').read_text(encoding='utf-8')
+    except OSError:  # not Linux: not checked
+        return None
+    fs_type = _filesystem_type(str(directory.resolve()), mounts)
+    return fs_type if fs_type in _NETWORK_FILESYSTEMS else None
+
+
+# --- migrations -----------------------------------------------------------------------------------------------------
+
+
+class _MigrationDB:
+    engine: EngineName = 'sqlite'
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def execute(self, sql: str, /) -> None:
+        self._db.execute(sql)  # never executescript: it would commit
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    (version,) = db.execute('PRAGMA user_version').fetchone()
+    if int(version) >= len(MIGRATIONS):  # a newer library may have gone further: its migrations only add
+        return
+    db.execute('BEGIN IMMEDIATE')
+    try:
+        db.execute('CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)')
+        applied = {str(name) for (name,) in db.execute('SELECT name FROM _migrations')}
+        for fn in MIGRATIONS:
+            if fn.__name__ not in applied:
+                fn(_MigrationDB(db))
+                db.execute('INSERT INTO _migrations (name, applied_at) VALUES (?, ?)', (fn.__name__, _timestamp(now())))
+        (version,) = db.execute('PRAGMA user_version').fetchone()
+        db.execute(f'PRAGMA user_version = {max(int(version), len(MIGRATIONS))}')
+        db.execute('COMMIT')
+    except BaseException:
+        _rollback(db)
+        raise
+
+
+# --- the engine -----------------------------------------------------------------------------------------------------
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    if db.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute('ROLLBACK')
+
+
+def _primary_code(exc: BaseException) -> int:
+    """SQLite's primary result code for an error raised by SQLite itself, else 0."""
+    code = getattr(exc, 'sqlite_errorcode', None)
+    return code & 0xFF if isinstance(code, int) else 0
+
+
+def _is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and _primary_code(exc) in {5, 6}  # BUSY, LOCKED
+
+
+def _close_connection(db: sqlite3.Connection, owner_pid: int) -> None:
+    if os.getpid() == owner_pid:
+        with contextlib.suppress(sqlite3.Error):
+            db.close()
+
+
+class _Refused(Exception):
+    """The ledger refuses a location or a database it cannot use safely."""
+
+
+class SQLiteEngine(Engine):
+    """The ledger in a SQLite file: one connection per process, shared by its threads under a lock."""
+
+    name: EngineName = 'sqlite'
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._pid = os.getpid()
+        self._db: sqlite3.Connection | None = None
+        self._finalizer: weakref.finalize[..., Any] | None = None
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    def reduce_arg(self) -> Path:
+        return self.path
+
+    # --- operations -------------------------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        self._run(lambda db: None, write=False)
+
+    def insert(self, record: RunRecord) -> None:
+        row = _row(record)
+        self._run(lambda db: db.execute(_INSERT, row), write=True)
+
+    def update(self, response_id: str, values: dict[str, Any], at: datetime) -> None:
+        self._run(lambda db: _update(db, response_id, values, at), write=True)
+
+    def get(self, response_id: str) -> RunRecord | None:
+        def op(db: sqlite3.Connection) -> RunRecord | None:
+            rows = db.execute(f'{_SELECT} WHERE response_id = ?', (response_id,)).fetchall()
+            return record_from_row(rows[0]) if rows else None
+
+        return self._run(op, write=False)
+
+    def list(self, *, status: str | None, origin: str | None, caller: str | None, limit: int) -> list[RunRecord]:
+        where: list[str] = []
+        params: list[Any] = []
+        for column, value in (('status', status), ('origin', origin), ('caller', caller)):
+            if value is not None:
+                where.append(f'{column} = ?')
+                params.append(value)
+        clause = f' WHERE {" AND ".join(where)}' if where else ''
+        sql = f'{_SELECT}{clause} ORDER BY created_at DESC, rowid DESC LIMIT ?'
+        params.append(max(limit, 0))
+
+        def op(db: sqlite3.Connection) -> list[RunRecord]:
+            return [r for r in map(record_from_row, db.execute(sql, params).fetchall()) if r is not None]
+
+        return self._run(op, write=False)
+
+    def spent(self, *, since: datetime | None, caller: str | None) -> float:
+        return self._run(lambda db: _spent(db, since, caller), write=False)
+
+    def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
+        row = _row(record)
+
+        def op(db: sqlite3.Connection) -> float | None:
+            if cap_usd is not None:
+                spent = _spent(db, since, None)
+                if not fits(spent, record.estimate_usd, cap_usd):
+                    return spent
+            db.execute(_INSERT, row)
+            return None
+
+        return self._run(op, write=True)
+
+    def bind(
+        self, token: str, response_id: str, pending: RunRecord | None, values: dict[str, Any], at: datetime
+    ) -> None:
+        def op(db: sqlite3.Connection) -> None:
+            if token != response_id:
+                if db.execute('SELECT 1 FROM runs WHERE response_id = ?', (response_id,)).fetchone():
+                    db.execute('DELETE FROM runs WHERE response_id = ?', (token,))  # already recorded: keep that row
+                else:
+                    renamed = db.execute('UPDATE runs SET response_id = ? WHERE response_id = ?', (response_id, token))
+                    if renamed.rowcount == 0 and pending is not None:
+                        db.execute(_INSERT, _row(pending.model_copy(update={'response_id': response_id})))
+            elif pending is not None:
+                db.execute(_INSERT, _row(pending))
+            _update(db, response_id, values, at)
+
+        self._run(op, write=True)
+
+    def release(self, token: str) -> None:
+        self._run(
+            lambda db: db.execute('DELETE FROM runs WHERE response_id = ? AND status = ?', (token, RESERVED)),
+            write=True,
+        )
+
+    # --- machinery --------------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._finalizer is not None:
+                self._finalizer.detach()
+                self._finalizer = None
+            if self._db is not None:
+                db, self._db = self._db, None
+                with contextlib.suppress(sqlite3.Error):
+                    db.close()
+
+    def after_fork(self) -> None:
+        # The child must neither use nor close the parent's connection (closing would drop the parent's POSIX locks
+        # on the file); it keeps the object alive and opens its own. The lock may have been held by a thread that
+        # does not exist here, so it is replaced too.
+        self._lock = threading.RLock()
+        if self._db is not None:
+            _ABANDONED.append(self._db)
+            self._db = None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self._pid = os.getpid()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = self._open()
+            self._finalizer = weakref.finalize(self, _close_connection, self._db, self._pid)
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        directory = self.path.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        fs_type = _network_filesystem(directory)
+        if fs_type is not None:
+            raise _Refused(f'{directory} is on a network filesystem ({fs_type}), where SQLite cannot share the file')
+        db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute(f'PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}')
+            (mode,) = db.execute('PRAGMA journal_mode = WAL').fetchone()
+            if str(mode).lower() != 'wal':
+                raise _Refused(f'the file cannot use write-ahead logging (journal mode stayed {mode!r})')
+            db.execute('PRAGMA synchronous = FULL')
+            db.execute('PRAGMA foreign_keys = ON')
+            _migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _run(self, op: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
+        with self._lock:
+            attempt = 0
+            while True:
+                try:
+                    db = self._connection()
+                    if not write:
+                        return op(db)
+                    db.execute('BEGIN IMMEDIATE')
+                    try:
+                        result = op(db)
+                        db.execute('COMMIT')
+                    except BaseException:
+                        _rollback(db)
+                        raise
+                    return result
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc) or attempt >= _RETRIES:
+                        raise
+                    attempt += 1
+                    time.sleep(random.uniform(0.05, 0.25) * attempt)
+
+    def failure(self, action: str, exc: Exception) -> Failure:
+        if _is_busy(exc):
+            return Failure(
+                lasting=False,
+                cause=(
+                    f'another process held its write lock for more than {(_RETRIES + 1) * _BUSY_TIMEOUT_MS // 1000} s'
+                ),
+                fix='Look for a process holding a long transaction on the file (e.g. an open `sqlite3` shell).',
+                summary='its write lock stayed busy',
+            )
+        if _primary_code(exc) in {11, 26}:  # CORRUPT, NOTADB
+            fix = f'Move the file aside (a new ledger is then created), or set {STATE_DIR_ENV} to another directory.'
+        else:
+            fix = f'Make {self.path.parent} a writable local directory, or set {STATE_DIR_ENV} to one.'
+        return Failure(
+            lasting=True,
+            cause=str(exc) or type(exc).__name__,
+            fix=fix,
+            summary=f'{action} failed: {type(exc).__name__}: {exc}',
+        )
+
+    def unenforceable_fix(self) -> str:
+        return f'Point {STATE_DIR_ENV} at a writable local directory'
+
+
+def _spent(db: sqlite3.Connection, since: datetime | None, caller: str | None) -> float:
+    where: list[str] = []
+    params: list[str] = []
+    if since is not None:
+        where.append('created_at >= ?')
+        params.append(_timestamp(since))
+    if caller is not None:
+        where.append('caller = ?')
+        params.append(caller)
+    clause = f' WHERE {" AND ".join(where)}' if where else ''
+    sql = f'SELECT TOTAL(COALESCE(cost_usd, estimate_usd)) FROM runs{clause}'  # noqa: S608 (constant clauses)
+    ((total,),) = db.execute(sql, params).fetchall()  # fetchall: the read ends with the call
+    return float(total)
+
+
+def _update(db: sqlite3.Connection, response_id: str, values: dict[str, Any], at: datetime) -> None:
+    values = {**values, 'updated_at': _timestamp(at)}
+    assignments = ', '.join(f'{name} = :{name}' for name in values)  # names checked against UPDATABLE
+    db.execute(f'UPDATE runs SET {assignments} WHERE response_id = :_id', {**values, '_id': response_id})  # noqa: S608
