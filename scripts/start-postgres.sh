@@ -59,9 +59,21 @@ max_connections = 200
 CONF
 fi
 
-if ! as_owner "$bin/pg_ctl" status --pgdata="$data" >/dev/null 2>&1; then
-  log "starting the server on 127.0.0.1:$port"
-  as_owner "$bin/pg_ctl" start --pgdata="$data" --wait --timeout=60 --log="$data/server.log" >/dev/null
+ready() { "$bin/pg_isready" --host=127.0.0.1 --port="$port" --timeout=2 >/dev/null 2>&1; }
+if ! ready; then
+  if as_owner "$bin/pg_ctl" status --pgdata="$data" >/dev/null 2>&1; then
+    for _ in $(seq 6); do ready && break; sleep 0.5; done  # still starting up?
+  fi
+  if ! ready; then
+    # Not answering: any postmaster.pid left is stale (the server was killed with the machine's other processes).
+    as_owner "$bin/pg_ctl" stop --pgdata="$data" --mode=immediate >/dev/null 2>&1 || true
+    rm -f "$data/postmaster.pid"
+    log "starting the server on 127.0.0.1:$port"
+    if ! as_owner "$bin/pg_ctl" start --pgdata="$data" --wait --timeout=60 --log="$data/server.log" >/dev/null; then
+      tail -n 20 "$data/server.log" >&2 || true
+      exit 1
+    fi
+  fi
 fi
 
 psql=("$bin/psql" --host=127.0.0.1 --port="$port" --username=postgres --no-psqlrc --quiet --tuples-only)
