@@ -144,7 +144,7 @@ def test_a_bad_argument_is_an_error_with_text_that_says_what_to_fix(server: RawS
 
 
 def test_calls_on_one_pipe_run_concurrently(server: RawServer) -> None:
-    slow = {'name': 'perplexity_research', 'arguments': {'query': 'Slow one [[emulate: duration=300]]'}}
+    slow = {'name': 'perplexity_research', 'arguments': {'query': 'Slow one [[emulate: duration=600]]'}}
     fast = {'name': 'perplexity_search', 'arguments': {'query': 'heat pumps'}}
     server.send({'jsonrpc': '2.0', 'id': 'slow', 'method': 'tools/call', 'params': slow})
     server.send({'jsonrpc': '2.0', 'id': 'fast', 'method': 'tools/call', 'params': fast})
