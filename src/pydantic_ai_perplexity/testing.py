@@ -3,14 +3,15 @@
 `scripted_research_model()` is a pydantic-ai `FunctionModel` that behaves like a disciplined researcher: it
 calls `perplexity_research` with the user's question, collects a hand-off with `perplexity_research_result`
 until the run is done, and answers with what came back (or fills the agent's output type from the
-`ResearchResult` in the tool's metadata). Paired with the emulator it needs no key and no network.
+`ResearchResult` in the tool's metadata). It reads the tools' results in-process (`PerplexityToolset`) and over MCP
+(where pydantic-ai hands the model the structured result). Paired with the emulator it needs no key and no network.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
@@ -21,6 +22,7 @@ from .results import ResearchResult
 __all__ = ('scripted_research_model',)
 
 _HANDOFF_ID = re.compile(r'response_id="(resp_[^"]+)"')
+_SPOTLIGHT = re.compile(r'<</?web-[0-9a-f]+>>')
 
 ReportBuilder = Callable[[ResearchResult], dict[str, Any]]
 
@@ -40,6 +42,34 @@ def _last_return(messages: list[ModelMessage]) -> ToolReturnPart | None:
             if isinstance(part, ToolReturnPart):
                 return part
     return None
+
+
+def _calls(messages: list[ModelMessage], tool: str) -> int:
+    return sum(
+        1
+        for m in messages
+        if isinstance(m, ModelResponse)
+        for p in m.parts
+        if isinstance(p, ToolCallPart) and p.tool_name == tool
+    )
+
+
+def _from_structured(
+    content: dict[str, Any], messages: list[ModelMessage], collect: str, max_collects: int
+) -> ModelResponse:
+    """The next move from a structured (MCP) result: collect a hand-off, or answer with the cited sources."""
+    if content.get('next') and content.get('response_id') and _calls(messages, collect) < max_collects:
+        return ModelResponse(parts=[ToolCallPart(collect, {'response_id': content['response_id']})])
+    answer = _SPOTLIGHT.sub('', str(content.get('answer') or ''))
+    if not answer:
+        return ModelResponse(parts=[TextPart(str(content))])
+    sources: list[Any] = content.get('sources') or []
+    cited = '\n'.join(
+        f'[{s["n"]}] {_SPOTLIGHT.sub("", str(s.get("title") or ""))} — {s["url"]}'
+        for s in cast('list[dict[str, Any]]', sources)
+        if s.get('cited')
+    )
+    return ModelResponse(parts=[TextPart(f'{answer}\n\nSources:\n{cited}')])
 
 
 def scripted_research_model(
@@ -66,15 +96,12 @@ def scripted_research_model(
             if effort:
                 args['effort'] = effort
             return ModelResponse(parts=[ToolCallPart(research, args)])
+        content: Any = last.content
+        if isinstance(content, dict):  # over MCP, pydantic-ai gives the model the structured result
+            return _from_structured(cast('dict[str, Any]', content), messages, collect, max_collects)
         text = last.model_response_str()
         handoff = _HANDOFF_ID.search(text)
-        collects = sum(
-            1
-            for m in messages
-            if isinstance(m, ModelResponse)
-            for p in m.parts
-            if isinstance(p, ToolCallPart) and p.tool_name == collect
-        )
+        collects = _calls(messages, collect)
         if handoff and collects < max_collects:
             return ModelResponse(parts=[ToolCallPart(collect, {'response_id': handoff.group(1)})])
         result = field_of(last.metadata, 'research_result')

@@ -1,0 +1,176 @@
+"""Many questions at once: research them concurrently (bounded), in order, within a budget; tabulate the results.
+
+```python
+results = await research_many(['What is the EU AI Act?', 'How do heat pumps work?'], concurrency=4, budget_usd=1)
+results_table(results)  # a pandas DataFrame when pandas is installed, else a list of dicts
+```
+
+A question the budget refuses, or whose run cannot start, comes back as a `failed` result with `error` saying why
+and an empty `response_id` (no run exists) instead of ending the batch. Problems no question can get past (a missing
+or rejected key, a bad base URL) still raise, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+
+from .errors import (
+    AuthenticationError,
+    BudgetExceededError,
+    ConfigurationError,
+    PermissionDeniedError,
+    PerplexityError,
+)
+from .results import ResearchResult
+
+if TYPE_CHECKING:
+    from .ledger import Ledger
+    from .researcher import Researcher
+
+__all__ = ('research_many', 'results_table', 'spend_by_effort')
+
+#: Errors that would repeat for every question: the batch stops and raises them.
+_FATAL = (ConfigurationError, AuthenticationError, PermissionDeniedError)
+
+Query = str | Mapping[str, Any]
+OnResult = Callable[[int, ResearchResult], Awaitable[None] | None]
+
+
+def _split(item: Query, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    if isinstance(item, str):
+        return item, dict(options)
+    fields = dict(item)
+    query = fields.pop('query', None)
+    if not isinstance(query, str):
+        raise TypeError(f'a batch item needs a "query" string: {item!r}')
+    return query, {**options, **fields}
+
+
+def _not_started(query: str, effort: Any, exc: PerplexityError) -> ResearchResult:
+    why = 'refused by the budget' if isinstance(exc, BudgetExceededError) else 'not started'
+    return ResearchResult(
+        response_id='',
+        status='failed',
+        query=query,
+        effort=effort if isinstance(effort, str) else None,
+        error=f'{why}: {exc}',
+    )
+
+
+async def research_many(
+    queries: Iterable[Query],
+    *,
+    concurrency: int = 4,
+    researcher: Researcher | None = None,
+    budget_usd: float | None = None,
+    on_result: OnResult | None = None,
+    **options: Any,
+) -> list[ResearchResult]:
+    """Research every question, at most `concurrency` runs at a time; the results in the order of `queries`.
+
+    Args:
+        queries: Questions, or mappings with a `query` and per-question options (e.g. `{'query': q, 'effort': 'low'}`).
+        concurrency: How many runs may be going at once.
+        researcher: The `Researcher` to use (its ledger and budget); by default one from the environment.
+        budget_usd: A cap on recorded spend for the default researcher (or `PERPLEXITY_BUDGET_USD`). Runs that
+            would pass it are refused before they start and come back failed, with the reason in `error`.
+        on_result: Called with `(index, result)` as each question finishes, e.g. to show progress.
+        options: Options for every run (`effort`, `domains`, `wait_seconds`, ...), as `Researcher.run` takes them.
+    """
+    if concurrency < 1:
+        raise ValueError(f'concurrency must be at least 1, not {concurrency}.')
+    items = [_split(item, options) for item in queries]
+    if researcher is None:
+        from .researcher import Researcher
+
+        researcher = Researcher(budget_usd=budget_usd)
+    elif budget_usd is not None:
+        raise ValueError('budget_usd is for the default researcher: give your Researcher(budget_usd=...) instead.')
+    results: list[ResearchResult | None] = [None] * len(items)
+    limiter = anyio.CapacityLimiter(concurrency)
+    fatal: list[PerplexityError] = []
+
+    async def one(index: int, query: str, run_options: dict[str, Any], scope: anyio.CancelScope) -> None:
+        async with limiter:
+            try:
+                result = await researcher.run(query, **run_options)
+            except _FATAL as exc:  # would fail every question the same way: stop the batch, raise it once
+                fatal.append(exc)
+                scope.cancel()
+                return
+            except PerplexityError as exc:  # refused by the budget, a bad argument, a create that failed
+                result = _not_started(query, run_options.get('effort'), exc)
+        results[index] = result
+        if on_result is not None:
+            outcome = on_result(index, result)
+            if outcome is not None:
+                await outcome
+
+    async with researcher:
+        async with anyio.create_task_group() as group:
+            for index, (query, run_options) in enumerate(items):
+                group.start_soon(one, index, query, run_options, group.cancel_scope)
+        await researcher.flush()
+    if fatal:
+        raise fatal[0]
+    return [r for r in results if r is not None]
+
+
+def _row(result: ResearchResult) -> dict[str, Any]:
+    latency = result.progress.elapsed_s if result.response_id and result.done else None
+    return {
+        'query': result.query,
+        'effort': result.effort,
+        'status': result.status,
+        'cost_usd': result.cost_usd,
+        'latency_s': latency,
+        'sources': len(result.sources),
+        'cited': len(result.cited_sources),
+        'searches': result.progress.searches,
+        'pages_fetched': result.progress.pages_fetched,
+        'model': result.model,
+        'response_id': result.response_id or None,
+        'error': result.error,
+    }
+
+
+def results_table(results: Iterable[ResearchResult]) -> Any:
+    """One row per result (query, effort, status, cost, latency, source counts, model, id, error).
+
+    A pandas `DataFrame` when pandas is installed, otherwise a list of dicts with the same columns.
+    """
+    rows = [_row(r) for r in results]
+    try:
+        import pandas as pd  # pyright: ignore[reportMissingTypeStubs]
+    except ImportError:
+        return rows
+    return cast('Any', pd).DataFrame(rows, columns=list(_row(ResearchResult(response_id='', status='')).keys()))
+
+
+def spend_by_effort(ledger: Ledger | None = None, *, limit: int = 10_000) -> dict[str, dict[str, float]]:
+    """Recorded runs and spend per effort from the ledger: `{effort: {'runs', 'spent_usd', 'estimated_usd'}}`.
+
+    `spent_usd` sums costs the API reported; `estimated_usd` sums the estimates still standing for runs whose cost is
+    not known yet (still going, or ended without a bill). Together they are what the budget counts.
+    """
+    from .ledger import Ledger
+
+    own = ledger is None
+    book = Ledger() if ledger is None else ledger
+    try:
+        records = book.list(limit=limit)
+    finally:
+        if own:
+            book.close()
+    summary: dict[str, dict[str, float]] = {}
+    for record in records:
+        entry = summary.setdefault(record.effort or 'unknown', {'runs': 0, 'spent_usd': 0.0, 'estimated_usd': 0.0})
+        entry['runs'] += 1
+        if record.cost_usd is not None:
+            entry['spent_usd'] = round(entry['spent_usd'] + record.cost_usd, 6)
+        else:
+            entry['estimated_usd'] = round(entry['estimated_usd'] + record.estimate_usd, 6)
+    return dict(sorted(summary.items()))

@@ -1,0 +1,179 @@
+"""A timeline of one research run: each step (search, fetch, remote tool call, answer) with when it happened.
+
+A `Timeline` is an `on_progress` callback: pass it to `research(...)`, `Researcher.run(...)` or `collect(...)` and
+it records `(elapsed, kind, detail)` for every step. The steps come from the same stream events the tracing turns
+into `perplexity.search` / `perplexity.fetch` / `perplexity.mcp_call` / `perplexity.answer` spans, so the picture
+and the trace agree. It renders itself as an inline SVG (`to_svg()`, and in notebooks `_repr_html_`).
+
+```python
+timeline = Timeline()
+result = await research('How do solid-state batteries work?', on_progress=timeline)
+timeline.finish(result)
+timeline  # in a notebook: the picture
+```
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .results import Progress, ResearchResult
+
+__all__ = ('Bar', 'StepKind', 'Timeline', 'TimelineStep', 'step_kind')
+
+StepKind = Literal['search', 'results', 'fetch', 'fetched', 'mcp', 'answer', 'other']
+
+#: Lanes of the picture, top to bottom, with the step kinds that open and close a bar in each.
+LANES: tuple[tuple[str, str], ...] = (
+    ('run', 'Run'),
+    ('search', 'Search'),
+    ('fetch', 'Fetch'),
+    ('mcp', 'Remote tools'),
+    ('answer', 'Answer'),
+)
+
+
+def step_kind(step: str) -> StepKind:
+    """The kind of a step as `ProgressTracker` describes it (`searching: …`, `found 5 results`, …)."""
+    if step.startswith('searching'):
+        return 'search'
+    if step.startswith('found '):
+        return 'results'
+    if step.startswith('fetching '):
+        return 'fetch'
+    if step.startswith('fetched '):
+        return 'fetched'
+    if step.startswith('remote tool '):
+        return 'mcp'
+    if step.startswith('writing the answer'):
+        return 'answer'
+    return 'other'
+
+
+@dataclass(frozen=True)
+class TimelineStep:
+    """One step of a run: seconds since the timeline started, its kind and its description."""
+
+    elapsed_s: float
+    kind: StepKind
+    detail: str
+
+
+@dataclass(frozen=True)
+class Bar:
+    """A stretch of time in one lane of the picture (a search from query to results, the answer, …)."""
+
+    lane: str
+    start_s: float
+    end_s: float
+    label: str
+    ok: bool = True
+
+
+class Timeline:
+    """Records a research run's steps as they stream; renders them as a picture.
+
+    Use it as the `on_progress` callback (it is callable), then `finish(result)` to mark the end. Times are
+    measured from the first call (or from `start()`), with this process's monotonic clock.
+    """
+
+    def __init__(self, title: str = '') -> None:
+        self.title = title
+        self.steps: list[TimelineStep] = []
+        self.end_s: float | None = None
+        self.status: str | None = None
+        self._t0: float | None = None
+
+    # -- recording --------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the clock now (otherwise it starts at the first step)."""
+        if self._t0 is None:
+            self._t0 = time.monotonic()
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the clock started (the run's length once finished)."""
+        if self.end_s is not None:
+            return self.end_s
+        if self._t0 is None:
+            return 0.0
+        return round(time.monotonic() - self._t0, 3)
+
+    def record(self, kind: StepKind, detail: str) -> TimelineStep:
+        """Add a step at the current time."""
+        self.start()
+        step = TimelineStep(self.elapsed_s, kind, detail)
+        self.steps.append(step)
+        return step
+
+    def __call__(self, progress: Progress, step: str) -> None:
+        """The `on_progress` callback: record the step."""
+        self.record(step_kind(step), step)
+
+    def finish(self, result: ResearchResult | None = None) -> None:
+        """Mark the end of the run (now); with the result, note how it ended."""
+        self.start()
+        if self.end_s is None:
+            self.end_s = self.elapsed_s
+        if result is not None:
+            self.status = result.status
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def bars(self) -> list[Bar]:
+        """The steps as stretches of time: the whole run, each search from its query to its results, each fetch
+        batch from its URLs to its pages, the answer from its first words to the end; remote tool calls as instants."""
+        end = self.elapsed_s
+        bars: list[Bar] = [Bar('run', 0.0, end, self.status or 'running', ok=self.status in (None, 'completed'))]
+        open_searches: list[TimelineStep] = []
+        open_fetches: list[TimelineStep] = []
+        answer: TimelineStep | None = None
+        for step in self.steps:
+            match step.kind:
+                case 'search':
+                    open_searches.append(step)
+                case 'results':
+                    began = open_searches.pop(0) if open_searches else step
+                    label = began.detail.removeprefix('searching: ').removeprefix('searching')
+                    bars.append(Bar('search', began.elapsed_s, step.elapsed_s, f'{label} → {step.detail}'.strip(' →')))
+                case 'fetch':
+                    open_fetches.append(step)
+                case 'fetched':
+                    began = open_fetches.pop(0) if open_fetches else step
+                    bars.append(Bar('fetch', began.elapsed_s, step.elapsed_s, step.detail))
+                case 'mcp':
+                    bars.append(
+                        Bar('mcp', step.elapsed_s, step.elapsed_s, step.detail, ok=not step.detail.endswith('failed'))
+                    )
+                case 'answer':
+                    answer = answer or step
+                case 'other':
+                    pass
+        bars.extend(Bar('search', s.elapsed_s, end, f'{s.detail} (unfinished)', ok=False) for s in open_searches)
+        bars.extend(Bar('fetch', s.elapsed_s, end, f'{s.detail} (unfinished)', ok=False) for s in open_fetches)
+        if answer is not None:
+            bars.append(
+                Bar('answer', answer.elapsed_s, end, 'writing the answer', ok=self.status in (None, 'completed'))
+            )
+        return bars
+
+    def to_svg(self, *, width: int = 720) -> str:
+        """The picture: one lane per kind of step, a bar per step over a time axis (an SVG document fragment)."""
+        from .render import timeline_to_svg
+
+        title = self.title or 'Research timeline'
+        if self.status:
+            title = f'{title} · {self.status}'
+        return timeline_to_svg(self.bars(), total_s=self.elapsed_s, title=title, width=width)
+
+    def _repr_html_(self) -> str:
+        from .render import timeline_steps_html
+
+        return self.to_svg() + timeline_steps_html(self.steps)
+
+    def __repr__(self) -> str:
+        return f'Timeline({len(self.steps)} steps, {self.elapsed_s:.1f}s)'
