@@ -5,18 +5,19 @@ cheap no-op and nothing warns. Spans join whatever trace is current: in an agent
 `execute_tool` span, in the MCP server under the client's `tools/call` span. Only entry points (the CLI, the
 MCP server) call `configure_tracing()`.
 
-The spans of one research call (`docs/tracing.md` has the attributes):
+One research call is one `perplexity.research` span (`perplexity.collect` for a later collection, linked to the
+span that started the run) holding the run's model, usage, cost and outcome, with a span event per research step:
 
-    perplexity.research          start a run and wait for it; `perplexity.collect` for a later collection
-      perplexity.create          the create request; retries are `perplexity.retry` events
-      perplexity.wait            waiting on the run's stream: resumes, polls, outcome done or handoff
-      perplexity.mcp_list_tools  the tools a remote MCP server offered
-      perplexity.search          one web search: queries, result count, domains
-      perplexity.fetch           one batch of page fetches: urls, the ones that failed
-      perplexity.mcp_call        a remote MCP tool call: server label, tool, error
-      perplexity.answer          writing the answer: time to first token, length
+    perplexity.search          queries, result count, domains, duration
+    perplexity.fetch           urls, pages fetched, the urls that failed, duration
+    perplexity.mcp_list_tools  a remote MCP server's label and tool count
+    perplexity.mcp_call        a remote MCP tool call: server label, tool, error, duration
+    perplexity.retry           a retried request (from the client): attempt, reason, delay
+    perplexity.handoff         the wait ended with the run still going
 
-Step spans are opened and closed as the run's events arrive, so their durations are those this process saw.
+Steps are events rather than child spans because a span costs several times an event once a processor such as
+Logfire's scrubber handles it, and a run has many steps; `PERPLEXITY_TRACE_STEPS=spans` makes them child spans
+(plus a `perplexity.answer` span), for a timeline. `docs/tracing.md` lists every attribute.
 `logfire.msg` (the title Logfire shows) never holds user text: Logfire does not scrub it on OpenTelemetry spans.
 """
 
@@ -38,7 +39,6 @@ from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, Statu
 from typing_extensions import TypedDict
 
 from . import __version__
-from .errors import ResearchTimeoutError
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = (
     'PROVIDER',
     'SCRUB_PATTERNS',
+    'STEPS_ENV',
     'TRACER_NAME',
     'RunTrace',
     'cancel_span',
@@ -60,8 +61,6 @@ __all__ = (
     'research_span',
     'retry_event',
     'search_span',
-    'traced',
-    'wait_span',
 )
 
 #: Instrumentation scope of every span and metric the library writes.
@@ -70,6 +69,8 @@ TRACER_NAME = 'pydantic_ai_perplexity'
 PROVIDER = 'perplexity'
 #: `gen_ai.operation.name` of research and collection spans and of their metrics.
 OPERATION = 'research'
+#: `spans` makes each research step a child span (a timeline) instead of a span event (cheaper).
+STEPS_ENV = 'PERPLEXITY_TRACE_STEPS'
 #: Extra scrubbing patterns for Logfire: a bare `pplx-…` key is not caught by the default patterns.
 SCRUB_PATTERNS = (r'\bpplx-',)
 
@@ -167,29 +168,43 @@ def _instruments() -> _Instruments:
 # One research call
 
 
-class RunTrace:
-    """The telemetry of one research call: its span, a child span per research step, and metrics at the end.
+class _Step:
+    """A research step under way: what it started with, when, and its span in `spans` mode."""
 
-    `observe` is fed every stream event; it does nothing when the span is not recording (no SDK configured),
-    so a run without tracing pays one attribute check per event.
+    __slots__ = ('attributes', 'name', 'span', 'started')
+
+    def __init__(self, name: str, attributes: Attributes, span: Span | None) -> None:
+        self.name = name
+        self.attributes = attributes
+        self.span = span
+        self.started = time.monotonic()
+
+
+class RunTrace:
+    """The telemetry of one research call: its span, a span event (or child span) per step, metrics at the end.
+
+    `observe` is fed every stream event; it does nothing when the span is not recording (no SDK configured), so
+    a run without tracing pays one attribute check per event. Steps are span events by default: a span costs
+    several times an event once a processor such as Logfire's scrubber handles it. `PERPLEXITY_TRACE_STEPS=spans`
+    makes them child spans, for a timeline.
     """
 
     def __init__(self, span: Span | None = None) -> None:
         self.span = span
         self.recording = span is not None and span.is_recording()
-        self._context = trace.set_span_in_context(span) if span is not None and self.recording else None
+        self._step_spans = self.recording and os.environ.get(STEPS_ENV, '').strip().lower() == 'spans'
+        self._context = trace.set_span_in_context(span) if span is not None and self._step_spans else None
         self._started = time.monotonic()
         #: When the run began, if before this call (a collection): the duration metric counts from there.
         self.run_started_at: datetime | None = None
         self.effort: str | None = None
         self.request_model: str | None = None
         self._result: ResearchResult | None = None
-        self._searches: list[tuple[str | None, Span]] = []
-        self._fetches: list[tuple[list[str], Span]] = []
-        self._items: dict[str, Span] = {}
-        self._answer: Span | None = None
+        self._searches: list[tuple[object, _Step]] = []
+        self._fetches: list[_Step] = []
+        self._items: dict[str, _Step] = {}
+        self._answer: _Step | None = None
         self._answer_chars = 0
-        self._deltas = 0
         self._ttft: float | None = None
         self._steps = 0
         self._ended = {'search': 0, 'fetch': 0}
@@ -204,7 +219,7 @@ class RunTrace:
         self.effort = effort or response.effort or None
         self.request_model = model or self.effort
         if self.recording:
-            attributes: Attributes = {'gen_ai.response.id': response.id, 'perplexity.status': response.status}
+            attributes: Attributes = {'gen_ai.response.id': response.id}
             if self.effort:
                 attributes['perplexity.effort'] = self.effort
                 attributes['logfire.msg'] = f'perplexity research ({self.effort})'
@@ -214,14 +229,14 @@ class RunTrace:
         return self
 
     def observe(self, event: AgentEvent) -> None:
-        """Account for one stream event: open or close step spans, add step events."""
+        """Account for one stream event: begin or finish steps, note the answer's first token and length."""
         if self.recording:
             handler = _HANDLERS.get(event.type)
             if handler is not None:
                 handler(self, event)
 
     def response(self, response: Response) -> None:
-        """The run's final snapshot. When no step arrived as an event (the wait polled), its items become spans."""
+        """The run's final snapshot. When no step arrived as an event (the wait polled), its items become steps."""
         if self.recording and self._steps == 0:
             for item in response.output:
                 self._item_done(item.model_dump(mode='json'))
@@ -237,30 +252,20 @@ class RunTrace:
         self._close_steps()
         usage = result.usage
         attributes: Attributes = {
-            'gen_ai.response.id': result.response_id,
             'perplexity.status': result.status,
             'perplexity.sources': len(result.sources),
             'perplexity.cited': len(result.cited_sources),
-            'perplexity.searches': result.progress.searches,
-            'perplexity.results_seen': result.progress.results_seen,
-            'perplexity.pages_fetched': result.progress.pages_fetched,
-            'perplexity.mcp_calls': result.progress.mcp_calls,
             'perplexity.steps': self._steps,
-            'perplexity.answer_chars': len(result.answer),
         }
         if result.effort and not self.effort:
             self.effort = result.effort
             self.request_model = self.request_model or result.effort
             attributes['perplexity.effort'] = result.effort
-        if result.model:
-            attributes['gen_ai.response.model'] = result.model
         if result.done:
+            if result.model:
+                attributes['gen_ai.response.model'] = result.model
             attributes['gen_ai.usage.input_tokens'] = usage.input_tokens
             attributes['gen_ai.usage.output_tokens'] = usage.output_tokens
-            if usage.reasoning_tokens:
-                attributes['perplexity.usage.reasoning_tokens'] = usage.reasoning_tokens
-        if result.orphan_markers:
-            attributes['perplexity.orphan_markers'] = len(result.orphan_markers)
         if usage.cost_usd is not None:
             attributes['perplexity.cost_usd'] = usage.cost_usd
             attributes['operation.cost'] = usage.cost_usd
@@ -271,22 +276,19 @@ class RunTrace:
         ):
             if value is not None:
                 attributes[f'perplexity.cost.{name}_usd'] = value
-        for key, value in usage.tool_costs_usd.items():
-            attributes[f'perplexity.cost.tool.{key}_usd'] = value
-        for key, count in usage.tool_calls.items():
-            attributes[f'perplexity.tool_calls.{key}'] = count
+        if self._answer_chars:
+            attributes['perplexity.answer.chars'] = self._answer_chars
         if self._ttft is not None:
-            attributes['perplexity.time_to_first_token_s'] = round(self._ttft, 3)
+            attributes['perplexity.answer.time_to_first_token_s'] = round(self._ttft, 3)
         if result.error:
             attributes['perplexity.error'] = _text(result.error)
         span.set_attributes(attributes)
         if not result.done:
-            span.set_attribute('perplexity.handoff', True)
             span.add_event(
                 'perplexity.handoff',
                 {
-                    'gen_ai.response.id': result.response_id,
                     'perplexity.status': result.status,
+                    'perplexity.elapsed_s': result.progress.elapsed_s,
                     'perplexity.progress': result.progress.summary(),
                 },
             )
@@ -326,78 +328,78 @@ class RunTrace:
             },
         )
 
-    # -- step spans ---------------------------------------------------------------------------------------------
+    # -- steps --------------------------------------------------------------------------------------------------
 
-    def _open(self, name: str, attributes: Attributes) -> Span:
+    def _begin(self, name: str, attributes: Attributes) -> _Step:
+        span = _tracer.start_span(name, context=self._context, attributes=attributes) if self._step_spans else None
+        return _Step(name, attributes, span)
+
+    def _end(self, step: _Step, attributes: Attributes, *, error: str | None = None) -> None:
+        """A step finished: one span event with its duration, or the end of its child span."""
         self._steps += 1
-        return _tracer.start_span(name, context=self._context, attributes=attributes)
-
-    def _event(self, name: str, attributes: Attributes) -> None:
-        if self.span is not None:
-            self.span.add_event(name, attributes)
+        if error:
+            attributes['perplexity.error'] = _text(error, 500)
+        if step.span is not None:
+            step.span.set_attributes(attributes)
+            if error:
+                step.span.set_status(Status(StatusCode.ERROR, _text(error, 200)))
+            step.span.end()
+        elif self.span is not None:
+            attributes = {**step.attributes, **attributes}
+            attributes['perplexity.duration_s'] = round(time.monotonic() - step.started, 3)
+            self.span.add_event(step.name, attributes)
 
     def _close_steps(self) -> None:
-        """End step spans left open (a hand-off, a failure, a dropped step), marked unfinished."""
-        open_spans = [s for _, s in self._searches] + [s for _, s in self._fetches] + list(self._items.values())
+        """Finish steps left open (a hand-off, a failure, a step the stream never closed), marked unfinished."""
         if self._answer is not None:
             self._end_answer()
-        for span in open_spans:
-            span.set_attribute('perplexity.unfinished', True)
-            span.end()
+        open_steps = [s for _, s in self._searches] + self._fetches + list(self._items.values())
         self._searches.clear()
         self._fetches.clear()
         self._items.clear()
+        for step in open_steps:
+            self._end(step, {'perplexity.unfinished': True})
 
     def _on_search_queries(self, event: AgentEvent) -> None:
-        queries = _strings(event.queries or [])
-        span = self._open(
-            'perplexity.search',
-            {'perplexity.search.queries': queries},
-        )
-        self._searches.append(((event.model_extra or {}).get('call_id'), span))
+        step = self._begin('perplexity.search', {'perplexity.search.queries': _strings(event.queries or [])})
+        self._searches.append(((event.model_extra or {}).get('call_id'), step))
 
     def _on_search_results(self, event: AgentEvent) -> None:
         call_id = (event.model_extra or {}).get('call_id')
         index = next((i for i, (cid, _) in enumerate(self._searches) if cid == call_id), 0 if self._searches else -1)
-        span = self._searches.pop(index)[1] if index >= 0 else self._open('perplexity.search', {})
-        self._end_search(span, _urls(event.results))
+        step = self._searches.pop(index)[1] if index >= 0 else self._begin('perplexity.search', {})
+        self._end_search(step, _urls(event.results))
 
-    def _end_search(self, span: Span, urls: list[str]) -> None:
-        span.set_attributes({'perplexity.search.results': len(urls), 'perplexity.search.domains': _domains(urls)})
-        span.end()
+    def _end_search(self, step: _Step, urls: list[str]) -> None:
+        self._end(step, {'perplexity.search.results': len(urls), 'perplexity.search.domains': _domains(urls)})
         self._ended['search'] += 1
 
     def _on_fetch_queries(self, event: AgentEvent) -> None:
-        urls = _strings(event.urls or [])
-        span = self._open(
-            'perplexity.fetch',
-            {'perplexity.fetch.urls': urls, 'logfire.msg': f'fetch {len(urls)} page{"s" if len(urls) != 1 else ""}'},
-        )
-        self._fetches.append((urls, span))
+        self._fetches.append(self._begin('perplexity.fetch', {'perplexity.fetch.urls': _strings(event.urls or [])}))
 
     def _on_fetch_results(self, event: AgentEvent) -> None:
-        requested, span = self._fetches.pop(0) if self._fetches else ([], self._open('perplexity.fetch', {}))
-        self._end_fetch(span, requested, _urls(event.contents))
+        step = self._fetches.pop(0) if self._fetches else self._begin('perplexity.fetch', {})
+        self._end_fetch(step, _urls(event.contents))
 
-    def _end_fetch(self, span: Span, requested: list[str], fetched: list[str]) -> None:
+    def _end_fetch(self, step: _Step, fetched: list[str]) -> None:
+        requested = step.attributes.get('perplexity.fetch.urls')
         got = set(fetched)
-        failed = [url for url in requested if url not in got]
-        attributes: Attributes = {'perplexity.fetch.pages': len(fetched), 'perplexity.fetch.ok': not failed}
-        if not requested:
+        failed = [url for url in requested if url not in got] if isinstance(requested, list) else []
+        attributes: Attributes = {'perplexity.fetch.pages': len(fetched)}
+        if requested is None:
             attributes['perplexity.fetch.urls'] = _strings(fetched)
         if failed:
             attributes['perplexity.fetch.failed_urls'] = failed
-        span.set_attributes(attributes)
-        span.end()
+        self._end(step, attributes)
         self._ended['fetch'] += 1
 
     def _on_item_added(self, event: AgentEvent) -> None:
         item = event.item or {}
         kind = item.get('type')
         if kind in ('mcp_call', 'mcp_list_tools'):
-            self._items[str(item.get('id') or kind)] = self._open(f'perplexity.{kind}', _mcp_attributes(item))
+            self._items[str(item.get('id') or kind)] = self._begin(f'perplexity.{kind}', _mcp_attributes(item))
         elif kind == 'message' and self._answer is None:
-            self._answer = self._open('perplexity.answer', {})
+            self._answer = self._begin('perplexity.answer', {})
 
     def _on_item_done(self, event: AgentEvent) -> None:
         self._item_done(event.item or {})
@@ -405,66 +407,49 @@ class RunTrace:
     def _item_done(self, item: dict[str, Any]) -> None:
         kind = item.get('type')
         if kind in ('mcp_call', 'mcp_list_tools'):
-            span = self._items.pop(str(item.get('id') or kind), None) or self._open(f'perplexity.{kind}', {})
-            span.set_attributes(_mcp_attributes(item))
+            step = self._items.pop(str(item.get('id') or kind), None) or self._begin(f'perplexity.{kind}', {})
             error = item.get('error')
-            if error:
-                span.set_attributes({'error.type': 'mcp_error', 'perplexity.mcp.error': _text(str(error), 500)})
-                span.set_status(Status(StatusCode.ERROR, _text(str(error), 200)))
-            span.end()
+            self._end(step, _mcp_attributes(item), error=str(error) if error else None)
         elif kind == 'search_results':
             self._done_items['search'] += 1
             if self._done_items['search'] > self._ended['search']:  # no reasoning events announced this search
-                queries = _strings(item.get('queries') or [])
-                self._end_search(
-                    self._open('perplexity.search', {'perplexity.search.queries': queries}), _urls(item.get('results'))
-                )
+                queries = _strings(_list(item.get('queries')))
+                self._end_search(self._begin('perplexity.search', {'perplexity.search.queries': queries}),
+                                 _urls(item.get('results')))  # fmt: skip
         elif kind == 'fetch_url_results':
             self._done_items['fetch'] += 1
             if self._done_items['fetch'] > self._ended['fetch']:
-                self._end_fetch(self._open('perplexity.fetch', {}), [], _urls(item.get('contents')))
+                self._end_fetch(self._begin('perplexity.fetch', {}), _urls(item.get('contents')))
         elif kind == 'message':
-            if self._answer is None:
-                self._answer = self._open('perplexity.answer', {})
             if not self._answer_chars:
                 self._answer_chars = sum(len(str(_field(part, 'text') or '')) for part in _list(item.get('content')))
-            self._end_answer()
-        elif kind == 'tool_search_output':
-            self._event('perplexity.tool_search', {'perplexity.mcp.tools': len(item.get('tools') or ())})
-        elif kind not in ('function_call', None):
-            self._event('perplexity.output_item', {'perplexity.item.type': str(kind)})
+            if self._answer is not None:
+                self._end_answer()
+        elif kind == 'tool_search_output' and self.span is not None:
+            self.span.add_event('perplexity.tool_search', {'perplexity.mcp.tools': len(_list(item.get('tools')))})
+        elif kind not in ('function_call', None) and self.span is not None:
+            self.span.add_event('perplexity.output_item', {'perplexity.item.type': str(kind)})
 
     def _on_delta(self, event: AgentEvent) -> None:
-        if self._answer is None:
-            self._answer = self._open('perplexity.answer', {})
         if self._ttft is None:
             self._ttft = time.monotonic() - self._started
-            self._answer.add_event('perplexity.first_token')
-        self._deltas += 1
+            if self._answer is None:
+                self._answer = self._begin('perplexity.answer', {})
         self._answer_chars += len(event.delta or '')
 
     def _end_answer(self) -> None:
-        span, self._answer = self._answer, None
-        if span is None:
-            return
-        attributes: Attributes = {
-            'perplexity.answer.chars': self._answer_chars,
-            'perplexity.answer.deltas': self._deltas,
-        }
-        if self._ttft is not None:
-            attributes['perplexity.answer.time_to_first_token_s'] = round(self._ttft, 3)
-        span.set_attributes(attributes)
-        span.end()
-
-    def _on_reasoning(self, event: AgentEvent) -> None:
-        attributes: Attributes = {'perplexity.reasoning': event.type.rsplit('.', 1)[-1]}
-        if event.thought:
-            attributes['perplexity.thought'] = _text(event.thought, 200)
-        self._event('perplexity.reasoning', attributes)
+        """The answer phase, only in `spans` mode (its figures are attributes of the run's span)."""
+        step, self._answer = self._answer, None
+        if step is not None and step.span is not None:
+            attributes: Attributes = {'perplexity.answer.chars': self._answer_chars}
+            if self._ttft is not None:
+                attributes['perplexity.answer.time_to_first_token_s'] = round(self._ttft, 3)
+            step.span.set_attributes(attributes)
+            step.span.end()
 
     def _on_terminal(self, event: AgentEvent) -> None:
-        if event.error is not None:
-            self._event(
+        if event.error is not None and self.span is not None:
+            self.span.add_event(
                 'perplexity.run_error',
                 {
                     'perplexity.error': _text(event.error.message or 'error', 500),
@@ -475,16 +460,11 @@ class RunTrace:
 
 
 def _mcp_attributes(item: Mapping[str, Any]) -> Attributes:
-    label = str(item.get('server_label') or '')
-    attributes: Attributes = {'perplexity.mcp.server_label': label}
+    attributes: Attributes = {'perplexity.mcp.server_label': str(item.get('server_label') or '')}
     if item.get('type') == 'mcp_call':
-        name = str(item.get('name') or '')
-        attributes['perplexity.mcp.tool'] = name
-        attributes['logfire.msg'] = f'mcp call {label}.{name}'
+        attributes['perplexity.mcp.tool'] = str(item.get('name') or '')
     else:
-        tools = [_field(t, 'name') for t in _list(item.get('tools'))]
-        attributes['perplexity.mcp.tools'] = _strings([t for t in tools if t])
-        attributes['logfire.msg'] = f'mcp list tools {label}'
+        attributes['perplexity.mcp.tools'] = len(_list(item.get('tools')))
     return attributes
 
 
@@ -496,8 +476,6 @@ _HANDLERS: dict[str, Callable[[RunTrace, AgentEvent], None]] = {
     'response.reasoning.fetch_url_results': RunTrace._on_fetch_results,  # pyright: ignore[reportPrivateUsage]
     'response.output_item.added': RunTrace._on_item_added,  # pyright: ignore[reportPrivateUsage]
     'response.output_item.done': RunTrace._on_item_done,  # pyright: ignore[reportPrivateUsage]
-    'response.reasoning.started': RunTrace._on_reasoning,  # pyright: ignore[reportPrivateUsage]
-    'response.reasoning.stopped': RunTrace._on_reasoning,  # pyright: ignore[reportPrivateUsage]
     'response.completed': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
     'response.failed': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
     'response.incomplete': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
@@ -590,33 +568,6 @@ def current_ids() -> SpanIds:
         return {}
     context = span.get_span_context()
     return {'trace_id': format(context.trace_id, '032x'), 'span_id': format(context.span_id, '016x')}
-
-
-async def traced(name: str, awaitable: Awaitable[R], **attributes: AttributeValue) -> R:
-    """Await `awaitable` inside a child span called `name` (errors recorded on it)."""
-    with _tracer.start_as_current_span(name, attributes=attributes):
-        return await awaitable
-
-
-async def wait_span(awaitable: Awaitable[R], *, budget_s: float) -> R:
-    """Await a `client.wait(...)` inside `perplexity.wait`; a wait that hands off is an outcome, not an error."""
-    with _tracer.start_as_current_span(
-        'perplexity.wait',
-        attributes={'perplexity.wait.budget_s': budget_s},
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        try:
-            value = await awaitable
-        except ResearchTimeoutError:
-            span.set_attribute('perplexity.wait.outcome', 'handoff')
-            raise
-        except Exception as exc:
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, f'{type(exc).__name__}: {exc}'))
-            raise
-        span.set_attribute('perplexity.wait.outcome', 'done')
-        return value
 
 
 def cancel_span(fn: Callable[P, Awaitable[R]]) -> Callable[P, Coroutine[Any, Any, R]]:

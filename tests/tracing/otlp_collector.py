@@ -27,6 +27,7 @@ class CollectedSpan:
     service: str
     attributes: dict[str, Any]
     links: list[tuple[str, str]]
+    events: list[tuple[str, dict[str, Any]]]
 
 
 def _value(value: AnyValue) -> Any:
@@ -65,6 +66,9 @@ class Collector:
                                     service=str(resource.get('service.name', '')),
                                     attributes={kv.key: _value(kv.value) for kv in span.attributes},
                                     links=[(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
+                                    events=[
+                                        (e.name, {kv.key: _value(kv.value) for kv in e.attributes}) for e in span.events
+                                    ],
                                 )
                             )
             elif path.endswith('/v1/metrics'):

@@ -38,12 +38,7 @@ async def test_research_nests_under_invoke_agent_and_execute_tool(emulator: Emul
                     'chat scripted-researcher',
                     [
                         'execute_tool perplexity_research',
-                        [
-                            [
-                                'perplexity.research',
-                                ['perplexity.create', 'perplexity.wait', 'perplexity.search', 'perplexity.answer'],
-                            ]
-                        ],
+                        ['perplexity.research'],
                     ],
                     'chat scripted-researcher',
                 ],

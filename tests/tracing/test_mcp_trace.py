@@ -30,7 +30,7 @@ async def test_the_servers_research_span_joins_the_agents_trace_over_stdio(emula
         agent.instrument = True
         async with agent:
             result = await agent.run('What is the EU AI Act?')
-        assert '"status":"completed"' in result.output
+        assert 'EU AI Act' in result.output
         # The server exits when the toolset closes; its batch processor flushes on the way out.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (
@@ -60,9 +60,7 @@ async def test_the_servers_research_span_joins_the_agents_trace_over_stdio(emula
     [collect] = collector.named('perplexity.collect')
     assert collect.parent_span_id == research.parent_span_id
     assert collect.links == [(research.trace_id, research.span_id)]
-    assert [s.name for s in collector.spans if s.parent_span_id == research.span_id] == ['perplexity.create']
-    steps = sorted(s.name for s in collector.spans if s.parent_span_id == collect.span_id)
-    assert steps == ['perplexity.answer', 'perplexity.search', 'perplexity.wait']
+    assert [name for name, _ in collect.events] == ['perplexity.search']
     assert collect.attributes['perplexity.status'] == 'completed'
     assert collect.attributes['gen_ai.usage.output_tokens'] > 0
     # The server's metrics were exported too.

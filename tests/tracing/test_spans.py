@@ -38,50 +38,24 @@ async def test_a_fast_run_is_one_research_span_with_usage_cost_and_its_steps(
                     'gen_ai.usage.input_tokens': 576,
                     'gen_ai.usage.output_tokens': 76,
                     'operation.cost': 0.005153,
-                    'perplexity.answer_chars': 302,
+                    'perplexity.answer.chars': 302,
+                    'perplexity.answer.time_to_first_token_s': '<float>',
                     'perplexity.cited': 2,
                     'perplexity.cost.input_usd': 0.000115,
                     'perplexity.cost.output_usd': 3.8e-05,
-                    'perplexity.cost.tool.search_web_usd': 0.005,
                     'perplexity.cost.tool_calls_usd': 0.005,
                     'perplexity.cost_usd': 0.005153,
                     'perplexity.effort': 'fast',
-                    'perplexity.mcp_calls': 0,
-                    'perplexity.pages_fetched': 0,
                     'perplexity.query': 'What is the EU AI Act?',
-                    'perplexity.results_seen': 5,
-                    'perplexity.searches': 1,
                     'perplexity.sources': 5,
                     'perplexity.status': 'completed',
-                    'perplexity.steps': 2,
-                    'perplexity.time_to_first_token_s': '<float>',
-                    'perplexity.tool_calls.search_web': 1,
+                    'perplexity.steps': 1,
                 },
                 'events': [
                     {
-                        'name': 'perplexity.reasoning',
-                        'attributes': {
-                            'perplexity.reasoning': 'started',
-                            'perplexity.thought': 'Planning the research...',
-                        },
-                    },
-                    {
-                        'name': 'perplexity.reasoning',
-                        'attributes': {
-                            'perplexity.reasoning': 'stopped',
-                            'perplexity.thought': 'Writing the answer...',
-                        },
-                    },
-                ],
-                'children': [
-                    {'name': 'perplexity.create'},
-                    {
-                        'name': 'perplexity.wait',
-                        'attributes': {'perplexity.wait.budget_s': 600.0, 'perplexity.wait.outcome': 'done'},
-                    },
-                    {
                         'name': 'perplexity.search',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.search.domains': [
                                 'digital-strategy.ec.europa.eu',
                                 'reuters.com',
@@ -92,16 +66,7 @@ async def test_a_fast_run_is_one_research_span_with_usage_cost_and_its_steps(
                             'perplexity.search.queries': ['What is the EU AI Act?'],
                             'perplexity.search.results': 5,
                         },
-                    },
-                    {
-                        'name': 'perplexity.answer',
-                        'attributes': {
-                            'perplexity.answer.chars': 302,
-                            'perplexity.answer.deltas': 10,
-                            'perplexity.answer.time_to_first_token_s': '<float>',
-                        },
-                        'events': [{'name': 'perplexity.first_token'}],
-                    },
+                    }
                 ],
             }
         ]
@@ -125,60 +90,32 @@ async def test_a_streamed_run_shows_each_search_fetch_and_remote_mcp_call(emulat
                     'gen_ai.usage.input_tokens': 797,
                     'gen_ai.usage.output_tokens': 221,
                     'operation.cost': 0.013706,
-                    'perplexity.answer_chars': 498,
+                    'perplexity.answer.chars': 498,
+                    'perplexity.answer.time_to_first_token_s': '<float>',
                     'perplexity.cited': 3,
                     'perplexity.cost.input_usd': 0.000996,
                     'perplexity.cost.output_usd': 0.00221,
-                    'perplexity.cost.tool.fetch_url_usd': 0.0005,
-                    'perplexity.cost.tool.search_web_usd': 0.01,
                     'perplexity.cost.tool_calls_usd': 0.0105,
                     'perplexity.cost_usd': 0.013706,
                     'perplexity.effort': 'low',
-                    'perplexity.mcp_calls': 1,
-                    'perplexity.pages_fetched': 1,
                     'perplexity.query': 'What is the EU AI Act? [[emulate: mcp]]',
-                    'perplexity.results_seen': 8,
-                    'perplexity.searches': 2,
                     'perplexity.sources': 6,
                     'perplexity.status': 'completed',
-                    'perplexity.steps': 6,
-                    'perplexity.time_to_first_token_s': '<float>',
-                    'perplexity.tool_calls.fetch_url': 1,
-                    'perplexity.tool_calls.search_web': 2,
-                    'perplexity.usage.reasoning_tokens': 96,
+                    'perplexity.steps': 5,
                 },
                 'events': [
                     {
-                        'name': 'perplexity.reasoning',
-                        'attributes': {
-                            'perplexity.reasoning': 'started',
-                            'perplexity.thought': 'Planning the research...',
-                        },
-                    },
-                    {
-                        'name': 'perplexity.reasoning',
-                        'attributes': {
-                            'perplexity.reasoning': 'stopped',
-                            'perplexity.thought': 'Writing the answer...',
-                        },
-                    },
-                ],
-                'children': [
-                    {'name': 'perplexity.create'},
-                    {
-                        'name': 'perplexity.wait',
-                        'attributes': {'perplexity.wait.budget_s': 600.0, 'perplexity.wait.outcome': 'done'},
-                    },
-                    {
                         'name': 'perplexity.mcp_list_tools',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.mcp.server_label': 'emulated',
-                            'perplexity.mcp.tools': ['search_documents', 'fetch_document'],
+                            'perplexity.mcp.tools': 2,
                         },
                     },
                     {
                         'name': 'perplexity.search',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.search.domains': [
                                 'digital-strategy.ec.europa.eu',
                                 'reuters.com',
@@ -192,6 +129,7 @@ async def test_a_streamed_run_shows_each_search_fetch_and_remote_mcp_call(emulat
                     {
                         'name': 'perplexity.search',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.search.domains': [
                                 'artificialintelligenceact.eu',
                                 'euractiv.com',
@@ -205,7 +143,7 @@ async def test_a_streamed_run_shows_each_search_fetch_and_remote_mcp_call(emulat
                     {
                         'name': 'perplexity.fetch',
                         'attributes': {
-                            'perplexity.fetch.ok': True,
+                            'perplexity.duration_s': '<float>',
                             'perplexity.fetch.pages': 1,
                             'perplexity.fetch.urls': [
                                 'https://digital-strategy.ec.europa.eu/en/policies/regulatory-framework-ai'
@@ -215,18 +153,10 @@ async def test_a_streamed_run_shows_each_search_fetch_and_remote_mcp_call(emulat
                     {
                         'name': 'perplexity.mcp_call',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.mcp.server_label': 'emulated',
                             'perplexity.mcp.tool': 'search_documents',
                         },
-                    },
-                    {
-                        'name': 'perplexity.answer',
-                        'attributes': {
-                            'perplexity.answer.chars': 498,
-                            'perplexity.answer.deltas': 15,
-                            'perplexity.answer.time_to_first_token_s': '<float>',
-                        },
-                        'events': [{'name': 'perplexity.first_token'}],
                     },
                 ],
             }
@@ -258,42 +188,22 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
                     'gen_ai.request.model': 'high',
                     'gen_ai.response.id': '<response_id>',
                     'gen_ai.response.model': 'high',
-                    'perplexity.answer_chars': 0,
                     'perplexity.cited': 0,
                     'perplexity.effort': 'high',
-                    'perplexity.handoff': True,
-                    'perplexity.mcp_calls': 0,
-                    'perplexity.pages_fetched': 0,
                     'perplexity.query': 'Survey of fusion pilot plants [[emulate: duration=200]]',
-                    'perplexity.results_seen': 0,
-                    'perplexity.searches': 0,
                     'perplexity.sources': 0,
                     'perplexity.status': 'in_progress',
                     'perplexity.steps': 0,
                 },
                 'events': [
                     {
-                        'name': 'perplexity.reasoning',
-                        'attributes': {
-                            'perplexity.reasoning': 'started',
-                            'perplexity.thought': 'Planning the research...',
-                        },
-                    },
-                    {
                         'name': 'perplexity.handoff',
                         'attributes': {
-                            'gen_ai.response.id': '<response_id>',
+                            'perplexity.elapsed_s': '<float>',
                             'perplexity.progress': '0 searches, 0 results',
                             'perplexity.status': 'in_progress',
                         },
-                    },
-                ],
-                'children': [
-                    {'name': 'perplexity.create'},
-                    {
-                        'name': 'perplexity.wait',
-                        'attributes': {'perplexity.wait.budget_s': 0.05, 'perplexity.wait.outcome': 'handoff'},
-                    },
+                    }
                 ],
             },
             {
@@ -307,53 +217,24 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
                     'gen_ai.usage.input_tokens': 1014,
                     'gen_ai.usage.output_tokens': 897,
                     'operation.cost': 0.044495,
-                    'perplexity.answer_chars': 513,
+                    'perplexity.answer.chars': 513,
+                    'perplexity.answer.time_to_first_token_s': '<float>',
                     'perplexity.cited': 2,
                     'perplexity.cost.input_usd': 0.00507,
                     'perplexity.cost.output_usd': 0.022425,
-                    'perplexity.cost.tool.fetch_url_usd': 0.002,
-                    'perplexity.cost.tool.search_web_usd': 0.015,
                     'perplexity.cost.tool_calls_usd': 0.017,
                     'perplexity.cost_usd': 0.044495,
                     'perplexity.effort': 'high',
-                    'perplexity.mcp_calls': 0,
-                    'perplexity.pages_fetched': 4,
                     'perplexity.query': 'Survey of fusion pilot plants [[emulate: duration=200]]',
-                    'perplexity.results_seen': 12,
-                    'perplexity.searches': 3,
                     'perplexity.sources': 8,
                     'perplexity.status': 'completed',
-                    'perplexity.steps': 6,
-                    'perplexity.time_to_first_token_s': '<float>',
-                    'perplexity.tool_calls.fetch_url': 4,
-                    'perplexity.tool_calls.search_web': 3,
-                    'perplexity.usage.reasoning_tokens': 768,
+                    'perplexity.steps': 5,
                 },
                 'events': [
                     {
-                        'name': 'perplexity.reasoning',
-                        'attributes': {
-                            'perplexity.reasoning': 'started',
-                            'perplexity.thought': 'Planning the research...',
-                        },
-                    },
-                    {
-                        'name': 'perplexity.reasoning',
-                        'attributes': {
-                            'perplexity.reasoning': 'stopped',
-                            'perplexity.thought': 'Writing the answer...',
-                        },
-                    },
-                ],
-                'links': [{'trace_id': 1, 'span_id': 1}],
-                'children': [
-                    {
-                        'name': 'perplexity.wait',
-                        'attributes': {'perplexity.wait.budget_s': 30, 'perplexity.wait.outcome': 'done'},
-                    },
-                    {
                         'name': 'perplexity.search',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.search.domains': [
                                 'irena.org',
                                 'esa.int',
@@ -367,6 +248,7 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
                     {
                         'name': 'perplexity.search',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.search.domains': [
                                 'en.wikipedia.org',
                                 'guides.lib.berkeley.edu',
@@ -380,6 +262,7 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
                     {
                         'name': 'perplexity.search',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.search.domains': [
                                 'britannica.com',
                                 'peps.python.org',
@@ -393,7 +276,7 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
                     {
                         'name': 'perplexity.fetch',
                         'attributes': {
-                            'perplexity.fetch.ok': True,
+                            'perplexity.duration_s': '<float>',
                             'perplexity.fetch.pages': 2,
                             'perplexity.fetch.urls': [
                                 'https://www.irena.org/Publications/2025/Renewable-power-generation-costs',
@@ -404,7 +287,7 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
                     {
                         'name': 'perplexity.fetch',
                         'attributes': {
-                            'perplexity.fetch.ok': True,
+                            'perplexity.duration_s': '<float>',
                             'perplexity.fetch.pages': 2,
                             'perplexity.fetch.urls': [
                                 'https://en.wikipedia.org/wiki/Research',
@@ -412,16 +295,8 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
                             ],
                         },
                     },
-                    {
-                        'name': 'perplexity.answer',
-                        'attributes': {
-                            'perplexity.answer.chars': 513,
-                            'perplexity.answer.deltas': 14,
-                            'perplexity.answer.time_to_first_token_s': '<float>',
-                        },
-                        'events': [{'name': 'perplexity.first_token'}],
-                    },
                 ],
+                'links': [{'trace_id': 1, 'span_id': 1}],
             },
         ]
     )
@@ -446,51 +321,19 @@ async def test_a_failed_run_is_an_error_span_with_the_apis_message(emulator: Emu
                     'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
                     'gen_ai.usage.input_tokens': 0,
                     'gen_ai.usage.output_tokens': 0,
-                    'perplexity.answer_chars': 0,
                     'perplexity.cited': 0,
                     'perplexity.effort': 'fast',
                     'perplexity.error': 'The model provider returned an error while generating the response.',
-                    'perplexity.mcp_calls': 0,
-                    'perplexity.pages_fetched': 0,
                     'perplexity.query': 'What is the EU AI Act? [[emulate: fail]]',
-                    'perplexity.results_seen': 5,
-                    'perplexity.searches': 1,
                     'perplexity.sources': 0,
                     'perplexity.status': 'failed',
                     'perplexity.steps': 1,
                 },
                 'events': [
                     {
-                        'name': 'perplexity.reasoning',
-                        'attributes': {
-                            'perplexity.reasoning': 'started',
-                            'perplexity.thought': 'Planning the research...',
-                        },
-                    },
-                    {
-                        'name': 'perplexity.reasoning',
-                        'attributes': {
-                            'perplexity.reasoning': 'stopped',
-                            'perplexity.thought': 'Writing the answer...',
-                        },
-                    },
-                    {
-                        'name': 'perplexity.run_error',
-                        'attributes': {
-                            'perplexity.error': 'The model provider returned an error while generating the response.',
-                            'perplexity.error.code': 'upstream_error',
-                        },
-                    },
-                ],
-                'children': [
-                    {'name': 'perplexity.create'},
-                    {
-                        'name': 'perplexity.wait',
-                        'attributes': {'perplexity.wait.budget_s': 600.0, 'perplexity.wait.outcome': 'done'},
-                    },
-                    {
                         'name': 'perplexity.search',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.search.domains': [
                                 'digital-strategy.ec.europa.eu',
                                 'reuters.com',
@@ -500,6 +343,13 @@ async def test_a_failed_run_is_an_error_span_with_the_apis_message(emulator: Emu
                             ],
                             'perplexity.search.queries': ['What is the EU AI Act?'],
                             'perplexity.search.results': 5,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.run_error',
+                        'attributes': {
+                            'perplexity.error': 'The model provider returned an error while generating the response.',
+                            'perplexity.error.code': 'upstream_error',
                         },
                     },
                 ],
@@ -525,74 +375,44 @@ async def test_a_rate_limited_create_shows_its_retries_as_events(emulator: Emula
                     'gen_ai.usage.input_tokens': 585,
                     'gen_ai.usage.output_tokens': 76,
                     'operation.cost': 0.005155,
-                    'perplexity.answer_chars': 302,
+                    'perplexity.answer.chars': 302,
+                    'perplexity.answer.time_to_first_token_s': '<float>',
                     'perplexity.cited': 2,
                     'perplexity.cost.input_usd': 0.000117,
                     'perplexity.cost.output_usd': 3.8e-05,
-                    'perplexity.cost.tool.search_web_usd': 0.005,
                     'perplexity.cost.tool_calls_usd': 0.005,
                     'perplexity.cost_usd': 0.005155,
                     'perplexity.effort': 'fast',
-                    'perplexity.mcp_calls': 0,
-                    'perplexity.pages_fetched': 0,
                     'perplexity.query': 'What is the EU AI Act? [[emulate: 429x2, retry_after=0.01]]',
-                    'perplexity.results_seen': 5,
-                    'perplexity.searches': 1,
                     'perplexity.sources': 5,
                     'perplexity.status': 'completed',
-                    'perplexity.steps': 2,
-                    'perplexity.time_to_first_token_s': '<float>',
-                    'perplexity.tool_calls.search_web': 1,
+                    'perplexity.steps': 1,
                 },
                 'events': [
                     {
-                        'name': 'perplexity.reasoning',
+                        'name': 'perplexity.retry',
                         'attributes': {
-                            'perplexity.reasoning': 'started',
-                            'perplexity.thought': 'Planning the research...',
+                            'http.request.method': 'POST',
+                            'perplexity.attempt': 1,
+                            'perplexity.path': '/v1/agent',
+                            'perplexity.retry.delay_s': '<float>',
+                            'perplexity.retry.reason': '429',
                         },
                     },
                     {
-                        'name': 'perplexity.reasoning',
+                        'name': 'perplexity.retry',
                         'attributes': {
-                            'perplexity.reasoning': 'stopped',
-                            'perplexity.thought': 'Writing the answer...',
+                            'http.request.method': 'POST',
+                            'perplexity.attempt': 2,
+                            'perplexity.path': '/v1/agent',
+                            'perplexity.retry.delay_s': '<float>',
+                            'perplexity.retry.reason': '429',
                         },
-                    },
-                ],
-                'children': [
-                    {
-                        'name': 'perplexity.create',
-                        'events': [
-                            {
-                                'name': 'perplexity.retry',
-                                'attributes': {
-                                    'http.request.method': 'POST',
-                                    'perplexity.attempt': 1,
-                                    'perplexity.path': '/v1/agent',
-                                    'perplexity.retry.delay_s': '<float>',
-                                    'perplexity.retry.reason': '429',
-                                },
-                            },
-                            {
-                                'name': 'perplexity.retry',
-                                'attributes': {
-                                    'http.request.method': 'POST',
-                                    'perplexity.attempt': 2,
-                                    'perplexity.path': '/v1/agent',
-                                    'perplexity.retry.delay_s': '<float>',
-                                    'perplexity.retry.reason': '429',
-                                },
-                            },
-                        ],
-                    },
-                    {
-                        'name': 'perplexity.wait',
-                        'attributes': {'perplexity.wait.budget_s': 600.0, 'perplexity.wait.outcome': 'done'},
                     },
                     {
                         'name': 'perplexity.search',
                         'attributes': {
+                            'perplexity.duration_s': '<float>',
                             'perplexity.search.domains': [
                                 'digital-strategy.ec.europa.eu',
                                 'reuters.com',
@@ -603,15 +423,6 @@ async def test_a_rate_limited_create_shows_its_retries_as_events(emulator: Emula
                             'perplexity.search.queries': ['What is the EU AI Act?'],
                             'perplexity.search.results': 5,
                         },
-                    },
-                    {
-                        'name': 'perplexity.answer',
-                        'attributes': {
-                            'perplexity.answer.chars': 302,
-                            'perplexity.answer.deltas': 10,
-                            'perplexity.answer.time_to_first_token_s': '<float>',
-                        },
-                        'events': [{'name': 'perplexity.first_token'}],
                     },
                 ],
             }
@@ -633,9 +444,6 @@ async def test_a_refused_create_is_recorded_as_an_exception(emulator: Emulator, 
                     'perplexity.query': 'What is the EU AI Act?',
                 },
                 'exceptions': ['pydantic_ai_perplexity.AuthenticationError'],
-                'children': [
-                    {'name': 'perplexity.create', 'exceptions': ['pydantic_ai_perplexity.AuthenticationError']}
-                ],
             }
         ]
     )
@@ -658,9 +466,7 @@ async def test_start_cancel_and_search_have_their_own_spans(emulator: Emulator, 
                     'gen_ai.response.model': 'high',
                     'perplexity.effort': 'high',
                     'perplexity.query': 'Survey of fusion pilot plants [[emulate: duration=200]]',
-                    'perplexity.status': 'queued',
                 },
-                'children': [{'name': 'perplexity.create'}],
             },
             {
                 'name': 'perplexity.cancel',
@@ -795,4 +601,97 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                 ],
             },
         }
+    )
+
+
+async def test_steps_become_child_spans_on_a_timeline_when_asked(
+    emulator: Emulator, capfire: CaptureLogfire, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv('PERPLEXITY_TRACE_STEPS', 'spans')
+    async with researcher_for(emulator) as r:
+        result = await r.run('What is the EU AI Act? [[emulate: mcp]]', effort='low', fetch_pages=3)
+    assert result.done
+    assert span_tree(capfire) == snapshot(
+        [
+            {
+                'name': 'perplexity.research',
+                'attributes': {
+                    'gen_ai.operation.name': 'research',
+                    'gen_ai.provider.name': 'perplexity',
+                    'gen_ai.request.model': 'low',
+                    'gen_ai.response.id': '<response_id>',
+                    'gen_ai.response.model': 'openai/gpt-5.4',
+                    'gen_ai.usage.input_tokens': 797,
+                    'gen_ai.usage.output_tokens': 221,
+                    'operation.cost': 0.013706,
+                    'perplexity.answer.chars': 498,
+                    'perplexity.answer.time_to_first_token_s': '<float>',
+                    'perplexity.cited': 3,
+                    'perplexity.cost.input_usd': 0.000996,
+                    'perplexity.cost.output_usd': 0.00221,
+                    'perplexity.cost.tool_calls_usd': 0.0105,
+                    'perplexity.cost_usd': 0.013706,
+                    'perplexity.effort': 'low',
+                    'perplexity.query': 'What is the EU AI Act? [[emulate: mcp]]',
+                    'perplexity.sources': 6,
+                    'perplexity.status': 'completed',
+                    'perplexity.steps': 5,
+                },
+                'children': [
+                    {
+                        'name': 'perplexity.mcp_list_tools',
+                        'attributes': {'perplexity.mcp.server_label': 'emulated', 'perplexity.mcp.tools': 2},
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'digital-strategy.ec.europa.eu',
+                                'reuters.com',
+                                'artificialintelligenceact.eu',
+                                'euractiv.com',
+                            ],
+                            'perplexity.search.queries': ['What is the EU AI Act?'],
+                            'perplexity.search.results': 4,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.search',
+                        'attributes': {
+                            'perplexity.search.domains': [
+                                'artificialintelligenceact.eu',
+                                'euractiv.com',
+                                'en.wikipedia.org',
+                                'guides.lib.berkeley.edu',
+                            ],
+                            'perplexity.search.queries': ['What is the EU AI Act? latest developments'],
+                            'perplexity.search.results': 4,
+                        },
+                    },
+                    {
+                        'name': 'perplexity.fetch',
+                        'attributes': {
+                            'perplexity.fetch.pages': 1,
+                            'perplexity.fetch.urls': [
+                                'https://digital-strategy.ec.europa.eu/en/policies/regulatory-framework-ai'
+                            ],
+                        },
+                    },
+                    {
+                        'name': 'perplexity.mcp_call',
+                        'attributes': {
+                            'perplexity.mcp.server_label': 'emulated',
+                            'perplexity.mcp.tool': 'search_documents',
+                        },
+                    },
+                    {
+                        'name': 'perplexity.answer',
+                        'attributes': {
+                            'perplexity.answer.chars': 498,
+                            'perplexity.answer.time_to_first_token_s': '<float>',
+                        },
+                    },
+                ],
+            }
+        ]
     )

@@ -15,6 +15,8 @@ _VOLATILE = frozenset(
         'perplexity.time_to_first_token_s',
         'perplexity.answer.time_to_first_token_s',
         'perplexity.retry.delay_s',
+        'perplexity.duration_s',
+        'perplexity.elapsed_s',
     }
 )
 #: Attributes of pydantic-ai's spans worth showing (the rest is messages, schemas and random ids).
