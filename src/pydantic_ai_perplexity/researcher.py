@@ -481,7 +481,7 @@ class Researcher:
                 await self._flush()
                 token = await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
         try:
-            response = await tracing.traced('perplexity.create', self.client.start(query, **request))
+            response = await self.client.start(query, **request)
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError):
             # A billed run may exist: its reservation keeps counting against the budget.
             raise
@@ -516,9 +516,7 @@ class Researcher:
                     await outcome
 
         try:
-            response = await tracing.wait_span(
-                self.client.wait(response_id, timeout=budget, on_event=on_event), budget_s=budget
-            )
+            response = await self.client.wait(response_id, timeout=budget, on_event=on_event)
         except ResearchTimeoutError as exc:
             last = cast('Response | None', exc.last)
             if last is not None:
