@@ -17,7 +17,8 @@ from pydantic_ai_perplexity import PerplexityToolset
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
 
-RUN_SECONDS = 0.4  # a `duration=200` run at the emulator's time scale of 0.002
+RUN_EMULATED = 500
+RUN_SECONDS = RUN_EMULATED * 0.002  # the emulator's time scale
 
 
 def upstream_status(emu: Emulator, response_id: str) -> str:
@@ -37,25 +38,24 @@ async def test_cancel_races_through_the_toolset(logged: tuple[Emulator, CreateLo
     replies: dict[str, list[str]] = {}
     async with toolset:
         researcher = toolset.researcher
-        runs = [
-            (await researcher.start(f'Cancel race {i} (race-{i}) [[emulate: duration=200]]')).response_id
-            for i in range(12)
-        ]
+        runs: list[str] = [''] * 12
 
-        async def cancel_at(response_id: str, delay: float, times: int) -> None:
-            await anyio.sleep(delay)  # the moment of the race, not a wait for something
-            async with anyio.create_task_group() as tg:  # `times` cancels of the same run at once
-                for _ in range(times):
-                    tg.start_soon(cancel_once, response_id)
+        async def race(i: int) -> None:
+            started = await researcher.start(f'Cancel race {i} (race-{i}) [[emulate: duration={RUN_EMULATED}]]')
+            runs[i] = started.response_id
+            # From mid-run to past the end (the moment of the race, not a wait for something).
+            await anyio.sleep(RUN_SECONDS * (0.3 + i * 0.1))
+            async with anyio.create_task_group() as tg:  # every third run is cancelled twice at once
+                for _ in range(2 if i % 3 == 0 else 1):
+                    tg.start_soon(cancel_once, runs[i])
 
         async def cancel_once(response_id: str) -> None:
             replies.setdefault(response_id, []).append(await toolset.perplexity_research_cancel(response_id))
 
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
-                for i, response_id in enumerate(runs):
-                    # Spread from mid-run to just past the end; every third run is cancelled twice at once.
-                    tg.start_soon(cancel_at, response_id, RUN_SECONDS * (0.5 + i * 0.07), 2 if i % 3 == 0 else 1)
+                for i in range(len(runs)):
+                    tg.start_soon(race, i)
             # Then collect each run, as a model would after cancelling.
             parts = await call_tools(toolset, [('perplexity_research_result', {'response_id': rid}) for rid in runs])
             collected = dict(zip(runs, parts, strict=True))
