@@ -94,8 +94,7 @@ async def test_tools_and_descriptions_as_the_model_sees_them(emulator: Emulator)
 
 async def test_a_run_past_the_wait_budget_hands_off_then_is_collected(emulator: Emulator):
     toolset = toolset_for(emulator, wait_seconds=0.05)
-    agent = Agent(scripted_research_model(effort='high'), toolsets=[toolset])
-    toolset.researcher.wait_seconds = 0.05
+    agent = Agent(scripted_research_model(effort='high', collect_wait_seconds=30), toolsets=[toolset])
     result = await agent.run('A broad survey [[emulate: duration=300]]')
     rets = returns(result.all_messages())
     assert len(rets) >= 2

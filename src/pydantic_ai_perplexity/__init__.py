@@ -35,6 +35,8 @@ from .errors import (
 if TYPE_CHECKING:
     from .client import PerplexityClient
     from .ledger import Ledger, RunRecord
+    from .mcp.config import perplexity_mcp_config, perplexity_mcp_toolset
+    from .mcp.server import build_mcp_server
     from .researcher import Researcher, research
     from .results import Citation, Progress, ResearchResult, Source, Usage
     from .toolset import PerplexityToolset, ResearchProgress, collect_deferred
@@ -74,7 +76,10 @@ __all__ = (
     'Source',
     'Usage',
     '__version__',
+    'build_mcp_server',
     'collect_deferred',
+    'perplexity_mcp_config',
+    'perplexity_mcp_toolset',
     'research',
 )
 
@@ -92,6 +97,9 @@ _LAZY = {
     'PerplexityToolset': '.toolset',
     'ResearchProgress': '.toolset',
     'collect_deferred': '.toolset',
+    'perplexity_mcp_config': '.mcp.config',
+    'perplexity_mcp_toolset': '.mcp.config',
+    'build_mcp_server': '.mcp.server',
 }
 
 

@@ -15,6 +15,7 @@ import re
 import secrets
 import unicodedata
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .results import ResearchResult, Source
@@ -22,6 +23,7 @@ from .timeline import LANES
 
 if TYPE_CHECKING:
     from .client._models import SearchResponse
+    from .ledger import RunRecord
     from .timeline import Bar, TimelineStep
 
 __all__ = (
@@ -33,6 +35,7 @@ __all__ = (
     'handoff_for_model',
     'result_to_html',
     'result_to_markdown',
+    'runs_for_model',
     'sanitize',
     'search_for_model',
     'structured_for_model',
@@ -449,3 +452,28 @@ def timeline_steps_html(steps: Sequence[TimelineStep]) -> str:
         f'<details class="pplx-steps"><summary>{len(steps)} steps</summary>'
         f'<table><thead><tr><th>at</th><th>kind</th><th>step</th></tr></thead><tbody>{rows}</tbody></table></details>'
     )
+
+
+def runs_for_model(records: Sequence[RunRecord]) -> str:
+    """Ledger rows as a model reads them, one line each: id, status, age, cost, effort, the (sanitised) query."""
+    if not records:
+        return 'No research runs recorded yet.'
+    now = datetime.now(UTC)
+    lines: list[str] = []
+    for r in records:
+        age = _age((now - r.created_at).total_seconds())
+        cost_text = f'${r.cost_usd:.4f}' if r.cost_usd is not None else 'cost pending'
+        query = ' '.join(sanitize(r.query).split())
+        query = query if len(query) <= 100 else query[:99] + '…'
+        lines.append(f'{r.response_id} | {r.status} | {age} ago | {cost_text} | {r.effort or "-"} | {query}')
+    return '\n'.join(lines)
+
+
+def _age(seconds: float) -> str:
+    if seconds < 90:
+        return f'{max(0, int(seconds))}s'
+    if seconds < 5400:
+        return f'{int(seconds // 60)}m'
+    if seconds < 172800:
+        return f'{int(seconds // 3600)}h'
+    return f'{int(seconds // 86400)}d'

@@ -21,7 +21,8 @@ from .results import ResearchResult
 
 __all__ = ('scripted_research_model',)
 
-_HANDOFF_ID = re.compile(r'response_id="(resp_[^"]+)"')
+# Matches a hand-off in rendered text and inside JSON (where the quotes arrive escaped, over MCP).
+_HANDOFF_ID = re.compile(r'response_id=\\?"(resp_[^"\\]+)')
 _SPOTLIGHT = re.compile(r'<</?web-[0-9a-f]+>>')
 
 ReportBuilder = Callable[[ResearchResult], dict[str, Any]]
@@ -78,6 +79,7 @@ def scripted_research_model(
     tool_prefix: str = '',
     build_output: ReportBuilder | None = None,
     max_collects: int = 20,
+    collect_wait_seconds: float | None = None,
 ) -> FunctionModel:
     """A `FunctionModel` that researches the user's question with the Perplexity tools, then answers.
 
@@ -86,6 +88,7 @@ def scripted_research_model(
         tool_prefix: A prefix the tools carry (e.g. when reached through a prefixed MCP toolset).
         build_output: For agents with a structured output type: the output tool's arguments from the result.
         max_collects: Give up collecting a handed-off run after this many calls.
+        collect_wait_seconds: The `wait_seconds` to ask for when collecting (the tool's default when `None`).
     """
     research, collect = f'{tool_prefix}perplexity_research', f'{tool_prefix}perplexity_research_result'
 
@@ -103,7 +106,10 @@ def scripted_research_model(
         handoff = _HANDOFF_ID.search(text)
         collects = _calls(messages, collect)
         if handoff and collects < max_collects:
-            return ModelResponse(parts=[ToolCallPart(collect, {'response_id': handoff.group(1)})])
+            collect_args: dict[str, Any] = {'response_id': handoff.group(1)}
+            if collect_wait_seconds is not None:
+                collect_args['wait_seconds'] = collect_wait_seconds
+            return ModelResponse(parts=[ToolCallPart(collect, collect_args)])
         result = field_of(last.metadata, 'research_result')
         if build_output is not None and info.output_tools and isinstance(result, ResearchResult):
             return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, build_output(result))])

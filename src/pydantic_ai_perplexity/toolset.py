@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 try:
@@ -38,7 +37,7 @@ from .errors import (
     PermissionDeniedError,
     PerplexityError,
 )
-from .ledger import Ledger, RunRecord
+from .ledger import Ledger
 from .researcher import Researcher
 from .results import Progress, ResearchResult
 
@@ -232,7 +231,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         if not 1 <= limit <= 50:
             raise ModelRetry('limit must be between 1 and 50.')
         records = await self._call(self.researcher.list(status=status, limit=limit))
-        return _render_records(records)
+        return render.runs_for_model(records)
 
     async def perplexity_search(
         self,
@@ -305,31 +304,6 @@ def _check_id(response_id: str) -> str:
     if not value:
         raise ModelRetry('response_id is empty: pass the id a research call handed back, like "resp_...".')
     return value
-
-
-def _render_records(records: list[RunRecord]) -> str:
-    if not records:
-        return 'No research runs recorded yet.'
-    now = datetime.now(UTC)
-    lines: list[str] = []
-    for r in records:
-        age = _age((now - r.created_at).total_seconds())
-        cost = r.cost_usd if r.cost_usd is not None else None
-        cost_text = f'${cost:.4f}' if cost is not None else 'cost pending'
-        query = ' '.join(render.sanitize(r.query).split())
-        query = query if len(query) <= 100 else query[:99] + '…'
-        lines.append(f'{r.response_id} | {r.status} | {age} ago | {cost_text} | {r.effort or "-"} | {query}')
-    return '\n'.join(lines)
-
-
-def _age(seconds: float) -> str:
-    if seconds < 90:
-        return f'{max(0, int(seconds))}s'
-    if seconds < 5400:
-        return f'{int(seconds // 60)}m'
-    if seconds < 172800:
-        return f'{int(seconds // 3600)}h'
-    return f'{int(seconds // 86400)}d'
 
 
 async def collect_deferred(

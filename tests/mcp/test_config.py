@@ -147,8 +147,8 @@ async def test_tools_read_the_same_as_the_toolsets(tmp_path: Path) -> None:
     assert _INSTRUCTIONS == _tools.INSTRUCTIONS
 
 
-def test_the_run_list_reads_the_same_as_the_toolsets() -> None:
-    from pydantic_ai_perplexity.toolset import _render_records  # pyright: ignore[reportPrivateUsage]
+def test_the_run_list_is_one_line_per_run_with_a_sanitised_bounded_query() -> None:
+    from pydantic_ai_perplexity.render import runs_for_model
 
     now = datetime.now(UTC)
     records = [
@@ -157,8 +157,10 @@ def test_the_run_list_reads_the_same_as_the_toolsets() -> None:
         ),
         RunRecord(response_id='resp_b', query='x' * 300, origin='toolset', created_at=now - timedelta(hours=3)),
     ]
-    assert _tools.runs_for_model(records) == _render_records(records)
-    assert _tools.runs_for_model([]) == _render_records([])
+    first, second = runs_for_model(records).splitlines()
+    assert first.startswith('resp_a | completed | ') and first.endswith('| $0.0100 | - | What is the EU AI Act?')
+    assert second.startswith('resp_b | queued | 3h ago | cost pending |') and second.endswith('x' * 99 + '…')
+    assert runs_for_model([]) == 'No research runs recorded yet.'
 
 
 def test_importing_the_package_loads_no_mcp_sdk_pydantic_ai_or_pydantic_deep() -> None:

@@ -14,7 +14,6 @@ import logging
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Required, TypeVar
 
@@ -40,7 +39,6 @@ from ..errors import (
 )
 
 if TYPE_CHECKING:
-    from ..ledger import RunRecord
     from ..researcher import Researcher
     from ..results import Progress, ResearchResult
 
@@ -369,6 +367,8 @@ def build_server(
             if not 1 <= limit <= 50:
                 raise InvalidArgumentError('limit must be between 1 and 50.', argument='limit')
             r = await runtime.researcher()
+            from ..render import runs_for_model
+
             return _text(runs_for_model(await r.list(status=status, limit=limit)))
 
         return await _guarded(work)
@@ -444,33 +444,6 @@ def _check_id(response_id: str) -> str:
             'response_id is empty: pass the id a research call handed back, like "resp_...".', argument='response_id'
         )
     return value
-
-
-def runs_for_model(records: list[RunRecord]) -> str:
-    """Ledger rows as a model reads them; the same lines as `PerplexityToolset`'s `perplexity_research_list`."""
-    from ..render import sanitize
-
-    if not records:
-        return 'No research runs recorded yet.'
-    now = datetime.now(UTC)
-    lines: list[str] = []
-    for r in records:
-        age = _age((now - r.created_at).total_seconds())
-        cost_text = f'${r.cost_usd:.4f}' if r.cost_usd is not None else 'cost pending'
-        query = ' '.join(sanitize(r.query).split())
-        query = query if len(query) <= 100 else query[:99] + '…'
-        lines.append(f'{r.response_id} | {r.status} | {age} ago | {cost_text} | {r.effort or "-"} | {query}')
-    return '\n'.join(lines)
-
-
-def _age(seconds: float) -> str:
-    if seconds < 90:
-        return f'{max(0, int(seconds))}s'
-    if seconds < 5400:
-        return f'{int(seconds // 60)}m'
-    if seconds < 172800:
-        return f'{int(seconds // 3600)}h'
-    return f'{int(seconds // 86400)}d'
 
 
 # -- the handshake snapshot the stdio front answers from ---------------------------------------------------------
