@@ -40,7 +40,7 @@ from .errors import (
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
-from .ledger import Ledger, Origin, RunRecord, budget_from_env, estimate_cost
+from .ledger import RESERVED, Ledger, Origin, RunRecord, budget_from_env, estimate_cost
 from .results import Progress, ProgressTracker, ResearchResult
 
 if TYPE_CHECKING:
@@ -482,8 +482,16 @@ class Researcher:
                 token = await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
         try:
             response = await self.client.start(query, **request)
-        except (RunMayHaveStartedError, InternalServerError, MalformedResponseError):
-            # A billed run may exist: its reservation keeps counting against the budget.
+        except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
+            # A billed run may exist, but its id never came back: the attempt stays in the ledger as a reservation
+            # (counting its estimate against the budget) with the reason, so that it can be listed and checked.
+            if self.ledger is not None and record is not None:
+                if token is not None:
+                    self._record(self.ledger.update, token, error=str(exc))
+                else:
+                    self._record(
+                        self.ledger.record_start, record.model_copy(update={'status': RESERVED, 'error': str(exc)})
+                    )
             raise
         except PerplexityError:
             # The API refused the create (4xx, refused connection, ...): no run, give the estimate back.
