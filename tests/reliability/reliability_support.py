@@ -145,6 +145,15 @@ def describe(fault: Fault, text: str) -> str:
     return 'clear error: body not JSON, not re-sent'
 
 
+def assert_attempt_kept(rows: list[Any], tag: str) -> Any:
+    """A create that may have started a run left a row: its question, a reservation, and why."""
+    from pydantic_ai_perplexity.ledger import RESERVED, is_provisional
+
+    [row] = [r for r in rows if f'({tag})' in r.query]
+    assert is_provisional(row.response_id) and row.status == RESERVED and row.error, row
+    return row
+
+
 def query_for(tag: str, fault: Fault, question: str = 'What does the EU AI Act regulate?') -> str:
     """A question carrying the fault, unique per tag (the emulator counts in-text faults per exact text)."""
     return f'{question} ({tag}) [[emulate: {fault.directive}]]'

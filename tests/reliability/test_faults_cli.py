@@ -16,6 +16,7 @@ from mcp_support import DEADLINE
 from reliability_support import (
     FAULTS,
     CreateLog,
+    assert_attempt_kept,
     check_outcome,
     cli_env,
     describe,
@@ -61,7 +62,8 @@ def test_every_kind_of_fault_through_the_cli(logged: tuple[Emulator, CreateLog],
             [message] = [line for line in stderr.splitlines() if line.startswith('Error: ')]
             check_outcome(fault, 'failed', 'Research failed: ' + message.removeprefix('Error: '))
         else:
-            assert process.returncode == 0, (fault, stderr)
+            # A run that ended failed or incomplete is a result (on stdout) with exit status 1.
+            assert process.returncode == (0 if fault.outcome == 'completed' else 1), (fault, stderr)
             result = json.loads(stdout)
             assert result['status'] == fault.outcome, (fault, result)
         creates, billed = log.matching(f'cli-{i}'), log.billed(f'cli-{i}')
@@ -80,6 +82,9 @@ def test_every_kind_of_fault_through_the_cli(logged: tuple[Emulator, CreateLog],
             steps = len(reported)
             if fault.drops:
                 assert stream_gets(emu, response_id) >= 2
+        if fault.outcome == 'error':
+            with Ledger(module_state / 'ledger.sqlite3') as ledger:
+                assert assert_attempt_kept(ledger.list(limit=500), f'cli-{i}').origin == 'cli'
         text = stdout if fault.outcome != 'error' else stderr
         record(
             'faults', 'cli', fault.name,

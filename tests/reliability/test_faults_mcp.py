@@ -23,6 +23,7 @@ from reliability_support import (
     CreateLog,
     Fault,
     HttpServer,
+    assert_attempt_kept,
     check_outcome,
     describe,
     mcp_progress_messages,
@@ -121,6 +122,9 @@ def check_mcp_answer(
             assert stream_gets(emu, response_id) >= 2
     if not billed:
         assert 'structuredContent' not in result or result['structuredContent'] is None
+    if fault.outcome == 'error':
+        with Ledger(state / 'ledger.sqlite3') as ledger:
+            assert assert_attempt_kept(ledger.list(limit=500), tag).origin == 'mcp'
     record(
         'faults', surface, fault.name,
         outcome=describe(fault, text), attempts=len(creates), billed=len(billed), events_once=steps, lost=0,
