@@ -1,7 +1,9 @@
 """The `pydantic-ai-perplexity` command: research, jobs, doctor, config, mcp, emulator.
 
-Results go to stdout, progress and notices to stderr. Each command imports what it needs when it runs, so
-`pydantic-ai-perplexity mcp` starts serving without loading the research stack first.
+Results go to stdout, progress and notices to stderr: `research "…" > answer.md` keeps the answer clean, and
+`--json` gives machines the whole result. Progress is a live display when stderr is a terminal and plain lines
+otherwise. Each command imports what it needs when it runs, so `pydantic-ai-perplexity mcp` starts serving
+without loading the research stack (or rich) first.
 """
 
 from __future__ import annotations
@@ -10,30 +12,48 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Generator
-from typing import Any
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import click
 
+if TYPE_CHECKING:
+    from .ledger import RunRecord
+    from .results import Progress, ResearchResult
+
 EFFORTS = ('fast', 'low', 'medium', 'high', 'xhigh')
 RECENCIES = ('hour', 'day', 'week', 'month', 'year')
-STATUSES = ('queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling')
+STATUSES = ('queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling', 'reserved')
+#: Exit status of `research` / `jobs wait` when the run ended failed, incomplete or cancelled.
+EXIT_RUN_FAILED = 1
+
+_CONTEXT = {'help_option_names': ['-h', '--help'], 'max_content_width': 110}
 
 
 def _err(message: str) -> None:
     click.echo(message, err=True)
 
 
+def _configure_tracing() -> None:
+    from .tracing import configure_tracing
+
+    configure_tracing()  # only when LOGFIRE_TOKEN, OTEL_EXPORTER_OTLP_* or LOGFIRE_CONSOLE ask for it
+
+
 @contextlib.contextmanager
-def _endpoint() -> Generator[dict[str, str], None, None]:
+def _endpoint(*, no_wait: bool = False) -> Generator[dict[str, str]]:
     """The API to talk to: the configured one, or (with no key) a built-in emulator, said in one line."""
     if os.environ.get('PERPLEXITY_API_KEY'):
         yield {}
         return
     from .emulator import Emulator
 
-    with Emulator(time_scale=float(os.environ.get('PERPLEXITY_EMULATOR_TIME_SCALE', '0.05'))) as emu:
-        _err(f'No PERPLEXITY_API_KEY set: using the built-in emulator at {emu.base_url} (answers are canned).')
+    with Emulator(time_scale=float(os.environ.get('PERPLEXITY_EMULATOR_TIME_SCALE') or '0.05')) as emu:
+        note = ' It stops when this command ends, so this run cannot be collected later.' if no_wait else ''
+        _err(f'No PERPLEXITY_API_KEY set: using the built-in emulator at {emu.base_url} (answers are canned).{note}')
         yield {'api_key': emu.api_key, 'base_url': emu.base_url}
 
 
@@ -45,39 +65,139 @@ def _fail(exc: BaseException) -> None:
     raise exc
 
 
-@click.group(context_settings={'help_option_names': ['-h', '--help']})
+# ---------------------------------------------------------------------------------------------------------------
+# progress on stderr
+
+
+class _StepDisplay:
+    """Research progress on stderr: a live rich display on a terminal, one plain line per step otherwise."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.live = sys.stderr.isatty()
+        self.started = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _StepDisplay:
+        if self.live:
+            from rich.console import Console
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._bar = Progress(
+                SpinnerColumn(),
+                TextColumn('{task.description}'),
+                TextColumn('{task.fields[counts]}', style='dim'),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task(self._describe('starting'), total=None, counts='')
+        return self
+
+    def _describe(self, step: str) -> str:
+        from rich.markup import escape
+
+        title = self.title if len(self.title) <= 40 else self.title[:39] + '…'
+        step = step if len(step) <= 50 else step[:49] + '…'
+        return f'[bold]{escape(title)}[/] {escape(step)}'
+
+    def __call__(self, progress: Progress, step: str) -> None:
+        """The `on_progress` callback."""
+        if self._bar is not None:
+            from rich.text import Text
+
+            self._bar.console.print(Text.assemble((f'{progress.elapsed_s:6.1f}s ', 'dim'), step))
+            self._bar.update(self._task, description=self._describe(step), counts=progress.summary())
+        else:
+            _err(f'  [{progress.elapsed_s:6.1f}s] {step}')
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def summary(self, result: ResearchResult) -> None:
+        """One closing line on stderr: how the run ended, how long it took, what it did."""
+        elapsed = time.monotonic() - self.started
+        line = f'{result.status} in {elapsed:.1f}s: {result.progress.summary()}'
+        if self._bar is not None:
+            self._bar.console.print(f'[green]✓[/] {line}' if result.status == 'completed' else f'[red]✗[/] {line}')
+        else:
+            _err(line)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the command
+
+
+def _skip_idle_logfire_plugin() -> None:
+    """Skip Logfire's pydantic plugin while it would record nothing: loading it imports Logfire, a third of a second
+    of every command's start. Never over an explicit `PYDANTIC_DISABLE_PLUGINS` or a plugin set to record."""
+    if 'PYDANTIC_DISABLE_PLUGINS' in os.environ:
+        return
+    if os.environ.get('LOGFIRE_PYDANTIC_PLUGIN_RECORD', 'off').strip().lower() not in ('', 'off'):
+        return
+    os.environ['PYDANTIC_DISABLE_PLUGINS'] = 'logfire-plugin'
+
+
+@click.group(context_settings=_CONTEXT)
 @click.version_option(package_name='pydantic-ai-perplexity')
 def cli() -> None:
     """Perplexity research from the command line, over MCP, and offline against an emulator.
+
+    Results go to stdout; progress and notices to stderr. Without PERPLEXITY_API_KEY, research runs against a
+    built-in emulator (canned answers, no network).
 
     \b
     Examples:
       pydantic-ai-perplexity research "What changed in the EU AI Act this month?"
       pydantic-ai-perplexity jobs list
+      pydantic-ai-perplexity doctor
       pydantic-ai-perplexity mcp                      # serve MCP over stdio
       pydantic-ai-perplexity config claude-desktop    # print a ready client config
       pydantic-ai-perplexity emulator --port 8787     # the offline API on loopback
     """
+    _skip_idle_logfire_plugin()
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # research
 
 
-@cli.command()
+def _mcp_server(value: str) -> dict[str, str]:
+    label, sep, url = value.partition('=')
+    if not sep or not label or not url:
+        raise click.BadParameter(f'{value!r}: give it as LABEL=URL, e.g. docs=https://mcp.example.com/mcp')
+    return {'type': 'mcp', 'server_label': label, 'server_url': url}
+
+
+@cli.command(context_settings=_CONTEXT)
 @click.argument('question')
 @click.option(
     '--effort', type=click.Choice(EFFORTS), help='How deep to research (default: PERPLEXITY_EFFORT or medium).'
 )
-@click.option('--model', help='A specific model, "provider/model".')
-@click.option('--instructions', help='Extra instructions for the researcher.')
+@click.option('--model', help='A specific model, "provider/model" (default: the effort chooses).')
+@click.option('--instructions', help="Extra instructions for the researcher, e.g. the answer's format.")
 @click.option('--domain', 'domains', multiple=True, help='Only this domain (repeatable); "-domain" excludes one.')
 @click.option('--recency', type=click.Choice(RECENCIES), help='Only pages from the last hour/day/week/month/year.')
 @click.option('--after', help='Only pages published on or after this date (YYYY-MM-DD).')
 @click.option('--before', help='Only pages published on or before this date (YYYY-MM-DD).')
-@click.option('--fetch-pages', type=int, help='Let the run fetch up to N pages in full.')
+@click.option('--fetch-pages', type=click.IntRange(1, 20), help='Let the run read up to N pages in full.')
+@click.option('--max-steps', type=click.IntRange(1, 100), help='Stop the run after this many steps.')
+@click.option(
+    '--schema',
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='A JSON Schema file: the answer comes back as JSON that fits it.',
+)
+@click.option(
+    '--mcp-server', 'mcp_servers', multiple=True, metavar='LABEL=URL', help='A remote MCP server the run may call.'
+)
+@click.option('--budget', 'budget_usd', type=float, help='Refuse the run if recorded spend would pass this many USD.')
 @click.option('--wait', 'wait_seconds', type=float, help='Wait at most this many seconds, then print the run id.')
-@click.option('--no-wait', is_flag=True, help='Start the run, print its id and exit.')
+@click.option('--no-wait', is_flag=True, help='Start the run, print its id and exit (collect it with `jobs wait`).')
 @click.option('--json', 'as_json', is_flag=True, help='Print the full result as JSON.')
 def research(
     question: str,
@@ -89,23 +209,29 @@ def research(
     after: str | None,
     before: str | None,
     fetch_pages: int | None,
+    max_steps: int | None,
+    schema: Path | None,
+    mcp_servers: tuple[str, ...],
+    budget_usd: float | None,
     wait_seconds: float | None,
     no_wait: bool,
     as_json: bool,
 ) -> None:
-    """Research QUESTION and print the cited answer.
+    """Research QUESTION and print the cited answer, numbered sources and cost.
+
+    A run still going after the wait (PERPLEXITY_WAIT_SECONDS, default 600 s) is not lost: its id is printed,
+    and `jobs wait ID` collects it. The exit status is 1 when the run failed or was cut short.
 
     \b
     Examples:
       pydantic-ai-perplexity research "Who won the 2026 Turing Award?" --effort fast
       pydantic-ai-perplexity research "State of solid-state batteries" --effort high --no-wait
       pydantic-ai-perplexity research "EU AI Act news" --recency week --domain europa.eu --json
+      pydantic-ai-perplexity research "Top 3 heat pump makers" --schema makers.schema.json
     """
     import anyio
 
-    from .tracing import configure_tracing
-
-    configure_tracing()  # only when LOGFIRE_TOKEN, OTEL_EXPORTER_OTLP_* or LOGFIRE_CONSOLE ask for it
+    _configure_tracing()
     options: dict[str, Any] = {
         'effort': effort,
         'model': model,
@@ -115,81 +241,117 @@ def research(
         'after': after,
         'before': before,
         'fetch_pages': fetch_pages,
+        'max_steps': max_steps,
+        'mcp_servers': [_mcp_server(m) for m in mcp_servers] or None,
     }
+    if schema is not None:
+        try:
+            options['output_type'] = json.loads(schema.read_text(encoding='utf-8'))
+        except ValueError as exc:
+            raise click.BadParameter(f'{schema} is not JSON: {exc}', param_hint='--schema') from None
 
-    async def go(settings: dict[str, str]) -> None:
+    async def go(settings: dict[str, str]) -> ResearchResult:
         from .researcher import Researcher
-        from .results import Progress
-
-        def on_progress(progress: Progress, step: str) -> None:
-            _err(f'  [{progress.elapsed_s:6.1f}s] {step}')
 
         async with Researcher(
-            origin='cli', wait_seconds=wait_seconds, api_key=settings.get('api_key'), base_url=settings.get('base_url')
+            origin='cli',
+            wait_seconds=wait_seconds,
+            budget_usd=budget_usd,
+            api_key=settings.get('api_key'),
+            base_url=settings.get('base_url'),
         ) as researcher:
             if no_wait:
-                result = await researcher.start(question, **options)
-            else:
-                result = await researcher.run(question, on_progress=on_progress, **options)
-        _print_result(result, as_json=as_json)
+                return await researcher.start(question, **options)
+            with _StepDisplay(question) as display:
+                result = await researcher.run(question, on_progress=display, **options)
+            if result.done:
+                display.summary(result)
+            return result
 
     try:
-        with _endpoint() as settings:
-            anyio.run(go, settings)
+        with _endpoint(no_wait=no_wait) as settings:
+            result = anyio.run(go, settings)
     except Exception as exc:
         _fail(exc)
+        return
+    _print_result(result, as_json=as_json)
+    if result.done and result.status != 'completed':
+        sys.exit(EXIT_RUN_FAILED)
 
 
-def _print_result(result: Any, *, as_json: bool) -> None:
+def _print_result(result: ResearchResult, *, as_json: bool) -> None:
     if as_json:
         click.echo(result.model_dump_json(indent=2))
+        if not result.done:
+            _handoff_notice(result)
         return
     if not result.done:
         click.echo(result.response_id)
-        _err(
-            f'The run is still going ({result.progress.summary()}). Collect it with: '
-            f'pydantic-ai-perplexity jobs wait {result.response_id}'
-        )
+        _handoff_notice(result)
         return
     from .render import answer_with_source_numbers
 
     if result.error:
         _err(f'The run ended {result.status}: {result.error}')
-    click.echo(answer_with_source_numbers(result))
+    if result.data is not None:
+        click.echo(json.dumps(result.data, indent=2, ensure_ascii=False))
+    else:
+        click.echo(answer_with_source_numbers(result))
     if result.sources:
         click.echo('\nSources:')
         for s in result.sources:
             mark = '' if s.cited else '  (not cited)'
             click.echo(f'  [{s.n}] {s.title or s.domain} — {s.url}{mark}')
+    if result.orphan_markers:
+        click.echo(f'\nMarkers pointing at no source: {", ".join(result.orphan_markers)}')
     cost = f'${result.cost_usd:.4f}' if result.cost_usd is not None else 'cost unknown'
-    click.echo(f'\n{result.status} · {result.effort or "-"} · {cost} · {result.response_id}')
+    click.echo(f'\n{result.status} · {result.effort or "-"} · {result.model or "-"} · {cost} · {result.response_id}')
+
+
+def _handoff_notice(result: ResearchResult) -> None:
+    state = 'Started' if result.status == 'queued' else f'Still going ({result.progress.summary()})'
+    _err(f'{state}: {result.response_id}. Collect it with: pydantic-ai-perplexity jobs wait {result.response_id}')
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # jobs
 
 
-@cli.group()
+@cli.group(context_settings=_CONTEXT)
 def jobs() -> None:
-    """List, show, wait for and cancel runs recorded in the ledger.
+    """List, show, wait for and cancel runs recorded in the ledger (PERPLEXITY_STATE_DIR).
+
+    `list` and `show` read the ledger only; `wait` and `cancel` ask the API (PERPLEXITY_API_KEY), so they work
+    for runs started by any process: the CLI, a notebook, an agent or the MCP server.
 
     \b
     Examples:
       pydantic-ai-perplexity jobs list --status in_progress
+      pydantic-ai-perplexity jobs show resp_123
       pydantic-ai-perplexity jobs wait resp_123 --timeout 600
       pydantic-ai-perplexity jobs cancel resp_123
     """
-    from .tracing import configure_tracing
-
-    configure_tracing()  # only when LOGFIRE_TOKEN, OTEL_EXPORTER_OTLP_* or LOGFIRE_CONSOLE ask for it
+    _configure_tracing()
 
 
-@jobs.command('list')
+def _cost(record: RunRecord) -> str:
+    if record.cost_usd is not None:
+        return f'${record.cost_usd:.4f}'
+    return f'~${record.estimate_usd:.4f}'
+
+
+@jobs.command('list', context_settings=_CONTEXT)
 @click.option('--status', type=click.Choice(STATUSES), help='Only runs with this status.')
-@click.option('--limit', type=int, default=20, show_default=True)
-@click.option('--json', 'as_json', is_flag=True)
+@click.option('--limit', type=click.IntRange(1, 10_000), default=20, show_default=True, help='At most this many.')
+@click.option('--json', 'as_json', is_flag=True, help='Print the records as JSON.')
 def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
-    """Recent runs, newest first."""
+    """Recent runs, newest first: id, status, when, cost (~ an estimate), effort, question.
+
+    \b
+    Examples:
+      pydantic-ai-perplexity jobs list
+      pydantic-ai-perplexity jobs list --status completed --limit 5 --json
+    """
     from .ledger import Ledger
 
     with Ledger() as ledger:
@@ -201,84 +363,149 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
         _err(f'No runs recorded in {ledger.path}.')
         return
     for r in records:
-        cost = r.cost_usd if r.cost_usd is not None else r.estimate_usd
-        mark = '' if r.cost_usd is not None else '~'
+        query = ' '.join(r.query.split())
         click.echo(
-            f'{r.response_id}  {r.status:<11} {r.created_at:%Y-%m-%d %H:%M}  {mark}${cost:.4f}  '
-            f'{r.effort or "-":<6} {r.query[:60]}'
+            f'{r.response_id}  {r.status:<11} {r.created_at:%Y-%m-%d %H:%M}  {_cost(r):>9}  '
+            f'{r.effort or "-":<6} {query[:60]}'
         )
 
 
-@jobs.command('show')
+@jobs.command('show', context_settings=_CONTEXT)
 @click.argument('response_id')
-def jobs_show(response_id: str) -> None:
-    """One run's ledger record, as JSON."""
+@click.option('--json', 'as_json', is_flag=True, help='Print the record as JSON.')
+def jobs_show(response_id: str, as_json: bool) -> None:
+    """One run as the ledger has it (no API call).
+
+    \b
+    Examples:
+      pydantic-ai-perplexity jobs show resp_123
+      pydantic-ai-perplexity jobs show resp_123 --json
+    """
     from .ledger import Ledger
 
     with Ledger() as ledger:
         record = ledger.get(response_id)
     if record is None:
         raise click.ClickException(f'No run {response_id!r} in the ledger ({ledger.path}).')
-    click.echo(record.model_dump_json(indent=2))
+    if as_json:
+        click.echo(record.model_dump_json(indent=2))
+        return
+    fields = [
+        ('run', record.response_id),
+        ('status', record.status),
+        ('question', record.query),
+        ('effort', record.effort or '-'),
+        ('model', record.model or '-'),
+        ('started', f'{record.created_at:%Y-%m-%d %H:%M:%S} UTC by {record.origin}'),
+        ('updated', f'{record.updated_at:%Y-%m-%d %H:%M:%S} UTC'),
+        ('sources', f'{record.sources} ({record.cited} cited)'),
+        ('tokens', f'{record.input_tokens} in, {record.output_tokens} out'),
+        ('cost', _cost(record) + ('' if record.cost_usd is not None else ' (estimate)')),
+    ]
+    if record.error:
+        fields.append(('error', record.error))
+    for name, value in fields:
+        click.echo(f'{name + ":":<10}{value}')
 
 
-@jobs.command('wait')
+@jobs.command('wait', context_settings=_CONTEXT)
 @click.argument('response_id')
 @click.option('--timeout', type=float, default=600, show_default=True, help='Give up waiting after this many seconds.')
-@click.option('--json', 'as_json', is_flag=True)
+@click.option('--json', 'as_json', is_flag=True, help='Print the full result as JSON.')
 def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
-    """Wait for a run and print its result."""
+    """Wait for a run (showing its progress) and print its result, as `research` does.
+
+    A run still going at the timeout prints its id again; nothing is cancelled.
+
+    \b
+    Examples:
+      pydantic-ai-perplexity jobs wait resp_123
+      pydantic-ai-perplexity jobs wait resp_123 --timeout 60 --json
+    """
     import anyio
 
-    async def go() -> None:
+    async def go() -> ResearchResult:
         from .researcher import Researcher
 
         async with Researcher(origin='cli', wait_seconds=timeout) as researcher:
-            result = await researcher.collect(response_id)
-        _print_result(result, as_json=as_json)
+            with _StepDisplay(response_id) as display:
+                result = await researcher.collect(response_id, on_progress=display)
+            if result.done:
+                display.summary(result)
+            return result
 
     try:
-        anyio.run(go)
+        result = anyio.run(go)
     except Exception as exc:
         _fail(exc)
+        return
+    _print_result(result, as_json=as_json)
+    if result.done and result.status != 'completed':
+        sys.exit(EXIT_RUN_FAILED)
 
 
-@jobs.command('cancel')
+@jobs.command('cancel', context_settings=_CONTEXT)
 @click.argument('response_id')
 def jobs_cancel(response_id: str) -> None:
-    """Cancel a run that is still going."""
+    """Cancel a run that is still going (it stops, and stops costing); prints the id and its status.
+
+    \b
+    Example:
+      pydantic-ai-perplexity jobs cancel resp_123
+    """
     import anyio
 
-    async def go() -> None:
+    async def go() -> ResearchResult:
         from .researcher import Researcher
 
         async with Researcher(origin='cli') as researcher:
-            result = await researcher.cancel(response_id)
-        click.echo(f'{result.response_id} {result.status}')
+            return await researcher.cancel(response_id)
 
     try:
-        anyio.run(go)
+        result = anyio.run(go)
     except Exception as exc:
         _fail(exc)
+        return
+    click.echo(f'{result.response_id} {result.status}')
+    if result.done and result.status != 'cancelled':
+        _err(f'The run had already ended ({result.status}); nothing to cancel.')
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # doctor
 
 
-@cli.command()
-def doctor() -> None:
-    """Check the setup: key, base URL, API reachability, models, ledger, tracing. Each line says how to fix it.
+@cli.command(context_settings=_CONTEXT)
+@click.option('--json', 'as_json', is_flag=True, help='Print the checks as JSON.')
+def doctor(as_json: bool) -> None:
+    """Check the setup: key, base URL, API, models, settings, ledger, tracing. Exit status 1 if any check fails.
+
+    Each line says pass or FAIL, what was found and, for a failure, how to fix it.
 
     \b
-    Example:
+    Examples:
       pydantic-ai-perplexity doctor
+      PERPLEXITY_BASE_URL=http://127.0.0.1:8787 pydantic-ai-perplexity doctor   # against a local emulator
     """
+    import dataclasses
+
     import anyio
 
-    from .doctor import run_checks
+    from .doctor import Check, run_checks
 
-    ok = anyio.run(run_checks, click.echo)
+    checks: list[Check] = []
+
+    def emit(check: Check) -> None:
+        checks.append(check)
+        if not as_json:
+            click.echo(check.line())
+
+    ok = anyio.run(run_checks, emit)
+    if as_json:
+        click.echo(json.dumps([dataclasses.asdict(c) for c in checks], indent=2))
+    else:
+        failed = sum(not c.ok for c in checks)
+        _err(f'{len(checks) - failed} passed, {failed} failed.')
     if not ok:
         sys.exit(1)
 
@@ -287,7 +514,7 @@ def doctor() -> None:
 # config, mcp, emulator
 
 
-@cli.command()
+@cli.command(context_settings=_CONTEXT)
 @click.argument('client', type=click.Choice(['claude-desktop', 'claude-code', 'cursor', 'vscode', 'pydantic-deep']))
 @click.option('--write', is_flag=True, help='pydantic-deep only: add the server to ./.pydantic-deep/mcp.json.')
 def config(client: str, write: bool) -> None:
@@ -296,6 +523,7 @@ def config(client: str, write: bool) -> None:
     \b
     Examples:
       pydantic-ai-perplexity config claude-desktop
+      pydantic-ai-perplexity config claude-code
       pydantic-ai-perplexity config pydantic-deep --write
     """
     from .mcp.config import add_to_pydantic_deep, client_snippet
@@ -309,7 +537,7 @@ def config(client: str, write: bool) -> None:
     click.echo(client_snippet(client))
 
 
-@cli.command()
+@cli.command(context_settings=_CONTEXT)
 @click.option('--transport', type=click.Choice(['stdio', 'http']), default='stdio', show_default=True)
 @click.option('--host', default='127.0.0.1', show_default=True, help='HTTP only. Non-loopback needs a token.')
 @click.option('--port', type=int, default=8000, show_default=True, help='HTTP only.')
@@ -321,13 +549,14 @@ def mcp(transport: str, host: str, port: int, token: str | None) -> None:
     Examples:
       pydantic-ai-perplexity mcp
       pydantic-ai-perplexity mcp --transport http --port 8000
+      PERPLEXITY_MCP_TOKEN=secret pydantic-ai-perplexity mcp --transport http --host 0.0.0.0
     """
     from .mcp.server import serve
 
     serve(transport=transport, host=host, port=port, token=token)
 
 
-@cli.command()
+@cli.command(context_settings=_CONTEXT)
 @click.option('--host', default='127.0.0.1', show_default=True)
 @click.option('--port', type=int, default=8787, show_default=True)
 @click.option('--api-key', help='The key the emulator accepts (default: a random pplx-emulator-… key, printed).')

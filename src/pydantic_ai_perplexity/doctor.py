@@ -1,64 +1,147 @@
-"""`pydantic-ai-perplexity doctor`: check the setup line by line, each failure with its fix."""
+"""`pydantic-ai-perplexity doctor`: check the setup, one line per check, each failure with its fix.
+
+The checks, in order: the key is set; the base URL is safe; the API answers and lists models; the key is
+accepted; the research settings (`PERPLEXITY_EFFORT`, `PERPLEXITY_WAIT_SECONDS`, `PERPLEXITY_BUDGET_USD`) are
+valid; the ledger is writable; tracing (Logfire or OTLP) is configured as the environment says. A check that
+cannot run because an earlier one failed fails too, saying which to fix first.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ('run_checks',)
-
-_PASS = 'pass'  # noqa: S105 - a status word, not a secret
-_FAIL = 'FAIL'
-_INFO = 'info'
-
-
-async def run_checks(emit: Callable[[str], None]) -> bool:
-    """Run every check, emitting one line each; return whether all required ones passed."""
+if TYPE_CHECKING:
     from .client import PerplexityClient
-    from .errors import AuthenticationError, ConfigurationError, NotFoundError, PermissionDeniedError, PerplexityError
-    from .ledger import Ledger
 
-    ok = True
+__all__ = ('Check', 'run_checks')
 
-    def line(status: str, what: str, detail: str = '') -> None:
-        emit(f'[{status}] {what}' + (f': {detail}' if detail else ''))
 
-    key = os.environ.get('PERPLEXITY_API_KEY', '')
+@dataclass(frozen=True)
+class Check:
+    """One line of the report: what was checked, whether it passed, what was found, and how to fix a failure."""
+
+    name: str
+    ok: bool
+    detail: str = ''
+    fix: str = ''
+
+    def line(self) -> str:
+        """`[pass] name: detail` or `[FAIL] name: detail — fix: …`."""
+        text = f'[{"pass" if self.ok else "FAIL"}] {self.name}'
+        if self.detail:
+            text += f': {self.detail}'
+        if not self.ok and self.fix:
+            text += f' — fix: {self.fix}'
+        return text
+
+
+async def run_checks(emit: Callable[[Check], None]) -> bool:
+    """Run every check, passing each result to `emit` as it is known; return whether all passed."""
+    from .client import PerplexityClient
+    from .errors import ConfigurationError, PerplexityError
+
+    results: list[Check] = []
+
+    def report(check: Check) -> None:
+        results.append(check)
+        emit(check)
+
+    key = os.environ.get('PERPLEXITY_API_KEY', '').strip()
     if key:
-        line(_PASS, 'PERPLEXITY_API_KEY is set', f'{len(key)} characters')
+        report(Check('PERPLEXITY_API_KEY is set', True, f'{len(key)} characters'))
     else:
-        ok = False
-        line(_FAIL, 'PERPLEXITY_API_KEY is not set', 'export PERPLEXITY_API_KEY=pplx-… (from the Perplexity console)')
+        report(
+            Check(
+                'PERPLEXITY_API_KEY is set',
+                False,
+                'not set (research then runs against the built-in emulator)',
+                'export PERPLEXITY_API_KEY=pplx-… (create one at https://www.perplexity.ai/account/api)',
+            )
+        )
 
     try:
         client = PerplexityClient()
     except ConfigurationError as exc:
-        line(_FAIL, 'base URL', f'{exc} Fix or unset PERPLEXITY_BASE_URL.')
-        return False
-    line(_PASS, 'base URL is safe', client.base_url)
-
-    async with client:
-        try:
-            models = await client.models()
-        except PerplexityError as exc:
-            ok = False
-            line(_FAIL, 'API reachable', f'{exc} Check the network, proxy variables and PERPLEXITY_BASE_URL.')
-        else:
-            line(_PASS, 'API reachable', f'{len(models)} models listed, e.g. {", ".join(m.id for m in models[:3])}')
-        if key:
+        report(Check('base URL is safe', False, str(exc), 'unset PERPLEXITY_BASE_URL, or give an https:// URL'))
+        for name in ('API reachable', 'key accepted'):
+            report(Check(name, False, 'not checked', 'fix the base URL first'))
+    else:
+        report(Check('base URL is safe', True, client.base_url))
+        async with client:
             try:
-                await client.retrieve('resp_doctor-check')
-            except NotFoundError:
-                line(_PASS, 'key accepted')
-            except (AuthenticationError, PermissionDeniedError) as exc:
-                ok = False
-                line(_FAIL, 'key accepted', f'{exc}')
+                models = await client.models()
             except PerplexityError as exc:
-                ok = False
-                line(_FAIL, 'key accepted', f'could not check: {exc}')
+                report(
+                    Check(
+                        'API reachable',
+                        False,
+                        str(exc),
+                        f'check the network and proxy settings, and that {client.base_url} serves the Perplexity API',
+                    )
+                )
+                reachable = False
             else:
-                line(_PASS, 'key accepted')
+                example = ', '.join(m.id for m in models[:3])
+                report(Check('API reachable', True, f'{len(models)} models listed, e.g. {example}'))
+                reachable = True
+            if not key:
+                report(Check('key accepted', False, 'no key to check', 'set PERPLEXITY_API_KEY'))
+            elif not reachable:
+                report(Check('key accepted', False, 'not checked', 'make the API reachable first'))
+            else:
+                report(await _key_check(client))
+
+    report(_settings_check())
+    report(_ledger_check())
+    report(_tracing_check())
+    return all(check.ok for check in results)
+
+
+async def _key_check(client: PerplexityClient) -> Check:
+    """Ask for a run that cannot exist: a 404 means the key was accepted, a 401/403 that it was not."""
+    from .errors import AuthenticationError, NotFoundError, PermissionDeniedError, PerplexityError
+
+    try:
+        await client.retrieve('resp_doctor-check')
+    except NotFoundError:
+        return Check('key accepted', True)
+    except (AuthenticationError, PermissionDeniedError) as exc:
+        return Check('key accepted', False, str(exc), 'copy the key again from your Perplexity API settings')
+    except PerplexityError as exc:
+        return Check('key accepted', False, f'could not check: {exc}', 'run doctor again; if it persists, check status')
+    return Check('key accepted', True)
+
+
+def _settings_check() -> Check:
+    from .errors import ConfigurationError, InvalidArgumentError
+    from .ledger import budget_from_env
+    from .researcher import normalize_effort
+
+    try:
+        effort = normalize_effort(os.environ.get('PERPLEXITY_EFFORT') or 'medium')
+        wait = os.environ.get('PERPLEXITY_WAIT_SECONDS')
+        if wait is not None and wait.strip():
+            try:
+                seconds = float(wait)
+            except ValueError:
+                raise ConfigurationError(f'PERPLEXITY_WAIT_SECONDS={wait!r} is not a number of seconds.') from None
+            if seconds < 0:
+                raise ConfigurationError(f'PERPLEXITY_WAIT_SECONDS must be 0 or more, not {seconds:g}.')
+        budget = budget_from_env()
+    except (ConfigurationError, InvalidArgumentError) as exc:
+        return Check(
+            'research settings', False, str(exc), 'fix or unset PERPLEXITY_EFFORT / _WAIT_SECONDS / _BUDGET_USD'
+        )
+    cap = f'a ${budget:g} budget' if budget is not None else 'no budget cap (PERPLEXITY_BUDGET_USD adds one)'
+    return Check('research settings', True, f'effort {effort}, {cap}')
+
+
+def _ledger_check() -> Check:
+    from .ledger import Ledger
 
     ledger = Ledger()
     try:
@@ -66,36 +149,25 @@ async def run_checks(emit: Callable[[str], None]) -> bool:
     finally:
         ledger.close()
     if healthy:
-        line(_PASS, 'ledger writable', str(ledger.path))
-    else:
-        ok = False
-        line(
-            _FAIL, 'ledger writable', f'{ledger.path} cannot be used; set PERPLEXITY_STATE_DIR to a writable directory'
-        )
+        return Check('ledger writable', True, str(ledger.path))
+    return Check(
+        'ledger writable',
+        False,
+        f'{ledger.path} cannot be used',
+        'set PERPLEXITY_STATE_DIR to a writable directory on a local disk',
+    )
 
-    budget = os.environ.get('PERPLEXITY_BUDGET_USD')
-    line(_INFO, 'budget', f'${budget} cap' if budget else 'no cap (set PERPLEXITY_BUDGET_USD to add one)')
 
+def _tracing_check() -> Check:
     has_logfire = importlib.util.find_spec('logfire') is not None
+    install = 'pip install "pydantic-ai-perplexity[logfire]"'
     otlp = os.environ.get('OTEL_EXPORTER_OTLP_ENDPOINT') or os.environ.get('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT')
     if os.environ.get('LOGFIRE_TOKEN'):
-        line(
-            _PASS if has_logfire else _FAIL,
-            'tracing to Logfire',
-            'LOGFIRE_TOKEN set'
-            if has_logfire
-            else 'LOGFIRE_TOKEN is set but logfire is not installed: pip install "pydantic-ai-perplexity[logfire]"',
-        )
-        ok = ok and has_logfire
-    elif otlp:
-        line(
-            _PASS if has_logfire else _FAIL,
-            'tracing to OTLP',
-            otlp
-            if has_logfire
-            else 'an OTLP endpoint is set but logfire is not installed: pip install "pydantic-ai-perplexity[logfire]"',
-        )
-        ok = ok and has_logfire
-    else:
-        line(_INFO, 'tracing', 'off (set LOGFIRE_TOKEN or OTEL_EXPORTER_OTLP_ENDPOINT to export traces)')
-    return ok
+        if has_logfire:
+            return Check('tracing', True, 'to Logfire (LOGFIRE_TOKEN set)')
+        return Check('tracing', False, 'LOGFIRE_TOKEN is set but logfire is not installed', install)
+    if otlp:
+        if has_logfire:
+            return Check('tracing', True, f'to the OTLP endpoint {otlp}')
+        return Check('tracing', False, 'an OTLP endpoint is set but logfire is not installed', install)
+    return Check('tracing', True, 'off (set LOGFIRE_TOKEN or OTEL_EXPORTER_OTLP_ENDPOINT to export traces)')

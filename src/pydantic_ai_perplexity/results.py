@@ -119,9 +119,9 @@ class Progress(_Model):
         """One line, e.g. `3 searches, 24 results, 5 pages fetched`."""
         parts = [f'{self.searches} search{"es" if self.searches != 1 else ""}', f'{self.results_seen} results']
         if self.pages_fetched or self.fetch_failures:
-            parts.append(f'{self.pages_fetched} pages fetched')
+            parts.append(f'{self.pages_fetched} page{"s" if self.pages_fetched != 1 else ""} fetched')
         if self.mcp_calls:
-            parts.append(f'{self.mcp_calls} remote tool calls')
+            parts.append(f'{self.mcp_calls} remote tool call{"s" if self.mcp_calls != 1 else ""}')
         if self.answer_chars:
             parts.append(f'{self.answer_chars} answer characters')
         return ', '.join(parts)

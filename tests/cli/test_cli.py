@@ -1,0 +1,210 @@
+"""The command as a researcher uses it: real subprocesses, stdout for results, stderr for progress and notices."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_support import cli_env, run, run_all, run_each
+from click.testing import CliRunner
+
+from pydantic_ai_perplexity.cli import cli
+from pydantic_ai_perplexity.emulator import Emulator
+
+ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
+STEP_LINE = re.compile(r'^  \[\s*\d+\.\d+s\] ')
+
+
+def test_research_without_a_key_prints_the_answer_on_stdout_and_progress_on_stderr(tmp_path: Path):
+    text, as_json, failed, refused = run_all(
+        ('research', 'What is the EU AI Act?', '--effort', 'low', '--fetch-pages', '2'),
+        ('research', 'What is the EU AI Act?', '--effort', 'fast', '--json'),
+        ('research', 'What is the EU AI Act? [[emulate: fail]]', '--effort', 'fast'),
+        ('research', 'What is the EU AI Act?', '--budget', '0'),
+        env=cli_env(tmp_path),
+    )
+    assert text.returncode == 0, text.stderr
+    err = text.stderr.splitlines()
+    assert err[0].startswith('No PERPLEXITY_API_KEY set: using the built-in emulator at http://127.0.0.1:')
+    assert sum('PERPLEXITY_API_KEY' in line for line in err) == 1
+    steps = [line for line in err if STEP_LINE.match(line)]
+    assert any('searching: What is the EU AI Act?' in s for s in steps)
+    assert any(re.search(r'fetched \d+ pages?', s) for s in steps) and any('writing the answer' in s for s in steps)
+    assert err[-1].startswith('completed in ') and 'searches' in err[-1]
+    assert len(err) == len(steps) + 2  # the notice, the steps, the closing line: nothing else
+    assert not ANSI.search(text.stdout + text.stderr)
+
+    answer, _, rest = text.stdout.partition('\nSources:\n')
+    markers = set(re.findall(r'\[(\d+)\]', answer))
+    listed = dict(re.findall(r'^  \[(\d+)\] .+ — (https://\S+)', rest, flags=re.MULTILINE))
+    assert markers and markers <= set(listed)
+    footer = text.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r'completed · low · openai/gpt-5\.4 · \$\d+\.\d{4} · resp_[\w-]+', footer)
+    assert 'searching' not in text.stdout and 'emulator' not in text.stdout
+
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)
+    assert data['status'] == 'completed' and data['sources'] and data['usage']['cost_usd'] > 0
+    assert any(STEP_LINE.match(line) for line in as_json.stderr.splitlines())
+
+    assert failed.returncode == 1 and 'The run ended failed' in failed.stderr
+    assert failed.stdout.strip().splitlines()[-1].startswith('failed · fast')
+
+    assert refused.returncode == 1 and refused.stdout == ''
+    assert 'Budget exceeded' in refused.stderr
+
+
+def test_on_a_terminal_progress_is_a_live_display_and_stdout_is_unchanged(tmp_path: Path):
+    done = run('research', 'What is the EU AI Act?', '--effort', 'medium', env=cli_env(tmp_path), tty=True)
+    assert done.returncode == 0, done.stderr
+    assert '\x1b[?25l' in done.stderr and '\x1b[?25h' in done.stderr  # the cursor hidden while live, then restored
+    assert '\r\x1b[2K' in done.stderr  # the status line redrawn in place
+    plain = ANSI.sub('', done.stderr)
+    assert 'searching: What is the EU AI Act?' in plain and 'writing the answer' in plain
+    assert '✓ completed in' in plain
+    assert not any(STEP_LINE.match(line) for line in plain.splitlines())  # not the plain-line format
+    assert not ANSI.search(done.stdout)
+    assert 'Sources:' in done.stdout and done.stdout.strip().splitlines()[-1].startswith('completed · medium')
+
+
+def test_jobs_list_show_wait_and_cancel_runs_started_by_another_process(emulator: Emulator, tmp_path: Path):
+    env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
+    quick, slow = run_all(
+        ('research', 'What is the EU AI Act?', '--effort', 'fast', '--no-wait'),
+        ('research', 'A long survey of fusion energy [[emulate: duration=6000]]', '--effort', 'high', '--no-wait'),
+        env=env,
+    )
+    quick_id, slow_id = quick.stdout.strip(), slow.stdout.strip()
+    for started in (quick, slow):
+        assert started.returncode == 0, started.stderr
+        assert re.fullmatch(r'resp_[\w-]+', started.stdout.strip())
+        assert f'jobs wait {started.stdout.strip()}' in started.stderr and 'emulator' not in started.stderr
+
+    listed, shown, missing, waited, cancelled = run_all(
+        ('jobs', 'list'),
+        ('jobs', 'show', slow_id),
+        ('jobs', 'show', 'resp_nope'),
+        ('jobs', 'wait', quick_id),
+        ('jobs', 'cancel', slow_id),
+        env=env,
+    )
+    assert listed.returncode == 0 and quick_id in listed.stdout and slow_id in listed.stdout
+    assert 'A long survey of fusion energy' in listed.stdout
+    assert shown.returncode == 0 and re.search(rf'^run:\s+{slow_id}$', shown.stdout, flags=re.MULTILINE)
+    assert re.search(r'^cost:\s+~\$1\.0000 \(estimate\)$', shown.stdout, flags=re.MULTILINE)
+    assert waited.returncode == 0, waited.stderr
+    assert 'Sources:' in waited.stdout and waited.stdout.strip().splitlines()[-1].startswith('completed · fast')
+    assert cancelled.returncode == 0 and cancelled.stdout.strip() == f'{slow_id} cancelled'
+
+    assert missing.returncode == 1 and "No run 'resp_nope'" in missing.stderr
+
+    records = {r['response_id']: r for r in json.loads(run('jobs', 'list', '--json', env=env).stdout)}
+    assert {k: r['status'] for k, r in records.items()} == {quick_id: 'completed', slow_id: 'cancelled'}
+    assert records[quick_id]['cost_usd'] > 0 and records[quick_id]['origin'] == 'cli'
+    assert records[quick_id]['query'] == 'What is the EU AI Act?'
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def _checks(stdout: str) -> dict[str, str]:
+    lines = stdout.strip().splitlines()
+    for line in lines:
+        assert re.match(r'^\[(pass|FAIL)\] ', line), line
+        if line.startswith('[FAIL]'):
+            assert ' — fix: ' in line, line
+    return {re.sub(r'^\[\w+\] ([^:]+).*$', r'\1', line): line for line in lines}
+
+
+def test_doctor_passes_against_the_emulator_and_says_how_to_fix_each_failure(emulator: Emulator, tmp_path: Path):
+    base = cli_env(tmp_path)
+    good, no_key, unsafe, wrong_key, unreachable = run_each(
+        (('doctor',), base | {'PERPLEXITY_API_KEY': emulator.api_key, 'PERPLEXITY_BASE_URL': emulator.base_url}),
+        (('doctor',), base | {'PERPLEXITY_BASE_URL': emulator.base_url}),
+        (('doctor',), base | {'PERPLEXITY_API_KEY': emulator.api_key, 'PERPLEXITY_BASE_URL': 'http://example.com'}),
+        (('doctor',), base | {'PERPLEXITY_API_KEY': 'pplx-wrong', 'PERPLEXITY_BASE_URL': emulator.base_url}),
+        (
+            ('doctor',),
+            base | {'PERPLEXITY_API_KEY': 'pplx-x', 'PERPLEXITY_BASE_URL': f'http://127.0.0.1:{_closed_port()}'},
+        ),
+    )
+    checks = _checks(good.stdout)
+    assert good.returncode == 0, good.stdout
+    assert all(line.startswith('[pass]') for line in checks.values())
+    assert set(checks) == {
+        'PERPLEXITY_API_KEY is set',
+        'base URL is safe',
+        'API reachable',
+        'key accepted',
+        'research settings',
+        'ledger writable',
+        'tracing',
+    }
+    assert str(tmp_path) in checks['ledger writable']
+    assert good.stderr.strip() == '7 passed, 0 failed.'
+
+    checks = _checks(no_key.stdout)
+    assert no_key.returncode == 1
+    assert checks['PERPLEXITY_API_KEY is set'].startswith('[FAIL]') and 'export PERPLEXITY_API_KEY' in no_key.stdout
+    assert checks['API reachable'].startswith('[pass]') and checks['key accepted'].startswith('[FAIL]')
+
+    checks = _checks(unsafe.stdout)
+    assert unsafe.returncode == 1
+    assert checks['base URL is safe'].startswith('[FAIL]') and 'clear text' in checks['base URL is safe']
+    assert 'fix the base URL first' in checks['API reachable']
+
+    checks = _checks(wrong_key.stdout)
+    assert wrong_key.returncode == 1 and checks['key accepted'].startswith('[FAIL]')
+    assert checks['API reachable'].startswith('[pass]')
+
+    checks = _checks(unreachable.stdout)
+    assert unreachable.returncode == 1 and checks['API reachable'].startswith('[FAIL]')
+    assert 'make the API reachable first' in checks['key accepted']
+    for done in (good, no_key, unsafe, wrong_key, unreachable):
+        assert 'pplx-wrong' not in done.stdout + done.stderr and emulator.api_key not in done.stdout + done.stderr
+
+
+COMMANDS = [
+    (),
+    ('research',),
+    ('jobs',),
+    ('jobs', 'list'),
+    ('jobs', 'show'),
+    ('jobs', 'wait'),
+    ('jobs', 'cancel'),
+    ('doctor',),
+    ('config',),
+    ('mcp',),
+    ('emulator',),
+]
+
+
+@pytest.mark.parametrize('command', COMMANDS, ids=lambda c: ' '.join(c) or 'top')
+def test_every_command_has_help_with_examples(command: tuple[str, ...]):
+    result = CliRunner().invoke(cli, [*command, '--help'])
+    assert result.exit_code == 0, result.output
+    assert re.search(r'^\s+Examples?:$', result.output, flags=re.MULTILINE)
+    assert f'pydantic-ai-perplexity {" ".join(command)}'.strip() in result.output
+
+
+def test_the_console_script_answers_help_and_imports_only_what_a_command_needs(tmp_path: Path):
+    script = Path(sys.executable).parent / 'pydantic-ai-perplexity'
+    probe = (
+        'import sys; import pydantic_ai_perplexity.cli; '
+        'print(sorted({m.split(".")[0] for m in sys.modules} & {"rich", "httpx2", "pydantic_ai", "mcp", "logfire"}), '
+        '"pydantic_ai_perplexity.researcher" in sys.modules)'
+    )
+    done = subprocess.run([str(script), '--help'], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and 'Examples:' in done.stdout
+    imported = subprocess.run(
+        [sys.executable, '-c', probe], capture_output=True, text=True, timeout=60, check=False, env=cli_env(tmp_path)
+    )
+    assert imported.stdout.strip() == '[] False', imported.stderr
