@@ -348,7 +348,10 @@ class Researcher:
         output_type: type[BaseModel] | dict[str, Any] | None = None,
         **options: Any,
     ) -> ResearchResult:
-        """Start a background run and return at once (status `queued`); collect it later by `response_id`."""
+        """Start a background run and return at once (status `queued`); collect it later by `response_id`.
+
+        Takes the options of `run` (`caller` included).
+        """
         with tracing.research_span(query) as trace:
             response, run = await self._start(query, output_type=output_type, **options)
             trace.started(response, effort=run.effort, model=options.get('model'))
@@ -366,7 +369,8 @@ class Researcher:
         """Start a run and wait up to the wait budget: the finished result, or a hand-off if it is still going.
 
         Options: `effort`, `model`, `instructions`, `domains` (allow, or `-domain` to deny), `recency`,
-        `after`, `before` (ISO dates), `fetch_pages`, `mcp_servers`, `max_steps`, `extra` (raw request fields).
+        `after`, `before` (ISO dates), `fetch_pages`, `mcp_servers`, `max_steps`, `extra` (raw request fields),
+        and `caller` (who asked, e.g. an MCP token's name: recorded on the run in the ledger, for spend per caller).
         """
         with tracing.research_span(query) as trace:
             response, run = await self._start(query, output_type=output_type, **options)
@@ -455,7 +459,12 @@ class Researcher:
     # -- internals ---------------------------------------------------------------------------------------------
 
     async def _start(
-        self, query: str, *, output_type: type[BaseModel] | dict[str, Any] | None, **options: Any
+        self,
+        query: str,
+        *,
+        output_type: type[BaseModel] | dict[str, Any] | None,
+        caller: str | None = None,
+        **options: Any,
     ) -> tuple[Response, _Run]:
         if not query or not query.strip():
             raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
@@ -473,6 +482,7 @@ class Researcher:
                 model=request.get('model'),
                 status='starting',
                 origin=self.origin,
+                caller=caller,
                 estimate_usd=estimate_cost(effort),
                 **tracing.current_ids(),
             )
