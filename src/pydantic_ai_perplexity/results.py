@@ -44,9 +44,13 @@ def normalize_url(url: str) -> str:
         parts = urlsplit(url.strip())
     except ValueError:
         return url.strip()
-    host = (parts.hostname or '').lower().removeprefix('www.')
-    if parts.port and parts.port not in (80, 443):
-        host = f'{host}:{parts.port}'
+    try:
+        host = (parts.hostname or '').lower().removeprefix('www.')
+        port = parts.port
+    except ValueError:  # a page's URL with a broken host or port: keep it as it is
+        return url.strip()
+    if port and port not in (80, 443):
+        host = f'{host}:{port}'
     query = urlencode(
         sorted((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not k.startswith(_TRACKING_PARAMS))
     )
@@ -74,7 +78,10 @@ class Source(_Model):
     @property
     def domain(self) -> str:
         """The page's host without `www.`."""
-        return (urlsplit(self.url).hostname or '').removeprefix('www.')
+        try:
+            return (urlsplit(self.url).hostname or '').removeprefix('www.')
+        except ValueError:  # a page's URL with a broken host, e.g. an unclosed IPv6 bracket
+            return ''
 
 
 class Citation(_Model):
