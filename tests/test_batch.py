@@ -1,0 +1,102 @@
+"""research_many: bounded concurrency, results in order, refusals as results; the table and the spend summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pydantic_ai_perplexity import AuthenticationError, Researcher, ResearchResult
+from pydantic_ai_perplexity.batch import research_many, results_table, spend_by_effort
+from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.ledger import Ledger
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_results_come_back_in_order_with_at_most_concurrency_runs_at_once(emulator: Emulator, tmp_path: Path):
+    researcher = Researcher(api_key=emulator.api_key, base_url=emulator.base_url, ledger=tmp_path / 'l.sqlite3')
+    in_flight = peak = 0
+    real_run = researcher.run
+
+    async def counted(query: str, **options: object) -> ResearchResult:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            return await real_run(query, **options)  # type: ignore[arg-type]
+        finally:
+            in_flight -= 1
+
+    researcher.run = counted  # type: ignore[method-assign]
+    finished: list[int] = []
+    questions = [f'What is the EU AI Act? ({i})' for i in range(7)]
+    batch = [*questions[:6], {'query': questions[6], 'effort': 'low'}]
+    results = await research_many(
+        batch, researcher=researcher, concurrency=3, effort='fast', on_result=lambda i, _: finished.append(i)
+    )
+    assert [r.query for r in results] == questions
+    assert [r.effort for r in results] == ['fast'] * 6 + ['low']
+    assert all(r.status == 'completed' and r.response_id for r in results)
+    assert peak == 3 and sorted(finished) == list(range(7))
+
+
+async def test_a_budget_refusal_is_a_result_and_the_batch_goes_on(emulator: Emulator, tmp_path: Path):
+    ledger = tmp_path / 'l.sqlite3'
+    researcher = Researcher(api_key=emulator.api_key, base_url=emulator.base_url, ledger=ledger, budget_usd=0.5)
+    batch = [
+        {'query': 'What is the EU AI Act?', 'effort': 'fast'},
+        {'query': 'A broad survey of heat pumps', 'effort': 'high'},  # estimated at $1.00: never fits $0.50
+        {'query': 'How do heat pumps work?', 'effort': 'fast'},
+    ]
+    results = await research_many(batch, researcher=researcher, concurrency=1)
+    assert [r.status for r in results] == ['completed', 'failed', 'completed']
+    refused = results[1]
+    assert refused.response_id == '' and refused.error and refused.error.startswith('refused by the budget: ')
+    assert refused.done and 'Budget exceeded' in refused._repr_html_()
+
+    table = results_table(results)
+    assert list(table['status']) == ['completed', 'failed', 'completed']
+    assert table['latency_s'].isna().tolist() == [False, True, False]
+    assert table['cost_usd'].iloc[0] == results[0].cost_usd
+
+    with Ledger(ledger) as book:
+        spend = spend_by_effort(book)
+        assert spend == {'fast': {'runs': 2, 'spent_usd': pytest.approx(book.spent_usd()), 'estimated_usd': 0.0}}
+
+
+async def test_a_problem_every_question_would_hit_raises_once(emulator: Emulator, tmp_path: Path):
+    researcher = Researcher(api_key='pplx-wrong', base_url=emulator.base_url, ledger=tmp_path / 'l.sqlite3')
+    with anyio.fail_after(30), pytest.raises(AuthenticationError):
+        await research_many([f'q{i}' for i in range(5)], researcher=researcher, concurrency=2, effort='fast')
+
+
+async def test_without_pandas_the_table_is_a_list_of_dicts(monkeypatch: pytest.MonkeyPatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, 'pandas', None)
+    rows = results_table([ResearchResult(response_id='resp_x', status='completed', query='q', effort='fast')])
+    assert rows == [
+        {
+            'query': 'q',
+            'effort': 'fast',
+            'status': 'completed',
+            'cost_usd': None,
+            'latency_s': 0.0,
+            'sources': 0,
+            'cited': 0,
+            'searches': 0,
+            'pages_fetched': 0,
+            'model': None,
+            'response_id': 'resp_x',
+            'error': None,
+        }
+    ]
+
+
+async def test_arguments_are_checked():
+    with pytest.raises(ValueError, match='concurrency'):
+        await research_many(['q'], concurrency=0)
+    with pytest.raises(TypeError, match='query'):
+        await research_many([{'effort': 'fast'}])
