@@ -75,14 +75,14 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
             try:
                 models = await client.models()
             except PerplexityError as exc:
-                report(
-                    Check(
-                        'API reachable',
-                        False,
-                        str(exc),
-                        f'check the network and proxy settings, and that {client.base_url} serves the Perplexity API',
-                    )
+                custom = bool(os.environ.get('PERPLEXITY_BASE_URL', '').strip())
+                fix = (
+                    f'make sure {client.base_url} is up (e.g. `pydantic-ai-perplexity emulator`), '
+                    'or unset PERPLEXITY_BASE_URL to use the public API'
+                    if custom
+                    else 'check the network and the proxy variables (HTTPS_PROXY, NO_PROXY)'
                 )
+                report(Check('API reachable', False, str(exc), fix))
                 reachable = False
             else:
                 example = ', '.join(m.id for m in models[:3])
