@@ -10,7 +10,7 @@ span that started the run) holding the run's model, usage, cost and outcome, wit
 
     perplexity.search          queries, result count, domains, duration
     perplexity.fetch           urls, pages fetched, the urls that failed, duration
-    perplexity.mcp_list_tools  a remote MCP server's label and tool count
+    perplexity.mcp_list_tools  a remote MCP server that failed to list its tools: label, error
     perplexity.mcp_call        a remote MCP tool call: server label, tool, error, duration
     perplexity.retry           a retried request (from the client): attempt, reason, delay
     perplexity.handoff         the wait ended with the run still going
@@ -409,6 +409,8 @@ class RunTrace:
         if kind in ('mcp_call', 'mcp_list_tools'):
             step = self._items.pop(str(item.get('id') or kind), None) or self._begin(f'perplexity.{kind}', {})
             error = item.get('error')
+            if kind == 'mcp_list_tools' and not error and step.span is None:
+                return  # as an event, a tool list is only worth its cost when it failed
             self._end(step, _mcp_attributes(item), error=str(error) if error else None)
         elif kind == 'search_results':
             self._done_items['search'] += 1
@@ -462,7 +464,7 @@ class RunTrace:
 def _mcp_attributes(item: Mapping[str, Any]) -> Attributes:
     attributes: Attributes = {'perplexity.mcp.server_label': str(item.get('server_label') or '')}
     if item.get('type') == 'mcp_call':
-        attributes['perplexity.mcp.tool'] = str(item.get('name') or '')
+        attributes['gen_ai.tool.name'] = str(item.get('name') or '')
     else:
         attributes['perplexity.mcp.tools'] = len(_list(item.get('tools')))
     return attributes

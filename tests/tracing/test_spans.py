@@ -101,17 +101,9 @@ async def test_a_streamed_run_shows_each_search_fetch_and_remote_mcp_call(emulat
                     'perplexity.query': 'What is the EU AI Act? [[emulate: mcp]]',
                     'perplexity.sources': 6,
                     'perplexity.status': 'completed',
-                    'perplexity.steps': 5,
+                    'perplexity.steps': 4,
                 },
                 'events': [
-                    {
-                        'name': 'perplexity.mcp_list_tools',
-                        'attributes': {
-                            'perplexity.duration_s': '<float>',
-                            'perplexity.mcp.server_label': 'emulated',
-                            'perplexity.mcp.tools': 2,
-                        },
-                    },
                     {
                         'name': 'perplexity.search',
                         'attributes': {
@@ -153,9 +145,9 @@ async def test_a_streamed_run_shows_each_search_fetch_and_remote_mcp_call(emulat
                     {
                         'name': 'perplexity.mcp_call',
                         'attributes': {
+                            'gen_ai.tool.name': 'search_documents',
                             'perplexity.duration_s': '<float>',
                             'perplexity.mcp.server_label': 'emulated',
-                            'perplexity.mcp.tool': 'search_documents',
                         },
                     },
                 ],
@@ -680,8 +672,8 @@ async def test_steps_become_child_spans_on_a_timeline_when_asked(
                     {
                         'name': 'perplexity.mcp_call',
                         'attributes': {
+                            'gen_ai.tool.name': 'search_documents',
                             'perplexity.mcp.server_label': 'emulated',
-                            'perplexity.mcp.tool': 'search_documents',
                         },
                     },
                     {
