@@ -22,6 +22,7 @@ from httpx2._client import UseClientDefault
 from pydantic import BaseModel, ValidationError
 from typing_extensions import Unpack
 
+from .. import tracing
 from ..errors import (
     APIError,
     AuthenticationError,
@@ -263,6 +264,7 @@ class PerplexityClient:
                     raise
                 except APIError as exc:
                     logger.debug('wait %s: no stream (%s), polling instead', response_id, type(exc).__name__)
+                    tracing.event('perplexity.wait.polling', {'perplexity.reason': type(exc).__name__})
                     break
                 snapshot = _snapshot(event)
                 if snapshot is not None:
