@@ -687,3 +687,12 @@ async def test_steps_become_child_spans_on_a_timeline_when_asked(
             }
         ]
     )
+
+
+async def test_a_dropped_stream_shows_its_resumption(emulator: Emulator, capfire: CaptureLogfire):
+    async with researcher_for(emulator, effort='fast') as r:
+        result = await r.run('What is the EU AI Act? [[emulate: drop@5]]')
+    assert result.done
+    research = find_span(capfire, 'perplexity.research')
+    resumes = [e for e in research['events'] if e['name'] == 'perplexity.stream.resume']
+    assert [e['attributes'] for e in resumes] == [{'perplexity.after_sequence': 5}]
