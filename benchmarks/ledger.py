@@ -1,7 +1,7 @@
 """Ledger benchmark: writes per second on SQLite and PostgreSQL, with one writer and with four processes at once.
 
-Run with `uv run --frozen python benchmarks/ledger.py [--rows 500] [--postgres URL]`. The PostgreSQL URL defaults to
-`PERPLEXITY_TEST_POSTGRES_URL` (start a local server with `export PERPLEXITY_TEST_POSTGRES_URL="$(bash
+Run with `uv run --frozen python benchmarks/ledger.py [--rows 500] [--repeat 3] [--postgres URL]`. The PostgreSQL
+URL defaults to `PERPLEXITY_TEST_POSTGRES_URL` (start a local server with `export PERPLEXITY_TEST_POSTGRES_URL="$(bash
 scripts/start-postgres.sh)"`); without one only SQLite is measured. Prints a table; writes no files that outlive it
 (a temporary directory for SQLite, a temporary schema for PostgreSQL).
 
@@ -13,7 +13,8 @@ Each writer opens its own `Ledger` and connects before the clock starts. Measure
   budget check serialized across writers (SQLite's write lock, PostgreSQL's advisory lock).
 
 Writers are processes (forked from a clean server process), started together; the time is from the start signal
-to the last writer's end.
+to the last writer's end. Each figure is the median of `--repeat` measurements, each on a fresh file or schema, with
+their range: on a shared machine fsync times vary a lot.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import multiprocessing
 import os
 import platform
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -101,7 +103,7 @@ def postgres_version(url: str) -> str:
     return f'PostgreSQL {row[0]} (fsync {row[1]})'
 
 
-def main(rows: int, postgres_url: str | None) -> None:
+def main(rows: int, repeat: int, postgres_url: str | None) -> None:
     os.environ.setdefault('PYDANTIC_DISABLE_PLUGINS', '__all__')  # children import faster; nothing measured needs them
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context('forkserver' if 'forkserver' in methods else 'spawn')
@@ -114,25 +116,33 @@ def main(rows: int, postgres_url: str | None) -> None:
     if postgres_url:
         versions.append(postgres_version(postgres_url) + ' on loopback')
     print(f'machine: {os.cpu_count()} CPUs, {platform.system()} {platform.release()}; {"; ".join(versions)}')
+    if hasattr(os, 'getloadavg'):
+        print(f'load average before: {" ".join(f"{x:.2f}" for x in os.getloadavg())}')
     if not postgres_url:
         print('PostgreSQL: skipped (no --postgres URL and PERPLEXITY_TEST_POSTGRES_URL unset)')
-    print(f'\n{"engine":10} {"operation":16} {"writers":>7} {"rows each":>9} {"writes/s":>10}')
+    print(f'\n{"engine":10} {"operation":16} {"writers":>7} {"rows each":>9} {"writes/s":>10} {"range":>15}')
     for name, make_target in engines:
         for kind in ('record_start', 'reserve + bind'):
             for writers in (1, 4):
-                with make_target() as target:
-                    rate = measure(context, target, kind, writers, rows)
-                print(f'{name:10} {kind:16} {writers:7d} {rows:9d} {rate:10,.0f}')
-    print()
+                rates: list[float] = []
+                for _ in range(repeat):
+                    with make_target() as target:
+                        rates.append(measure(context, target, kind, writers, rows))
+                spread = f'{min(rates):,.0f}-{max(rates):,.0f}'
+                print(f'{name:10} {kind:16} {writers:7d} {rows:9d} {statistics.median(rates):10,.0f} {spread:>15}')
+    if hasattr(os, 'getloadavg'):
+        print(f'load average after: {" ".join(f"{x:.2f}" for x in os.getloadavg())}')
+    print('(reserve + bind: runs admitted per second, two transactions each)\n')
 
 
 if __name__ == '__main__':
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument('--rows', type=int, default=500, help='rows per writer (default 500)')
+    parser.add_argument('--repeat', type=int, default=3, help='measurements of each figure; the median is shown')
     parser.add_argument(
         '--postgres',
         default=os.environ.get('PERPLEXITY_TEST_POSTGRES_URL') or None,
         help='PostgreSQL URL (default: $PERPLEXITY_TEST_POSTGRES_URL)',
     )
     options = parser.parse_args()
-    main(options.rows, options.postgres)
+    main(options.rows, options.repeat, options.postgres)

@@ -556,6 +556,14 @@ def test_a_reservation_is_bound_to_the_real_id_or_released(ledger: Ledger) -> No
     assert ledger.spent_usd() == ESTIMATED_COST_USD['low']
 
 
+def test_reserving_the_same_key_again_stores_one_row(ledger: Ledger) -> None:
+    # What a retried reservation does when its first commit went through but the acknowledgement was lost.
+    record = RunRecord(query='q', origin='mcp', estimate_usd=1.0)
+    assert ledger.reserve(record, cap_usd=10.0) == ledger.reserve(record, cap_usd=10.0) == record.response_id
+    assert len(ledger.list()) == 1
+    assert ledger.spent_usd() == 1.0
+
+
 def test_binding_to_an_id_already_recorded_keeps_that_row(ledger: Ledger) -> None:
     token = ledger.reserve(RunRecord(query='q', origin='cli', estimate_usd=1.0), cap_usd=None)
     ledger.record_start(run('resp_seen', query='seen elsewhere', estimate_usd=1.0))

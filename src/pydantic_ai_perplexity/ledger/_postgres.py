@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 from urllib.parse import unquote
 
 from ._engine import MIGRATIONS, Engine, EngineName, Failure
-from ._records import LEDGER_URL_ENV, RESERVED, RunRecord, fits, in_utc, now, record_from_row
+from ._records import EPSILON_USD, LEDGER_URL_ENV, RESERVED, RunRecord, in_utc, now, record_from_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -76,7 +76,30 @@ _INSERT: Final = (
     '%(cost_usd)s, %(estimate_usd)s, %(error)s, %(trace_id)s, %(span_id)s, %(caller)s) '
     'ON CONFLICT (response_id) DO NOTHING'
 )
-_SPENT: Final = 'SELECT COALESCE(SUM(COALESCE(cost_usd, estimate_usd)::numeric), 0)::float8 FROM runs'
+_SPENT_SUM: Final = 'COALESCE(SUM(COALESCE(cost_usd, estimate_usd)), 0)'  # float8, as SQLite's TOTAL() of REAL
+_SPENT: Final = 'SELECT ' + _SPENT_SUM + ' FROM runs'  # noqa: S608 (constant SQL)
+#: A reservation after the budget lock, in one statement (one snapshot, taken after the lock was granted): the spend,
+#: whether the key is stored already (an earlier attempt whose commit was acknowledged too late), and the insert, made
+#: only if neither that nor the cap forbids it. The values are cast: in `INSERT ... SELECT` they take no type from
+#: the columns.
+_RESERVE_HEAD: Final = 'WITH spend AS (SELECT ' + _SPENT_SUM + ' AS spent FROM runs'  # noqa: S608 (constant SQL)
+_RESERVE_TAIL: Final = (
+    '), present AS (SELECT EXISTS (SELECT 1 FROM runs WHERE response_id = %(response_id)s) AS stored), '  # noqa: S608
+    'added AS (INSERT INTO runs ('
+    + _COLUMN_LIST
+    + ') SELECT %(response_id)s::text, %(created_at)s::timestamptz, %(updated_at)s::timestamptz, %(query)s::text, '
+    '%(effort)s::text, %(model)s::text, %(status)s::text, %(origin)s::text, %(sources)s::bigint, %(cited)s::bigint, '
+    '%(input_tokens)s::bigint, %(output_tokens)s::bigint, %(cost_usd)s::float8, %(estimate_usd)s::float8, '
+    '%(error)s::text, %(trace_id)s::text, %(span_id)s::text, %(caller)s::text FROM spend, present '
+    'WHERE NOT present.stored AND spend.spent + %(estimate_usd)s::float8 <= %(_cap)s::float8 + %(_epsilon)s::float8 '
+    'ON CONFLICT (response_id) DO NOTHING RETURNING 1) '
+    'SELECT spend.spent, present.stored, EXISTS (SELECT 1 FROM added) FROM spend, present'
+)
+#: `bind` in one statement when nothing else holds the run's id: rename the reservation and set the fields.
+_BIND_HEAD: Final = 'UPDATE runs SET response_id = %(_id)s, '
+_BIND_TAIL: Final = (
+    ' WHERE response_id = %(_token)s AND NOT EXISTS (SELECT 1 FROM runs AS other WHERE other.response_id = %(_id)s)'
+)
 
 
 # --- the URL --------------------------------------------------------------------------------------------------------
@@ -355,19 +378,23 @@ class PostgresEngine(Engine):
 
     def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
         row = _row(record)
+        if cap_usd is None:  # nothing to check: no lock
+            self._run(lambda conn: conn.execute(_INSERT, row))
+            return None
+        window: LiteralString = ' WHERE created_at >= %(_since)s' if since is not None else ''
+        query = _RESERVE_HEAD + window + _RESERVE_TAIL
+        params = {**row, '_cap': cap_usd, '_epsilon': EPSILON_USD, '_since': in_utc(since) if since else None}
 
         def op(conn: psycopg.Connection[Any]) -> float | None:
-            with conn.transaction():
-                if cap_usd is not None:
-                    # Every capped reservation on this database queues here until the one before it commits.
-                    conn.execute('SELECT pg_advisory_xact_lock(%s)', (_BUDGET_LOCK,))
-                    if conn.execute('SELECT 1 FROM runs WHERE response_id = %s', (record.response_id,)).fetchone():
-                        return None  # stored by an attempt whose commit was acknowledged too late
-                    spent = _spent(conn, since, None)
-                    if not fits(spent, record.estimate_usd, cap_usd):
-                        return spent
-                conn.execute(_INSERT, row)
-            return None
+            # One round trip (pipelined): the lock is held only for the server's own work, not for network waits.
+            with _pipeline(conn), conn.transaction():
+                # Its own statement: under READ COMMITTED the next one then sees every reservation before it.
+                conn.execute('SELECT pg_advisory_xact_lock(%s)', (_BUDGET_LOCK,))
+                cursor = conn.execute(query, params)
+            found = cursor.fetchone()
+            assert found is not None
+            spent, stored, added = float(found[0]), bool(found[1]), bool(found[2])
+            return None if stored or added else spent
 
         return self._run(op)
 
@@ -375,16 +402,18 @@ class PostgresEngine(Engine):
         self, token: str, response_id: str, pending: RunRecord | None, values: dict[str, Any], at: datetime
     ) -> None:
         def op(conn: psycopg.Connection[Any]) -> None:
+            if token != response_id:  # the usual case first, in one statement
+                renamed = conn.execute(
+                    _bind_query(values), {**_bind_params(values, at), '_id': response_id, '_token': token}
+                )
+                if renamed.rowcount:
+                    return
             with conn.transaction():
                 if token != response_id:
                     if conn.execute('SELECT 1 FROM runs WHERE response_id = %s', (response_id,)).fetchone():
                         conn.execute('DELETE FROM runs WHERE response_id = %s', (token,))  # keep the recorded row
-                    else:
-                        renamed = conn.execute(
-                            'UPDATE runs SET response_id = %s WHERE response_id = %s', (response_id, token)
-                        )
-                        if renamed.rowcount == 0 and pending is not None:
-                            conn.execute(_INSERT, _row(pending.model_copy(update={'response_id': response_id})))
+                    elif pending is not None:  # the reservation was never written
+                        conn.execute(_INSERT, _row(pending.model_copy(update={'response_id': response_id})))
                 elif pending is not None:
                     conn.execute(_INSERT, _row(pending))
                 _update(conn, response_id, values, at)
@@ -538,8 +567,8 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError | psycopg.DataError)
 
 
-def _spent(conn: psycopg.Connection[Any], since: datetime | None, caller: str | None) -> float:
-    # Summed as numeric, so that many float estimates add up exactly to what they print as.
+def _spent_query(since: datetime | None, caller: str | None) -> tuple[LiteralString, list[Any]]:
+    """The query of the spend, and its parameters."""
     where: list[LiteralString] = []
     params: list[Any] = []
     if since is not None:
@@ -549,17 +578,42 @@ def _spent(conn: psycopg.Connection[Any], since: datetime | None, caller: str | 
         where.append('caller = %s')
         params.append(caller)
     clause: LiteralString = ' WHERE ' + ' AND '.join(where) if where else ''
-    row = conn.execute(_SPENT + clause, params).fetchone()
+    return _SPENT + clause, params
+
+
+def _spent(conn: psycopg.Connection[Any], since: datetime | None, caller: str | None) -> float:
+    query, params = _spent_query(since, caller)
+    row = conn.execute(query, params).fetchone()
     return float(row[0]) if row is not None else 0.0
+
+
+def _bind_params(values: dict[str, Any], at: datetime) -> dict[str, Any]:
+    return {name: _text(value) for name, value in values.items()} | {'updated_at': at}
+
+
+def _assignments(values: dict[str, Any]) -> Any:
+    """`name = %(name)s, ...` for the fields to set and `updated_at`; names are checked against UPDATABLE."""
+    from psycopg import sql
+
+    names = [*values, 'updated_at'] if 'updated_at' not in values else list(values)
+    return sql.SQL(', ').join(sql.SQL('{} = {}').format(sql.Identifier(name), sql.Placeholder(name)) for name in names)
+
+
+def _bind_query(values: dict[str, Any]) -> Any:
+    from psycopg import sql
+
+    return sql.SQL(_BIND_HEAD) + _assignments(values) + sql.SQL(_BIND_TAIL)
 
 
 def _update(conn: psycopg.Connection[Any], response_id: str, values: dict[str, Any], at: datetime) -> None:
     from psycopg import sql
 
-    values = {name: _text(value) for name, value in values.items()} | {'updated_at': at}
-    assignments = sql.SQL(', ').join(
-        sql.SQL('{} = {}').format(sql.Identifier(name), sql.Placeholder(name))
-        for name in values  # names checked against UPDATABLE
-    )
-    query = sql.SQL('UPDATE runs SET {} WHERE response_id = {}').format(assignments, sql.Placeholder('_id'))
-    conn.execute(query, {**values, '_id': response_id})
+    query = sql.SQL('UPDATE runs SET {} WHERE response_id = {}').format(_assignments(values), sql.Placeholder('_id'))
+    conn.execute(query, {**_bind_params(values, at), '_id': response_id})
+
+
+def _pipeline(conn: psycopg.Connection[Any]) -> contextlib.AbstractContextManager[Any]:
+    """Send the statements of a block together and read their results once, where libpq can (14 and later)."""
+    from psycopg import Pipeline
+
+    return conn.pipeline() if Pipeline.is_supported() else contextlib.nullcontext()
