@@ -6,22 +6,25 @@ after `fork()` the child opens its own and never touches the parent's sockets. E
 `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`, so no call blocks for long and a
 frozen process cannot hold the budget lock.
 
-**Writes.** Each write is one short transaction. Serialization failures, deadlocks and the rare key clash of two
-binds racing to the same id are retried with jitter; a pooled connection found dead (a server restart, a killed
-session) is replaced and the write retried on a fresh one. Every write is idempotent, so a retry after a lost
-commit acknowledgement records nothing twice.
+**Writes.** Each write is one short transaction, most a single statement (`bind` too, unless another row holds
+the run's id). Serialization failures, deadlocks and the rare key clash of two binds racing to the same id are
+retried with jitter; a pooled connection found dead (a server restart, a killed session) is replaced and the write
+retried on a fresh one. Every write is idempotent, so a retry after a lost commit acknowledgement records nothing
+twice.
 
-**Budget.** `reserve` takes `pg_advisory_xact_lock(_BUDGET_LOCK)` as the first statement of its transaction, then
-reads the spend and inserts the row: every capped reservation on the database queues on that one lock, and under
-READ COMMITTED each statement after the lock sees every reservation committed before it, so two instances can never
-both spend the last of the cap. The lock is released by the commit. (SERIALIZABLE would give the same guarantee but
-abort all but one of the racers, each retrying; with many instances contending that turns into refusals.)
+**Budget.** A capped `reserve` takes `pg_advisory_xact_lock(_BUDGET_LOCK)` as the first statement of its
+transaction, then in one statement reads the spend and inserts the row only if the run fits: every capped
+reservation on the database queues on that one lock, and under READ COMMITTED a statement after the lock sees every
+reservation committed before it, so two instances can never both spend the last of the cap. The commit releases the
+lock. The transaction is sent pipelined (one round trip), so the lock is held for the server's work only.
+(SERIALIZABLE would give the same guarantee but abort all but one of the racers, each retrying; with many instances
+contending that turns into refusals.)
 
 **Migrations** run under `pg_advisory_xact_lock(_MIGRATION_LOCK)`, so instances starting together on an empty
 database do not race; they are recorded in `_migrations` like SQLite's.
 
-The URL's password (in the user info or a `password=` parameter) never appears in a message, repr or log: every
-text built from an exception is scrubbed of it.
+The URL's password (in the user info, or a `password=` or `sslpassword=` parameter) never appears in a message,
+repr or log: every text built from an exception is scrubbed of it.
 """
 
 from __future__ import annotations
