@@ -167,7 +167,7 @@ _INVALID = object()
 def _json(data: bytes | str) -> Any:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the interpreter's stack
         return _INVALID
 
 
