@@ -1,34 +1,67 @@
-"""Serving MCP over Streamable HTTP: stateless, loopback by default, bearer token, Host/Origin checks, size limit.
+"""Serving MCP over Streamable HTTP: stateless, loopback by default, named bearer tokens, Host/Origin checks, size
+limit, a health endpoint for load balancers, and a graceful shutdown.
 
-- **Bind.** `127.0.0.1` unless told otherwise. Any other address needs a bearer token (`PERPLEXITY_MCP_TOKEN` or
-  `--token`); without one the server refuses to start.
-- **Token.** Every request must carry `Authorization: Bearer <token>` when a token is set; it is compared in
-  constant time, answered 401 otherwise, and never forwarded anywhere: Perplexity is called with the server's own
-  `PERPLEXITY_API_KEY`, and no tool takes a key.
+- **Bind.** `127.0.0.1` unless told otherwise. Any other address needs a bearer token (see below); without one the
+  server refuses to start.
+- **Tokens** (`_tokens.py`). `PERPLEXITY_MCP_TOKEN` (named `default`), named ones in `PERPLEXITY_MCP_TOKENS`, or a
+  file in `PERPLEXITY_MCP_TOKENS_FILE` that is read again when it changes (revocation without a restart). With any
+  configured, every request to `/mcp` must carry `Authorization: Bearer <token>` of one of them (401 otherwise);
+  the token's name is the caller, recorded on every run it starts. Tokens are never forwarded: Perplexity is called
+  with the server's own `PERPLEXITY_API_KEY`, and no tool takes a key.
 - **DNS rebinding.** `Host` must name this server (421 otherwise) and a browser `Origin` must be this server's
   (403 otherwise). Loopback names are always allowed; add the names clients use behind a proxy or balancer with
   `PERPLEXITY_MCP_ALLOWED_HOSTS` (comma-separated, e.g. `research.internal,research.internal:443`).
 - **Size.** Request bodies over 1 MiB are refused (413).
-- **Stateless.** No session lives in the process (every request stands alone and the ledger is shared through
-  SQLite), so several instances can run behind a load balancer. Progress streams back over SSE.
+- **Stateless.** No session lives in the process (every request stands alone, in both protocol eras, and runs are
+  shared through the ledger), so any instance behind a load balancer serves any call. Progress streams over SSE.
+- **Health.** `GET /healthz`, without a token: 200 `{"status": "ok", "ledger": "ok"}` when the ledger answers a
+  fresh connection, 503 when it does not or while the server shuts down. It says nothing else (no URL, no names).
+- **Shutdown.** On SIGTERM (or Ctrl-C) the server stops accepting connections and hands off every research call
+  in flight at once: each answers with its `response_id` (in the ledger since its start) for any instance to
+  collect. Then the answers go out, queued ledger writes land, and the process exits: within
+  `SHUTDOWN_GRACE_SECONDS` plus the ledger flush, and a watchdog ends it at `SHUTDOWN_DEADLINE_SECONDS` whatever
+  is stuck.
 """
 
 from __future__ import annotations
 
-import hmac
+import asyncio
 import ipaddress
 import os
+import signal
 import socket
 import sys
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from ._tokens import CALLER_SCOPE_KEY, Tokens
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ('MAX_BODY_BYTES', 'http_app', 'is_loopback', 'refuse_unsafe_bind', 'run_http')
+    from ..ledger import Ledger
+    from ._tools import Drain
+
+__all__ = (
+    'HEALTH_PATH',
+    'MAX_BODY_BYTES',
+    'SHUTDOWN_DEADLINE_SECONDS',
+    'SHUTDOWN_GRACE_SECONDS',
+    'http_app',
+    'is_loopback',
+    'refuse_unsafe_bind',
+    'run_http',
+)
 
 MAX_BODY_BYTES = 1024 * 1024
+HEALTH_PATH = '/healthz'
+#: How long a shutdown waits for answers to go out once the calls in flight were handed off.
+SHUTDOWN_GRACE_SECONDS = 5.0
+#: When a shutdown that is still not done ends the process anyway (exit code 1).
+SHUTDOWN_DEADLINE_SECONDS = 10.0
+_HEALTH_TIMEOUT_SECONDS = 3.0
 _LOOPBACK_HOSTS = ('127.0.0.1', 'localhost', '[::1]')
 
 
@@ -57,31 +90,95 @@ def _allowed_hosts(host: str, extra: list[str]) -> list[str]:
     return allowed
 
 
-class _BearerAuth:
-    """Refuses (401) any HTTP request that does not carry the server's bearer token."""
+class LedgerProbe:
+    """Whether the ledger answers now, for `/healthz`: a fresh connection each time (a pooled one may be stale).
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    One probe at a time: a probe asked for while another runs answers what the last one found.
+    """
+
+    def __init__(self, ledger: Callable[[], Ledger] | None = None) -> None:
+        self._make = ledger
+        self._ledger: Ledger | None = None
+        self._lock = threading.Lock()
+        self._last = False
+
+    def __call__(self) -> bool:
+        if not self._lock.acquire(blocking=False):
+            return self._last
+        try:
+            from ..errors import ConfigurationError
+            from ..ledger import Ledger
+
+            try:
+                if self._ledger is None:
+                    self._ledger = self._make() if self._make is not None else Ledger()
+            except ConfigurationError:
+                self._last = False
+                return False
+            self._last = self._ledger.check()
+            self._ledger.close()
+            return self._last
+        finally:
+            self._lock.release()
+
+
+class _Front:
+    """What sits before the MCP app: `/healthz` (no token), then the bearer check, which names the caller."""
+
+    def __init__(self, app: ASGIApp, tokens: Tokens | None, probe: Callable[[], bool]) -> None:
         self.app = app
-        self._token = token.encode()
+        self.tokens = tokens
+        self.probe = probe
+        self.draining = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope['type'] == 'http' and not self._authorized(scope):
-            from starlette.responses import JSONResponse
-
-            response = JSONResponse(
-                {'error': 'unauthorized', 'error_description': 'Send the server token as "Authorization: Bearer ...".'},
-                status_code=401,
-                headers={'WWW-Authenticate': 'Bearer'},
-            )
-            await response(scope, receive, send)
-            return
+        if scope['type'] == 'http':
+            if scope['path'] == HEALTH_PATH:
+                await self._health(scope, receive, send)
+                return
+            if self.tokens is not None:
+                caller = self._caller(scope)
+                if caller is None:
+                    await self._unauthorized(scope, receive, send)
+                    return
+                scope[CALLER_SCOPE_KEY] = caller
         await self.app(scope, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
+    def _caller(self, scope: Scope) -> str | None:
+        assert self.tokens is not None
         header = next((v for k, v in scope.get('headers', ()) if k == b'authorization'), b'')
         scheme, _, value = bytes(header).partition(b' ')
-        # compare_digest even on a wrong scheme, so timing never tells which part was wrong.
-        return hmac.compare_digest(value.strip(), self._token) and scheme.lower() == b'bearer'
+        # Compared even on a wrong scheme, so timing never tells which part was wrong.
+        name = self.tokens.identify(value.strip())
+        return name if scheme.lower() == b'bearer' else None
+
+    async def _unauthorized(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.responses import JSONResponse
+
+        response = JSONResponse(
+            {'error': 'unauthorized', 'error_description': 'Send a server token as "Authorization: Bearer ...".'},
+            status_code=401,
+            headers={'WWW-Authenticate': 'Bearer'},
+        )
+        await response(scope, receive, send)
+
+    async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
+        import anyio
+        import anyio.to_thread
+        from starlette.responses import JSONResponse
+
+        headers = {'Cache-Control': 'no-store'}
+        if scope['method'] not in ('GET', 'HEAD'):
+            response = JSONResponse({'error': 'method not allowed'}, 405, headers={**headers, 'Allow': 'GET, HEAD'})
+        elif self.draining:
+            response = JSONResponse({'status': 'draining'}, 503, headers=headers)
+        else:
+            ok = False
+            with anyio.move_on_after(_HEALTH_TIMEOUT_SECONDS):
+                ok = await anyio.to_thread.run_sync(self.probe, abandon_on_cancel=True)
+            body = {'status': 'ok' if ok else 'unavailable', 'ledger': 'ok' if ok else 'unreachable'}
+            response = JSONResponse(body, 200 if ok else 503, headers=headers)
+        await response(scope, receive, send)
 
 
 def http_app(
@@ -89,10 +186,16 @@ def http_app(
     *,
     host: str = '127.0.0.1',
     token: str | None = None,
+    tokens: Tokens | None = None,
     allowed_hosts: list[str] | None = None,
     path: str = '/mcp',
+    probe: Callable[[], bool] | None = None,
 ) -> ASGIApp:
-    """The ASGI app serving `server` at `path`, with the protections above (the token only when given)."""
+    """The ASGI app serving `server` at `path`, with `/healthz` and the protections above.
+
+    `tokens` (or a single `token`, named `default`) turns the bearer check on; `probe` answers whether the ledger
+    is reachable (default: the ledger the environment configures).
+    """
     from mcp.server.transport_security import TransportSecuritySettings
 
     hosts = _allowed_hosts(host, allowed_hosts or [])
@@ -109,37 +212,104 @@ def http_app(
         transport_security=security,
         host=host,
     )
-    return _BearerAuth(app, token) if token else app
+    if tokens is None and token:
+        tokens = Tokens.from_config(token=token, tokens_file=None)
+    return _Front(app, tokens, probe or LedgerProbe())
 
 
-def refuse_unsafe_bind(host: str, token: str | None) -> None:
+def refuse_unsafe_bind(host: str, tokens: Tokens | str | None) -> None:
     """Exit 2 with a clear message when `host` is reachable from other machines and no token protects it."""
-    if is_loopback(host) or token:
+    if is_loopback(host) or (tokens is not None and tokens != ''):
         return
     sys.stderr.write(
-        f'Refusing to serve MCP on {host}: a non-loopback address needs a bearer token. '
-        'Set PERPLEXITY_MCP_TOKEN (or pass --token) to a long random secret, or bind 127.0.0.1.\n'
+        f'Refusing to serve MCP on {host}: a non-loopback address needs a bearer token. Set PERPLEXITY_MCP_TOKEN '
+        '(or pass --token) to a long random secret, or name tokens in PERPLEXITY_MCP_TOKENS or '
+        'PERPLEXITY_MCP_TOKENS_FILE; or bind 127.0.0.1.\n'
     )
     raise SystemExit(2)
 
 
 def run_http(
-    server: MCPServer[Any], *, host: str, port: int, token: str | None, allowed_hosts: list[str] | None = None
+    server: MCPServer[Any],
+    *,
+    host: str,
+    port: int,
+    tokens: Tokens | None,
+    allowed_hosts: list[str] | None = None,
+    drain: Drain | None = None,
 ) -> None:
-    """Serve until interrupted; prints the URL to stderr once listening. Refuses an unsafe bind (exit 2)."""
+    """Serve until SIGTERM or Ctrl-C, then shut down gracefully (above); prints the URL to stderr once listening."""
     import uvicorn
+    from sse_starlette.sse import AppStatus
+
+    # By default the SDK's SSE responses end the moment uvicorn is told to exit, cutting off the hand-offs the drain
+    # is about to send; they end on their own once answered, and `begin_shutdown` ends any left at the grace's end.
+    AppStatus.disable_automatic_graceful_drain()
+
+    refuse_unsafe_bind(host, tokens)
+    extra = [h.strip() for h in (allowed_hosts or os.environ.get('PERPLEXITY_MCP_ALLOWED_HOSTS', '').split(','))]
+    front = http_app(server, host=host, tokens=tokens, allowed_hosts=[h for h in extra if h])
+    assert isinstance(front, _Front)
 
     class _Server(uvicorn.Server):
+        loop: asyncio.AbstractEventLoop | None = None
+
         async def startup(self, sockets: Any = None) -> None:
+            self.loop = asyncio.get_running_loop()
             await super().startup(sockets)
             if self.started:
                 _announce(self)
 
-    refuse_unsafe_bind(host, token)
-    extra = [h.strip() for h in (allowed_hosts or os.environ.get('PERPLEXITY_MCP_ALLOWED_HOSTS', '').split(','))]
-    app = http_app(server, host=host, token=token, allowed_hosts=[h for h in extra if h])
-    config = uvicorn.Config(app, host=host, port=port, log_level='warning', access_log=False, lifespan='on')
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            first = not self.should_exit
+            super().handle_exit(sig, frame)
+            if first and self.loop is not None:
+                self.loop.call_soon_threadsafe(self.begin_shutdown, sig)
+
+        def begin_shutdown(self, sig: int) -> None:
+            """Fail the health check, hand off the calls in flight, and arm the watchdog (uvicorn stops accepting)."""
+            front.draining = True
+            if drain is not None:
+                drain.start()
+            if self.loop is not None:
+                self.loop.call_later(max(0.0, SHUTDOWN_GRACE_SECONDS - 1.0), _end_streams)
+            sys.stderr.write(
+                f'Perplexity MCP server: {_signal_name(sig)}, handing off the calls in flight and shutting down\n'
+            )
+            sys.stderr.flush()
+            watchdog = threading.Timer(SHUTDOWN_DEADLINE_SECONDS, _give_up)
+            watchdog.daemon = True
+            watchdog.start()
+
+    config = uvicorn.Config(
+        front,
+        host=host,
+        port=port,
+        log_level='warning',
+        access_log=False,
+        lifespan='on',
+        timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS),
+    )
     _Server(config).run()
+
+
+def _end_streams() -> None:
+    from sse_starlette.sse import AppStatus
+
+    AppStatus.should_exit = True
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f'signal {sig}'
+
+
+def _give_up() -> None:
+    sys.stderr.write(f'Perplexity MCP server: still not shut down after {SHUTDOWN_DEADLINE_SECONDS:.0f} s, exiting\n')
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def _announce(server: Any) -> None:

@@ -15,7 +15,7 @@ import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Required, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Required, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..researcher import Researcher
     from ..results import Progress, ResearchResult
 
-__all__ = ('DEFAULT_WAIT_SECONDS', 'SERVER_NAME', 'build_server', 'handshake_snapshot')
+__all__ = ('DEFAULT_WAIT_SECONDS', 'SERVER_NAME', 'Drain', 'build_server', 'caller_of', 'handshake_snapshot')
 
 _log = logging.getLogger('pydantic_ai_perplexity.mcp')
 _T = TypeVar('_T')
@@ -163,13 +163,66 @@ _LIST = ToolAnnotations(title='List research runs', read_only_hint=True, open_wo
 _SEARCH = ToolAnnotations(title='Search the web', read_only_hint=True, open_world_hint=True)
 
 
+class Drain:
+    """Hands off every research wait at once when the server shuts down, and any wait that begins afterwards.
+
+    `start()` is called on the event loop's thread (the HTTP server schedules it there on SIGTERM). A wait it cuts
+    short answers as a hand-off with its `response_id`, which is in the ledger already, so the run goes on and any
+    instance collects it. A run is never cancelled by a shutdown.
+    """
+
+    def __init__(self) -> None:
+        self.draining = False
+        self._waits: set[anyio.CancelScope] = set()
+
+    def start(self) -> None:
+        self.draining = True
+        for scope in list(self._waits):
+            scope.cancel()
+
+    def guard(self) -> _Wait:
+        """Around one wait: cut short (the block ends quietly) when the drain starts, at once if it has."""
+        return _Wait(self)
+
+
+class _Wait:
+    def __init__(self, drain: Drain) -> None:
+        self._drain = drain
+        self._scope = anyio.CancelScope()
+
+    def __enter__(self) -> anyio.CancelScope:
+        if self._drain.draining:
+            self._scope.cancel()
+        self._drain._waits.add(self._scope)  # pyright: ignore[reportPrivateUsage]
+        return self._scope.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> bool:
+        self._drain._waits.discard(self._scope)  # pyright: ignore[reportPrivateUsage]
+        return bool(self._scope.__exit__(*exc_info))
+
+
+def caller_of(ctx: Context[Any, Any]) -> str | None:
+    """The caller's name the HTTP front put on the request (its bearer token's), or None (stdio, no tokens)."""
+    from ._tokens import CALLER_SCOPE_KEY
+
+    scope = cast('dict[str, Any] | None', getattr(ctx.request_context.request, 'scope', None))
+    value = (scope or {}).get(CALLER_SCOPE_KEY)
+    return value if isinstance(value, str) else None
+
+
 class _Runtime:
     """What the tools share: one `Researcher`, made on the first call (that is when the research stack loads)."""
 
     def __init__(
-        self, researcher: Researcher | None, wait_seconds: float | None, spotlight: bool, max_answer_chars: int | None
+        self,
+        researcher: Researcher | None,
+        wait_seconds: float | None,
+        spotlight: bool,
+        max_answer_chars: int | None,
+        drain: Drain | None = None,
     ) -> None:
         self._researcher = researcher
+        self.drain = drain or Drain()
         self._owned = researcher is None
         self._wait_seconds = wait_seconds
         self.spotlight = spotlight
@@ -269,9 +322,13 @@ def build_server(
     wait_seconds: float | None = None,
     spotlight: bool = True,
     max_answer_chars: int | None = None,
+    drain: Drain | None = None,
 ) -> MCPServer[Any]:
-    """The `MCPServer` with the five research tools, the skill and the per-run resources (see `build_mcp_server`)."""
-    runtime = _Runtime(researcher, wait_seconds, spotlight, max_answer_chars)
+    """The `MCPServer` with the five research tools, the skill and the per-run resources (see `build_mcp_server`).
+
+    `drain`, started on shutdown, hands off the research calls in flight at once.
+    """
+    runtime = _Runtime(researcher, wait_seconds, spotlight, max_answer_chars, drain)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncGenerator[None, None]:
@@ -287,16 +344,21 @@ def build_server(
 
     async def collect(ctx: Context[Any, Any], r: Researcher, response_id: str, wait: float | None) -> CallToolResult:
         from .. import render
+        from ..results import ResearchResult
 
         budget = r.wait_seconds if wait is None else max(0.0, min(wait, r.wait_seconds))
-        try:
-            result = await r.collect(response_id, wait_seconds=budget, on_progress=_reporter(ctx))
-        except anyio.get_cancelled_exc_class():
-            if peer_cancelled(ctx):
-                # The person stopped the call: stop the run too, or it would go on billing.
-                with anyio.move_on_after(_CANCEL_GRACE_SECONDS, shield=True):
-                    await _cancel_upstream(r, response_id)
-            raise
+        result: ResearchResult | None = None
+        with runtime.drain.guard():
+            try:
+                result = await r.collect(response_id, wait_seconds=budget, on_progress=_reporter(ctx))
+            except anyio.get_cancelled_exc_class():
+                if peer_cancelled(ctx):
+                    # The person stopped the call: stop the run too, or it would go on billing.
+                    with anyio.move_on_after(_CANCEL_GRACE_SECONDS, shield=True):
+                        await _cancel_upstream(r, response_id)
+                raise
+        if result is None:  # the server is shutting down: hand the run off now, for any instance to collect
+            result = ResearchResult(response_id=response_id, status='in_progress')
         return _text(
             render.for_model(result, **runtime.render_options),
             structured=render.structured_for_model(result, **runtime.render_options),
@@ -329,7 +391,11 @@ def build_server(
                     recency=recency,
                     after=after,
                     before=before,
+                    caller=caller_of(ctx),
                 )
+                # The run's id is written to the ledger before the call says it started or waits: from here on,
+                # whatever happens to this process (a SIGKILL included), any instance can list and collect it.
+                await r.flush()
                 with contextlib.suppress(Exception):
                     await ctx.report_progress(0, None, f'started research run {started.response_id}')
             assert started is not None

@@ -56,8 +56,10 @@ _PASSED = re.compile(
     r'^(PERPLEXITY_\w+|OTEL_\w+|LOGFIRE_\w+|(HTTPS?|ALL|NO)_PROXY|(https?|all|no)_proxy'
     r'|SSL_CERT_(FILE|DIR)|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE)$'
 )
-#: Never passed on: the key (added by the client's auth), the in-process wait budget, the HTTP transport's token.
-_NOT_PASSED = frozenset({KEY_ENV, 'PERPLEXITY_WAIT_SECONDS', 'PERPLEXITY_MCP_TOKEN'})
+#: Never passed on: the key (added by the client's auth), the in-process wait budget, the HTTP transport's tokens.
+_NOT_PASSED = frozenset(
+    {KEY_ENV, 'PERPLEXITY_WAIT_SECONDS', 'PERPLEXITY_MCP_TOKEN', 'PERPLEXITY_MCP_TOKENS', 'PERPLEXITY_MCP_TOKENS_FILE'}
+)
 _SECRET_NAME = re.compile(r'(TOKEN|KEY|SECRET|PASSWORD|HEADERS|CREDENTIAL)', re.IGNORECASE)
 _USERINFO = re.compile(r'://[^/@\s]+@')
 

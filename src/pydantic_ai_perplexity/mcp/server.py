@@ -13,8 +13,10 @@ What a reviewer needs to know, and where to look:
   `Researcher`. Never taken from a tool argument or an HTTP header, never logged, never in a result. A missing key
   is a clear tool error naming the variable; the server keeps serving.
 - **stdout** (stdio): protocol frames only (`_stdio.py`); logs and anything else go to stderr.
-- **HTTP** (`_http.py`): binds 127.0.0.1 by default; a bearer token is required off loopback; Host/Origin checks
-  against DNS rebinding; 1 MiB request bodies; stateless, so instances can sit behind a load balancer.
+- **HTTP** (`_http.py`): binds 127.0.0.1 by default; a bearer token is required off loopback (one, or named ones
+  from the environment or a file re-read on change, `_tokens.py`: the name is recorded on each run); Host/Origin
+  checks against DNS rebinding; 1 MiB request bodies; stateless, so instances can sit behind a load balancer;
+  `/healthz` for it; on SIGTERM, calls in flight are handed off and the process exits within 10 s.
 - **Long runs**: a call waits at most `PERPLEXITY_WAIT_SECONDS` (55 s here by default, under the 60 s limit of
   Claude Desktop and other clients), sends a progress notification per research step when the client asked for
   progress, then hands back the `response_id` (collect it with `perplexity_research_result`). A client's
@@ -78,12 +80,16 @@ def serve(
     *,
     wait_seconds: float | None = None,
     allowed_hosts: Sequence[str] | None = None,
+    tokens_file: str | os.PathLike[str] | None = None,
 ) -> None:
     """Serve the research tools until stdin closes (stdio) or the process is stopped (http).
 
-    `token` (default `PERPLEXITY_MCP_TOKEN`) is the bearer token HTTP clients must send; it is required when
-    `host` is not a loopback address. `allowed_hosts` (default `PERPLEXITY_MCP_ALLOWED_HOSTS`) adds `Host` names
-    HTTP clients may use, e.g. behind a reverse proxy. Exits 2 on an unsafe or impossible configuration.
+    HTTP clients must send a bearer token when any is configured, and one is required when `host` is not a
+    loopback address: `token` (default `PERPLEXITY_MCP_TOKEN`, named `default`), named ones in
+    `PERPLEXITY_MCP_TOKENS` (`alice:tok1,bob:tok2`), or a file, `tokens_file` (default
+    `PERPLEXITY_MCP_TOKENS_FILE`), read again when it changes. `allowed_hosts` (default
+    `PERPLEXITY_MCP_ALLOWED_HOSTS`) adds `Host` names HTTP clients may use, e.g. behind a reverse proxy. Exits 2 on
+    an unsafe or impossible configuration.
     """
     if find_spec('mcp') is None:
         sys.stderr.write(_MCP_MISSING)
@@ -98,12 +104,20 @@ def serve(
         elif transport in ('http', 'streamable-http'):
             from ._http import refuse_unsafe_bind, run_http
             from ._stdio import configure_tracing_quietly
+            from ._tokens import TokenConfigError, Tokens
+            from ._tools import Drain, build_server
 
-            token = token or os.environ.get('PERPLEXITY_MCP_TOKEN') or None
-            refuse_unsafe_bind(host, token)
+            try:
+                tokens = Tokens.from_config(token=token, tokens_file=tokens_file)
+            except TokenConfigError as exc:
+                sys.stderr.write(f'Cannot serve MCP: {exc}\n')
+                raise SystemExit(2) from None
+            refuse_unsafe_bind(host, tokens)
             configure_tracing_quietly()
-            server = build_mcp_server(wait_seconds=wait_seconds)
-            run_http(server, host=host, port=port, token=token, allowed_hosts=list(allowed_hosts or ()) or None)
+            drain = Drain()
+            server = build_server(wait_seconds=wait_seconds, drain=drain)
+            hosts = list(allowed_hosts or ()) or None
+            run_http(server, host=host, port=port, tokens=tokens, allowed_hosts=hosts, drain=drain)
         else:
             sys.stderr.write(f'Unknown transport {transport!r}: use "stdio" or "http".\n')
             raise SystemExit(2)
@@ -121,8 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--host', default='127.0.0.1', help='HTTP only; a non-loopback address needs a token.')
     parser.add_argument('--port', type=int, default=8000, help='HTTP only (0 picks a free port).')
     parser.add_argument('--token', default=None, help='HTTP bearer token (default: PERPLEXITY_MCP_TOKEN).')
+    parser.add_argument(
+        '--tokens-file',
+        default=None,
+        help='HTTP: named tokens (JSON or name:token lines), re-read on change (default: PERPLEXITY_MCP_TOKENS_FILE).',
+    )
     args = parser.parse_args(argv)
-    serve(args.transport, args.host, args.port, args.token)
+    serve(args.transport, args.host, args.port, args.token, tokens_file=args.tokens_file)
     return 0
 
 

@@ -1,0 +1,209 @@
+"""Named bearer tokens for a shared HTTP server: who is calling, from the environment or a file, revocable live.
+
+Sources, merged (each name and each token may appear once across them):
+
+- `PERPLEXITY_MCP_TOKEN` (or `--token`): one token, named `default`.
+- `PERPLEXITY_MCP_TOKENS`: `name:token` pairs separated by commas, e.g. `alice:tok1,bob:tok2`.
+- `PERPLEXITY_MCP_TOKENS_FILE` (or `--tokens-file`): a JSON object `{"alice": "tok1"}`, or `name:token` lines
+  (blank lines and `#` comments ignored). The file is checked on every request and read again when its
+  modification time, size or inode changes, so a token is added or revoked by editing (or atomically replacing)
+  the file, without a restart; the other tokens are not affected. A file that no longer parses is reported in the
+  log and the last good contents stay in force until it is fixed; a deleted file revokes every token it held.
+
+Only SHA-256 digests of the tokens are kept. A presented token is hashed and compared with every digest with
+`hmac.compare_digest`, without stopping at a match, so the time taken tells nothing about which token (or which
+part of it) matched. The name of the matching token is the caller, recorded on every run it starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+__all__ = (
+    'CALLER_SCOPE_KEY',
+    'DEFAULT_NAME',
+    'TOKENS_ENV',
+    'TOKENS_FILE_ENV',
+    'TOKEN_ENV',
+    'TokenConfigError',
+    'Tokens',
+    'parse_tokens',
+)
+
+_log = logging.getLogger('pydantic_ai_perplexity.mcp')
+
+TOKEN_ENV = 'PERPLEXITY_MCP_TOKEN'  # noqa: S105 (the variable's name, not a secret)
+TOKENS_ENV = 'PERPLEXITY_MCP_TOKENS'
+TOKENS_FILE_ENV = 'PERPLEXITY_MCP_TOKENS_FILE'
+#: The name of the single `PERPLEXITY_MCP_TOKEN`.
+DEFAULT_NAME = 'default'
+#: Where the HTTP front puts the caller's name in the ASGI scope, for the tools to read.
+CALLER_SCOPE_KEY = 'pydantic_ai_perplexity.caller'
+
+_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$')
+
+
+class TokenConfigError(ValueError):
+    """The tokens are misconfigured; the message names the source and the entry, never a token."""
+
+
+def _digest(token: str | bytes) -> bytes:
+    return hashlib.sha256(token.encode() if isinstance(token, str) else token).digest()
+
+
+def _check(name: str, token: str, source: str, where: str) -> None:
+    if not _NAME.match(name):
+        raise TokenConfigError(
+            f'{source}: {where} has the name {name[:70]!r}; a name is 1-64 letters, digits, "_", ".", "@" or "-", '
+            'starting with a letter or digit.'
+        )
+    if not token or any(c.isspace() for c in token):
+        raise TokenConfigError(f'{source}: the token of {name!r} ({where}) is empty or contains whitespace.')
+
+
+def parse_tokens(text: str, source: str) -> dict[str, str]:
+    """Name to token, from a JSON object or `name:token` lines; raises `TokenConfigError` naming the bad entry."""
+    pairs: list[tuple[str, str, str]] = []
+    if text.lstrip().startswith('{'):
+        try:
+            data: Any = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TokenConfigError(f'{source}: not valid JSON ({exc.msg} at line {exc.lineno}).') from None
+        if not isinstance(data, dict):
+            raise TokenConfigError(f'{source}: the JSON must be an object of name to token.')
+        for name, token in cast('dict[str, Any]', data).items():
+            if not isinstance(token, str):
+                raise TokenConfigError(f'{source}: the token of {name[:70]!r} is not a string.')
+            pairs.append((name, token, f'the entry {name[:70]!r}'))
+    else:
+        for number, entry in enumerate(text.splitlines(), 1):
+            entry = entry.strip()
+            if not entry or entry.startswith('#'):
+                continue
+            name, colon, token = entry.partition(':')
+            if not colon:
+                raise TokenConfigError(f'{source}: entry {number} is not "name:token".')
+            pairs.append((name.strip(), token.strip(), f'entry {number}'))
+    tokens: dict[str, str] = {}
+    for name, token, where in pairs:
+        _check(name, token, source, where)
+        if name in tokens:
+            raise TokenConfigError(f'{source}: the name {name!r} appears twice.')
+        tokens[name] = token
+    return tokens
+
+
+def _merge(sources: list[tuple[str, Mapping[str, str]]]) -> dict[str, bytes]:
+    """Name to digest; a name or a token in two places is an error (the caller would be ambiguous)."""
+    merged: dict[str, bytes] = {}
+    owner: dict[bytes, str] = {}
+    for source, tokens in sources:
+        for name, token in tokens.items():
+            digest = _digest(token)
+            if name in merged:
+                raise TokenConfigError(f'{source}: the name {name!r} is already given elsewhere.')
+            if digest in owner:
+                raise TokenConfigError(f'{source}: the token of {name!r} is also the token of {owner[digest]!r}.')
+            merged[name] = digest
+            owner[digest] = name
+    return merged
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+
+class Tokens:
+    """The bearer tokens a server accepts, by name; `identify` maps a presented token to its name.
+
+    Used from the server's event loop only (one thread), so it needs no lock.
+    """
+
+    def __init__(self, fixed: list[tuple[str, Mapping[str, str]]], file: Path | None = None) -> None:
+        """`fixed`: (source, name-to-token) that never change; `file`: re-read when it changes.
+
+        Raises:
+            TokenConfigError: a bad entry, a name or token given twice, or a file that cannot be read.
+        """
+        self._fixed_sources = fixed
+        self._fixed = _merge(fixed)
+        self._file = file
+        self._signature: tuple[int, int, int] | None = None
+        self._entries: list[tuple[str, bytes]] = list(self._fixed.items())
+        if file is not None:
+            self._signature = _signature(file)
+            try:
+                text = file.read_text(encoding='utf-8')
+            except OSError as exc:
+                raise TokenConfigError(f'{TOKENS_FILE_ENV}: cannot read {file} ({exc.strerror or exc}).') from None
+            self._entries = self._combine(text)
+
+    @classmethod
+    def from_config(cls, token: str | None = None, tokens_file: str | os.PathLike[str] | None = None) -> Tokens | None:
+        """The tokens from the arguments and the environment, or None when none is configured (no auth).
+
+        `token` (else `PERPLEXITY_MCP_TOKEN`) is named `default`; `PERPLEXITY_MCP_TOKENS` adds named ones;
+        `tokens_file` (else `PERPLEXITY_MCP_TOKENS_FILE`) is watched for changes.
+        """
+        single = token or os.environ.get(TOKEN_ENV, '').strip() or None
+        listed = os.environ.get(TOKENS_ENV, '').strip()
+        path = tokens_file or os.environ.get(TOKENS_FILE_ENV, '').strip() or None
+        if single is None and not listed and path is None:
+            return None
+        fixed: list[tuple[str, Mapping[str, str]]] = []
+        if single is not None:
+            fixed.append((TOKEN_ENV, {DEFAULT_NAME: single}))
+        if listed:
+            fixed.append((TOKENS_ENV, parse_tokens(listed.replace(',', '\n'), TOKENS_ENV)))
+        return cls(fixed, Path(path).expanduser() if path is not None else None)
+
+    def names(self) -> list[str]:
+        """The names currently accepted (after reading the file again if it changed)."""
+        self.refresh()
+        return [name for name, _ in self._entries]
+
+    def identify(self, presented: bytes) -> str | None:
+        """The name of the token `presented`, or None; in constant time over the configured tokens."""
+        self.refresh()
+        digest = _digest(presented)
+        found: str | None = None
+        for name, expected in self._entries:
+            if hmac.compare_digest(digest, expected) and found is None:
+                found = name
+        return found
+
+    def refresh(self) -> None:
+        """Read the file again if it changed since the last look (a `stat` per call otherwise)."""
+        if self._file is None:
+            return
+        signature = _signature(self._file)
+        if signature == self._signature:
+            return
+        self._signature = signature
+        if signature is None:
+            _log.warning('%s %s is gone: every token it held is revoked', TOKENS_FILE_ENV, self._file)
+            self._entries = list(self._fixed.items())
+            return
+        try:
+            entries = self._combine(self._file.read_text(encoding='utf-8'))
+        except (OSError, TokenConfigError) as exc:
+            _log.error('%s The tokens read before stay in force until the file is fixed.', exc)
+            return
+        self._entries = entries
+        _log.warning('Read %s again: %d token(s) accepted', self._file, len(entries))
+
+    def _combine(self, text: str) -> list[tuple[str, bytes]]:
+        source = f'{TOKENS_FILE_ENV} ({self._file})'
+        return list(_merge([*self._fixed_sources, (source, parse_tokens(text, source))]).items())
