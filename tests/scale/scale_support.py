@@ -72,6 +72,10 @@ def nginx_config(template: str, *, port: int, upstreams: list[int], prefix: Path
     # re.split keeps the two groups of each match: text, indent, options, text, ...; the first match gets the block.
     text = parts[0] + block + ''.join(parts[3::3])
     text = _once(r'listen 8080;', f'listen 127.0.0.1:{port};', text)
+    # Which instance served each request (several, comma-separated, when nginx passed it on), for the tests to read.
+    log_format = 'log_format scale \'$request_method $request_uri $status "$upstream_addr"\';'
+    log = f'{log_format}\n    access_log {prefix}/access.log scale;'
+    text = _once(r'access_log off;', log, text)
     text = _once(r'worker_processes auto;', 'worker_processes 2;', text)
     text = _once(r'error_log /dev/stderr warn;', f'error_log {prefix}/error.log warn;', text)
     user = f'user {_user_and_group()};\n' if os.geteuid() == 0 else ''
@@ -132,6 +136,16 @@ class Nginx:
     @property
     def url(self) -> str:
         return f'http://127.0.0.1:{self.port}/mcp'
+
+    def access(self) -> list[tuple[str, str, int, list[int]]]:
+        """Each request so far: method, path, status, and the upstream ports nginx tried, in order."""
+        entries: list[tuple[str, str, int, list[int]]] = []
+        path = self.prefix / 'access.log'
+        for line in path.read_text().splitlines() if path.exists() else []:
+            method, uri, status, upstreams = line.split(' ', 3)
+            ports = [int(a.rsplit(':', 1)[1]) for a in upstreams.strip('"').split(', ') if ':' in a]
+            entries.append((method, uri, int(status), ports))
+        return entries
 
     def errors(self) -> str:
         logs = [self.prefix / 'error.log', self.prefix / 'stderr.log']
