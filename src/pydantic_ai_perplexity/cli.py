@@ -360,7 +360,7 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
         click.echo(json.dumps([r.model_dump(mode='json') for r in records], indent=2))
         return
     if not records:
-        _err(f'No runs recorded in {ledger.path}.')
+        _err(f'No runs recorded in {ledger.describe()}.')
         return
     for r in records:
         query = ' '.join(r.query.split())
@@ -386,7 +386,7 @@ def jobs_show(response_id: str, as_json: bool) -> None:
     with Ledger() as ledger:
         record = ledger.get(response_id)
     if record is None:
-        raise click.ClickException(f'No run {response_id!r} in the ledger ({ledger.path}).')
+        raise click.ClickException(f'No run {response_id!r} in the ledger ({ledger.describe()}).')
     if as_json:
         click.echo(record.model_dump_json(indent=2))
         return

@@ -149,11 +149,11 @@ def _ledger_check() -> Check:
     finally:
         ledger.close()
     if healthy:
-        return Check('ledger writable', True, str(ledger.path))
+        return Check('ledger writable', True, ledger.describe())
     return Check(
         'ledger writable',
         False,
-        f'{ledger.path} cannot be used',
+        f'{ledger.describe()} cannot be used',
         'set PERPLEXITY_STATE_DIR to a writable directory on a local disk',
     )
 
