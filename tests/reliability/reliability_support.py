@@ -376,7 +376,7 @@ def outcome_of(part: Any) -> str:
     """`success`, `failed` (a clear failure the model reads) or `retry` (a prompt to fix the call)."""
     from pydantic_ai.messages import RetryPromptPart
 
-    if isinstance(part, RetryPromptPart):
+    if isinstance(part, RetryPromptPart) or part.outcome == 'retried':
         return 'retry'
     return str(part.outcome)
 
@@ -439,7 +439,9 @@ def rpc_messages(reply: httpx2.Response) -> list[dict[str, Any]]:
     """The JSON-RPC messages of an MCP HTTP answer (a JSON body or an SSE stream); asserts each is well-formed."""
     kind = reply.headers.get('content-type', '')
     if kind.startswith('text/event-stream'):
-        messages = [json.loads(line[5:]) for line in reply.text.splitlines() if line.startswith('data:')]
+        # SSE lines end at CR or LF only (str.splitlines would also split inside JSON at U+0085 or U+2028).
+        lines = reply.text.replace('\r\n', '\n').replace('\r', '\n').split('\n')
+        messages = [json.loads(line[5:]) for line in lines if line.startswith('data:')]
     elif reply.content:
         body = json.loads(reply.content)
         messages = body if isinstance(body, list) else [body]
@@ -487,6 +489,49 @@ def start_cli(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
 
 def cli_env(emu: Emulator, state_dir: Path, **extra: str) -> dict[str, str]:
     return server_env(emu, state_dir, **extra)
+
+
+# -- fuzzing -------------------------------------------------------------------------------------------------------
+
+
+def arguments_from_schema(schema: dict[str, Any]) -> Any:
+    """A strategy for valid arguments of a tool: an object of its `properties`, every value from its own schema.
+
+    `hypothesis_jsonschema.from_schema` draws each value; the object around them is assembled here, because its
+    object generation uses a Hypothesis internal (`many.more`) that the locked Hypothesis no longer has.
+    """
+    from hypothesis import strategies as st
+    from hypothesis_jsonschema import from_schema
+
+    properties: dict[str, Any] = schema.get('properties', {})
+    required = set(schema.get('required', ()))
+    values = {name: from_schema(_without_annotations(sub)) for name, sub in properties.items()}
+    return st.fixed_dictionaries(
+        {k: v for k, v in values.items() if k in required},
+        optional={k: v for k, v in values.items() if k not in required},
+    )
+
+
+def _without_annotations(schema: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in schema.items() if k not in ('default', 'description', 'title', 'examples')}
+
+
+def json_values(max_leaves: int = 12) -> Any:
+    """Any JSON value: nested lists and objects of junk, huge numbers, unicode."""
+    from hypothesis import strategies as st
+
+    leaves = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**80), max_value=2**80),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=40),
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+        max_leaves=max_leaves,
+    )
 
 
 # -- waiting -------------------------------------------------------------------------------------------------------

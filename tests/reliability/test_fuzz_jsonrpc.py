@@ -1,0 +1,364 @@
+"""Bad input on the MCP wire: raw JSON-RPC lines to the stdio server and raw bodies to the HTTP server.
+
+Lines that are not JSON, JSON that is not JSON-RPC, wrong types, unknown methods, huge and odd ids, deep nesting,
+lone surrogates, and well-formed `tools/call`s whose arguments come from each tool's `inputSchema` or are junk.
+One server process per transport takes them all. Every request is answered with one well-formed result or error
+(notifications get none), stdout never carries anything but JSON-RPC, the process never dies, and it still serves
+a normal `tools/list` and `tools/call` afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from mcp_support import DEADLINE, RawServer, server_env, text_of
+from reliability_support import (
+    MCP_HEADERS,
+    HttpServer,
+    arguments_from_schema,
+    assert_well_formed,
+    json_values,
+    record,
+    rpc_messages,
+    tool_call,
+)
+
+from pydantic_ai_perplexity.emulator import Emulator
+
+EXAMPLES = 200
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+TOOLS = ['perplexity_research', 'perplexity_research_result', 'perplexity_research_cancel',
+         'perplexity_research_list', 'perplexity_search']  # fmt: skip
+METHODS = [
+    'initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'resources/read', 'resources/templates/list',
+    'prompts/list', 'prompts/get', 'completion/complete', 'logging/setLevel', 'server/discover',
+    'notifications/initialized', 'notifications/cancelled', 'notifications/progress',
+    'notifications/roots/list_changed', 'sampling/createMessage', 'tools/call/extra', '', 'rpc.discover',
+]  # fmt: skip
+_tallies: dict[str, Counter[str]] = {}
+
+
+# -- strategies ----------------------------------------------------------------------------------------------------
+
+ids = st.one_of(
+    st.integers(min_value=-(2**100), max_value=2**100),
+    st.text(max_size=30),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.none(),
+    st.booleans(),
+    json_values(max_leaves=4),
+)
+
+
+def params_for(method: str) -> Any:
+    if method == 'tools/call':
+        return st.fixed_dictionaries(
+            {'name': st.sampled_from(TOOLS) | st.text(max_size=20)},
+            optional={'arguments': json_values(), '_meta': json_values(max_leaves=4)},
+        )
+    if method == 'resources/read':
+        uri = st.sampled_from(
+            ['skill://perplexity-research/SKILL.md', 'perplexity://runs/resp_nope', 'file:///etc/passwd']
+        )
+        return st.fixed_dictionaries({'uri': uri | st.text(max_size=30)})
+    if method == 'notifications/cancelled':
+        return st.fixed_dictionaries({'requestId': ids}, optional={'reason': st.text(max_size=20)})
+    return json_values()
+
+
+def messages() -> Any:
+    """JSON-RPC messages: well-formed requests with any method and params, notifications, and junk envelopes."""
+    valid_ids = st.integers(min_value=-(2**100), max_value=2**100) | st.text(max_size=30)
+    method = st.sampled_from(METHODS) | st.text(max_size=20)
+    request = method.flatmap(
+        lambda m: st.fixed_dictionaries(
+            {'jsonrpc': st.just('2.0'), 'id': valid_ids, 'method': st.just(m)}, optional={'params': params_for(m)}
+        )
+    )
+    notification = method.flatmap(
+        lambda m: st.fixed_dictionaries(
+            {'jsonrpc': st.just('2.0'), 'method': st.just(m)}, optional={'params': params_for(m)}
+        )
+    )
+    junk = st.sampled_from(METHODS).flatmap(
+        lambda m: st.fixed_dictionaries(
+            {'jsonrpc': st.just('2.0') | json_values(max_leaves=2), 'method': st.just(m) | json_values(max_leaves=2)},
+            optional={'id': ids, 'params': params_for(m), 'result': json_values(), 'error': json_values()},
+        )
+    )
+    return st.one_of(request, request, notification, junk)
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False).encode('utf-8', 'surrogatepass')
+
+
+def _nested(depth: int) -> bytes:
+    return b'[' * depth + b']' * depth
+
+
+def _deep_params(depth: int) -> bytes:
+    return (
+        b'{"jsonrpc":"2.0","id":"deep","method":"ping","params":{"a":'
+        + b'{"a":' * depth
+        + b'1'
+        + b'}' * (depth + 1)
+        + b'}'
+    )
+
+
+SURROGATE = (
+    b'{"jsonrpc":"2.0","id":"lone","method":"tools/call","params":{"name":"perplexity_research",'
+    b'"arguments":{"query":"\\ud800 What is the EU AI Act?"}}}'
+)
+lines = st.one_of(
+    messages().map(dumps),
+    messages().map(dumps),
+    messages().map(dumps),
+    json_values().map(dumps),
+    st.binary(max_size=120),
+    messages().map(dumps).flatmap(lambda line: st.integers(0, len(line)).map(lambda cut: line[:cut])),  # truncated
+    st.integers(1, 100_000).map(_nested),
+    st.integers(1, 5_000).map(_deep_params),
+    st.just(SURROGATE),
+    st.integers(0, 2).map(
+        lambda n: b'{"jsonrpc":"2.0","id":1e999,"method":"ping","x":"' + b'y' * (200_000 * n) + b'"}'
+    ),
+).map(lambda line: line.replace(b'\n', b' ').replace(b'\r', b' '))  # one line each: newlines split messages
+
+
+def expectation(line: bytes, *, stdio: bool = True) -> tuple[str, Any]:
+    """What must answer `line`: ('one', id) exactly one reply with that id (or null if the server deems the request
+    invalid); ('error', None) exactly one error with id null; ('maybe', id) at most one reply; ('none', None) none."""
+    if stdio and not line.strip(b' \t\r\x0b\x0c'):
+        return 'none', None  # a blank line separates nothing: it is skipped (a blank HTTP body is a parse error)
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return 'error', None
+    if not isinstance(value, dict):
+        return 'maybe', None
+    request_id = value.get('id')
+    is_id = isinstance(request_id, int | str) and not isinstance(request_id, bool)
+    if value.get('jsonrpc') == '2.0' and isinstance(value.get('method'), str) and is_id:
+        if 'result' in value or 'error' in value:  # may also read as a response to the server: no reply then
+            return 'maybe', request_id
+        return 'one', request_id
+    return 'maybe', request_id if is_id else None
+
+
+def check_replies(line: bytes, replies: list[dict[str, Any]], kind: str, request_id: Any) -> str:
+    for reply in replies:
+        assert_well_formed(reply)
+    assert len(replies) <= (0 if kind == 'none' else 1), (line[:300], replies)
+    if kind in ('one', 'error'):
+        assert len(replies) == 1, (line[:300], kind)
+    if not replies:
+        return 'no reply'
+    [reply] = replies
+    assert reply['id'] in (request_id, None), (line[:300], reply)
+    if kind == 'error' or reply['id'] is None:
+        assert 'error' in reply, (line[:300], reply)
+    if 'error' in reply:
+        return f'error {reply["error"]["code"]}'
+    return 'result'
+
+
+# -- stdio ---------------------------------------------------------------------------------------------------------
+
+
+class StdioWire:
+    """One server process fed one line at a time; after each, a ping barrier proves it is alive and in step."""
+
+    def __init__(self, server: RawServer) -> None:
+        self.server = server
+        self.n = 0
+
+    def exchange(self, line: bytes, kind: str, request_id: Any) -> list[dict[str, Any]]:
+        self.n += 1
+        barrier = f'barrier-{self.n}'
+        self.server.send(line + b'\n')
+        self.server.send({'jsonrpc': '2.0', 'id': barrier, 'method': 'ping'})
+        replies: list[dict[str, Any]] = []
+        deadline = time.monotonic() + DEADLINE
+        barrier_seen = False
+        # Until the barrier is answered, and (for a request) its own reply came too: calls run concurrently.
+        while not barrier_seen or (kind in ('one', 'error') and not replies):
+            message = self.server.next_message(timeout=max(0.0, deadline - time.monotonic()))
+            if 'method' in message:  # the server's own notifications and requests
+                continue
+            if message.get('id') == barrier:
+                assert message.get('result') == {}, message
+                barrier_seen = True
+            else:
+                replies.append(message)
+        return replies
+
+
+@pytest.fixture(scope='module')
+def stdio(logged_fast: Emulator, module_state: Path) -> Iterator[StdioWire]:
+    server = RawServer(server_env(logged_fast, module_state, PERPLEXITY_WAIT_SECONDS='10'))
+    server.initialize()
+    yield StdioWire(server)
+    assert server.proc.poll() is None, b''.join(server.stderr)[-3000:]  # it never died
+    still_serves(server)
+    assert server.close() == 0
+    for raw in server.raw_stdout:  # stdout carried JSON-RPC and nothing else
+        assert_well_formed(json.loads(raw))
+
+
+def still_serves(server: RawServer) -> None:
+    tools = server.request('tools/list')['result']['tools']
+    assert [t['name'] for t in tools] == TOOLS
+    found = server.call('perplexity_search', {'query': 'EU AI Act'})
+    assert found.get('isError') is not True and '[1]' in text_of(found)
+    done = server.call('perplexity_research', {'query': 'What does the EU AI Act regulate?', 'effort': 'fast'})
+    assert done['structuredContent']['status'] == 'completed'
+
+
+@pytest.fixture(scope='module')
+def logged_fast() -> Iterator[Emulator]:
+    with Emulator(time_scale=0) as emu:
+        yield emu
+
+
+#: Always sent, whatever Hypothesis draws: a lone surrogate, nesting far past any parser's stack, a 400-digit id.
+EDGES = (
+    SURROGATE,
+    _nested(100_000),
+    _deep_params(5_000),
+    b'{"jsonrpc":"2.0","id":' + b'9' * 400 + b',"method":"ping"}',
+)
+
+
+@FUZZ
+@example(line=EDGES[0])
+@example(line=EDGES[1])
+@example(line=EDGES[2])
+@example(line=EDGES[3])
+@given(line=lines)
+def test_raw_lines_to_the_stdio_server(stdio: StdioWire, line: bytes) -> None:
+    kind, request_id = expectation(line)
+    outcome = check_replies(line, stdio.exchange(line, kind, request_id), kind, request_id)
+    _tallies.setdefault('stdio lines', Counter())[outcome] += 1
+
+
+@FUZZ
+@given(data=st.data())
+def test_tool_calls_with_fuzzed_arguments_to_the_stdio_server(stdio: StdioWire, data: st.DataObject) -> None:
+    schemas = stdio_schemas(stdio)
+    name = data.draw(st.sampled_from(TOOLS), label='tool')
+    arguments = data.draw(arguments_from_schema(schemas[name]) | json_values(), label='arguments')
+    call = tool_call(name, arguments, f'call-{stdio.n}')
+    [reply] = stdio.exchange(dumps(call), 'one', call['id'])
+    _tallies.setdefault('stdio tools/call', Counter())[tool_outcome(reply, call['id'])] += 1
+
+
+_schemas: dict[str, dict[str, Any]] = {}
+
+
+def stdio_schemas(stdio: StdioWire) -> dict[str, dict[str, Any]]:
+    if not _schemas:
+        tools = stdio.server.request('tools/list')['result']['tools']
+        _schemas.update({t['name']: t['inputSchema'] for t in tools})
+    return _schemas
+
+
+def tool_outcome(reply: dict[str, Any], request_id: Any) -> str:
+    """A `tools/call` answer: a result (a tool error is `isError` with text), or a JSON-RPC error for bad params."""
+    assert_well_formed(reply)
+    assert reply['id'] == request_id, reply
+    if 'error' in reply:
+        assert reply['error']['code'] in (-32602, -32600), reply
+        return f'error {reply["error"]["code"]}'
+    result = reply['result']
+    assert isinstance(result['content'], list) and result['content'], reply
+    text = text_of(result)
+    assert text.strip() and 'Traceback' not in text, text
+    return 'tool error' if result.get('isError') else 'result'
+
+
+# -- HTTP ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope='module')
+def http(logged_fast: Emulator, module_state: Path) -> Iterator[tuple[HttpServer, httpx2.Client]]:
+    server = HttpServer(server_env(logged_fast, module_state, PERPLEXITY_WAIT_SECONDS='10'))
+    client = httpx2.Client(timeout=DEADLINE, headers=MCP_HEADERS)
+    yield server, client
+    assert server.proc.poll() is None, b''.join(server.stderr)[-3000:]
+    tools = rpc_messages(client.post(server.url, json={'jsonrpc': '2.0', 'id': 1, 'method': 'tools/list'}))
+    assert [t['name'] for t in tools[0]['result']['tools']] == TOOLS
+    done = rpc_messages(
+        client.post(server.url, json=tool_call('perplexity_research', {'query': 'What is the EU AI Act?'}))
+    )
+    assert done[-1]['result']['structuredContent']['status'] == 'completed'
+    client.close()
+    server.stop()
+    assert not any(b'Traceback' in line for line in server.stderr), b''.join(server.stderr)[-3000:]
+
+
+def post_line(http: tuple[HttpServer, httpx2.Client], line: bytes) -> tuple[int, list[dict[str, Any]]]:
+    server, client = http
+    reply = client.post(server.url, content=line)
+    assert reply.status_code < 500, (line[:300], reply.status_code, reply.text[:500])
+    kind = reply.headers.get('content-type', '')
+    if reply.status_code >= 400 and not kind.startswith(('application/json', 'text/event-stream')):
+        return reply.status_code, []
+    return reply.status_code, [m for m in rpc_messages(reply) if 'method' not in m]
+
+
+@FUZZ
+@example(line=EDGES[0])
+@example(line=EDGES[1])
+@example(line=EDGES[2])
+@example(line=EDGES[3])
+@given(line=lines)
+def test_raw_bodies_to_the_http_server(http: tuple[HttpServer, httpx2.Client], line: bytes) -> None:
+    kind, request_id = expectation(line, stdio=False)
+    status, replies = post_line(http, line)
+    if status == 413:  # over the 1 MiB limit
+        outcome = 'refused 413'
+    elif status == 202:  # a notification or a response: accepted, nothing to answer
+        assert not replies and kind != 'error', (line[:300], status)
+        outcome = 'accepted 202'
+    else:
+        outcome = f'{status} ' + check_replies(line, replies, kind, request_id)
+    _tallies.setdefault('http bodies', Counter())[outcome] += 1
+
+
+@FUZZ
+@given(data=st.data())
+def test_tool_calls_with_fuzzed_arguments_to_the_http_server(
+    http: tuple[HttpServer, httpx2.Client], stdio: StdioWire, data: st.DataObject
+) -> None:
+    schemas = stdio_schemas(stdio)
+    name = data.draw(st.sampled_from(TOOLS), label='tool')
+    arguments = data.draw(arguments_from_schema(schemas[name]) | json_values(), label='arguments')
+    call = tool_call(name, arguments, 'call')
+    status, [reply] = post_line(http, dumps(call))
+    assert status == 200
+    _tallies.setdefault('http tools/call', Counter())[tool_outcome(reply, 'call')] += 1
+
+
+def test_zz_record_what_was_fuzzed(stdio: StdioWire, http: tuple[HttpServer, httpx2.Client]) -> None:
+    """Runs last in this file: records the inputs each property sent and how they were answered."""
+    for name, surface, case in (
+        ('stdio lines', 'mcp-stdio', 'raw JSON-RPC lines (junk, wrong types, unknown methods, huge ids, nesting)'),
+        ('stdio tools/call', 'mcp-stdio', 'tools/call with arguments from each inputSchema, and junk'),
+        ('http bodies', 'mcp-http', 'raw JSON-RPC bodies (junk, wrong types, unknown methods, huge ids, nesting)'),
+        ('http tools/call', 'mcp-http', 'tools/call with arguments from each inputSchema, and junk'),
+    ):
+        tally = _tallies.get(name)
+        if tally:
+            record('fuzz', surface, case, inputs=sum(tally.values()), outcomes=dict(tally), crashes=0,
+                   still_serving=True)  # fmt: skip
