@@ -4,11 +4,13 @@ Run with `uv run --frozen python benchmarks/tracing.py [--runs 200] [--repeats 5
 Prints a table; writes only temporary ledgers.
 
 Every run is made by a `Researcher` as every way in makes it (with its ledger, in a temporary state directory),
-20 at a time; each searches twice, fetches a page, calls a remote MCP tool and streams its answer, so every kind
-of step is traced. By default the emulator streams each run's events as they happen, in scaled time
-(`--time-scale 0.005`, as in the tests), as the API does; `--time-scale 0` sends each run's events in one burst,
-the least client work per run and so the harshest ratio. The emulator runs in its own process, so its work is
-not counted. CPU is `time.process_time()` (all threads). Two measurements:
+20 at a time. `--workload typical` (the default) cycles through the `fast`, `low` and `medium` efforts, as the
+emulator plays them (one to three searches, fetches at `medium`); `--workload every-step` makes every run search
+twice, fetch a page, call a remote MCP tool and stream its answer, the most traced steps per run. The emulator
+streams each run's events as they happen, in scaled time (`--time-scale 0.005`, as in the tests), as the API does;
+`--time-scale 0` sends each run's events in one burst, the least client work per run and so the harshest ratio.
+The emulator runs in its own process, so its work is not counted. CPU is `time.process_time()` (all threads).
+Two measurements:
 
 1. **Fresh processes**: each mode in a new process (warm-up runs first), `--repeats` times, modes interleaved;
    medians. `off`: no OpenTelemetry SDK, no Logfire. `logfire`: Logfire configured by `configure_tracing()`
@@ -40,8 +42,13 @@ import httpx2
 
 KEY = 'pplx-benchmark-0123456789abcdef'
 MODES = ('off', 'logfire', 'otel')
-QUERY = 'What is the EU AI Act? [[emulate: mcp]]'
 CONCURRENCY = 20
+WORKLOADS = ('typical', 'every-step')
+TYPICAL = (
+    ('What is the EU AI Act?', 'fast'),
+    ('How do solid-state batteries work?', 'low'),
+    ('What changed in EU AI rules for model providers?', 'medium'),
+)
 
 
 def free_port() -> int:
@@ -122,16 +129,21 @@ async def _runs(base_url: str, runs: int) -> None:
 
     from pydantic_ai_perplexity import Researcher
 
-    async with Researcher(api_key=KEY, base_url=base_url, effort='low') as researcher:
+    every_step = os.environ.get('BENCHMARK_WORKLOAD') == 'every-step'
+    async with Researcher(api_key=KEY, base_url=base_url) as researcher:
 
-        async def one() -> None:
-            result = await researcher.run(QUERY, fetch_pages=1)
+        async def one(index: int) -> None:
+            if every_step:
+                result = await researcher.run('What is the EU AI Act? [[emulate: mcp]]', effort='low', fetch_pages=1)
+            else:
+                query, effort = TYPICAL[index % len(TYPICAL)]
+                result = await researcher.run(query, effort=effort)
             assert result.done, result.status
 
         for start in range(0, runs, CONCURRENCY):
             async with anyio.create_task_group() as tg:
-                for _ in range(min(CONCURRENCY, runs - start)):
-                    tg.start_soon(one)
+                for index in range(start, min(start + CONCURRENCY, runs)):
+                    tg.start_soon(one, index)
 
 
 def fresh(mode: str, base_url: str, runs: int) -> dict[str, Any]:
@@ -191,6 +203,7 @@ def spawn(kind: str, mode: str, base_url: str, args: argparse.Namespace, state_d
     env = {k: v for k, v in os.environ.items() if not k.startswith(('LOGFIRE_', 'OTEL_', 'PERPLEXITY_'))}
     env['PYTHONWARNINGS'] = 'ignore'
     env['PERPLEXITY_STATE_DIR'] = tempfile.mkdtemp(dir=state_dir)
+    env['BENCHMARK_WORKLOAD'] = args.workload
     command = [sys.executable, __file__, f'--{kind}', mode, '--base-url', base_url]
     command += ['--runs', str(args.runs), '--batch', str(args.batch)]
     done = subprocess.run(command, env=env, capture_output=True, check=False)
@@ -205,6 +218,7 @@ def main() -> None:
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--batch', type=int, default=10, help='runs per batch in the interleaved measurement')
     parser.add_argument('--time-scale', type=float, default=0.005, help='real seconds per emulated second')
+    parser.add_argument('--workload', choices=WORKLOADS, default='typical')
     parser.add_argument('--fresh', choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument('--interleaved', choices=MODES[1:], help=argparse.SUPPRESS)
     parser.add_argument('--base-url', help=argparse.SUPPRESS)
@@ -230,7 +244,9 @@ def main() -> None:
         emulator.kill()
         emulator.wait()
 
-    print(f'{args.runs} emulated research runs (time scale {args.time_scale:g}), {CONCURRENCY} at a time')
+    print(
+        f'{args.runs} emulated research runs, {args.workload} (time scale {args.time_scale:g}), {CONCURRENCY} at a time'
+    )
     print(f'1. fresh processes, {args.repeats} repeats, medians')
     cpu = {mode: statistics.median(r['cpu'] for r in results[mode]) for mode in MODES}
     best = {mode: min(r['cpu'] for r in results[mode]) for mode in MODES}
@@ -248,8 +264,8 @@ def main() -> None:
     print(f'2. interleaved in one process, batches of {args.batch} runs, tracing on and off, {args.runs} runs each')
     for mode, figures in paired.items():
         print(
-            f'   {mode:<9} on {figures["on"]:.3f} s, off {figures["off"]:.3f} s: {figures["on"] / figures["off"]:.3f}x; '
-            f'median of the per-pair ratios {figures["pair_median"]:.3f}x'
+            f'   {mode:<9} on {figures["on"]:.3f} s, off {figures["off"]:.3f} s: '
+            f'{figures["on"] / figures["off"]:.3f}x; median of the per-pair ratios {figures["pair_median"]:.3f}x'
         )
     fresh_ratio, paired_ratio = cpu['logfire'] / cpu['off'], paired['logfire']['pair_median']
     verdict = 'PASS' if paired_ratio <= 1.10 else 'FAIL'

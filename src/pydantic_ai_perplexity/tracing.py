@@ -16,9 +16,10 @@ span that started the run) holding the run's model, usage, cost and outcome, wit
     perplexity.handoff         the wait ended with the run still going
 
 Steps are events rather than child spans because a span costs several times an event once a processor such as
-Logfire's scrubber handles it, and a run has many steps; `PERPLEXITY_TRACE_STEPS=spans` makes them child spans
-(plus a `perplexity.answer` span), for a timeline. `docs/tracing.md` lists every attribute.
-`logfire.msg` (the title Logfire shows) never holds user text: Logfire does not scrub it on OpenTelemetry spans.
+Logfire's scrubber handles it, and a run has many steps. `PERPLEXITY_TRACE_STEPS=spans` makes them child spans
+(plus a `perplexity.answer` span), for a timeline; `PERPLEXITY_TRACE_STEPS=off` leaves them out. `docs/tracing.md`
+lists every attribute. `logfire.msg` (the title Logfire shows) never holds user text: Logfire does not scrub it on
+OpenTelemetry spans.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from contextlib import contextmanager, redirect_stdout
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
-from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -69,7 +69,7 @@ TRACER_NAME = 'pydantic_ai_perplexity'
 PROVIDER = 'perplexity'
 #: `gen_ai.operation.name` of research and collection spans and of their metrics.
 OPERATION = 'research'
-#: `spans` makes each research step a child span (a timeline) instead of a span event (cheaper).
+#: `spans` makes each research step a child span (a timeline) instead of a span event; `off` records no steps.
 STEPS_ENV = 'PERPLEXITY_TRACE_STEPS'
 #: Extra scrubbing patterns for Logfire: a bare `pplx-…` key is not caught by the default patterns.
 SCRUB_PATTERNS = (r'\bpplx-',)
@@ -103,10 +103,11 @@ def _list(value: object) -> list[object]:
 
 
 def _domain(url: str) -> str:
-    try:
-        return (urlsplit(url).hostname or '').removeprefix('www.')
-    except ValueError:
-        return ''
+    """The host of a URL without `www.` (a string split: `urlsplit` costs more than the rest of a step)."""
+    rest = url.partition('://')[2] or url
+    host = rest.split('/', 1)[0].split('?', 1)[0].rpartition('@')[2]
+    host = host.partition(']')[0] + ']' if host.startswith('[') else host.split(':', 1)[0]
+    return host.lower().removeprefix('www.')
 
 
 def _domains(urls: Sequence[str]) -> list[str]:
@@ -186,13 +187,15 @@ class RunTrace:
     `observe` is fed every stream event; it does nothing when the span is not recording (no SDK configured), so
     a run without tracing pays one attribute check per event. Steps are span events by default: a span costs
     several times an event once a processor such as Logfire's scrubber handles it. `PERPLEXITY_TRACE_STEPS=spans`
-    makes them child spans, for a timeline.
+    makes them child spans, for a timeline; `off` leaves them out (the run's span and metrics only).
     """
 
     def __init__(self, span: Span | None = None) -> None:
         self.span = span
         self.recording = span is not None and span.is_recording()
-        self._step_spans = self.recording and os.environ.get(STEPS_ENV, '').strip().lower() == 'spans'
+        steps = os.environ.get(STEPS_ENV, '').strip().lower() if self.recording else ''
+        self._step_spans = steps == 'spans'
+        self._handlers = _ANSWER_HANDLERS if steps == 'off' else _HANDLERS
         self._context = trace.set_span_in_context(span) if span is not None and self._step_spans else None
         self._started = time.monotonic()
         #: When the run began, if before this call (a collection): the duration metric counts from there.
@@ -231,13 +234,13 @@ class RunTrace:
     def observe(self, event: AgentEvent) -> None:
         """Account for one stream event: begin or finish steps, note the answer's first token and length."""
         if self.recording:
-            handler = _HANDLERS.get(event.type)
+            handler = self._handlers.get(event.type)
             if handler is not None:
                 handler(self, event)
 
     def response(self, response: Response) -> None:
         """The run's final snapshot. When no step arrived as an event (the wait polled), its items become steps."""
-        if self.recording and self._steps == 0:
+        if self.recording and self._steps == 0 and self._handlers is _HANDLERS:
             for item in response.output:
                 self._item_done(item.model_dump(mode='json'))
 
@@ -268,7 +271,6 @@ class RunTrace:
             attributes['gen_ai.usage.output_tokens'] = usage.output_tokens
         if usage.cost_usd is not None:
             attributes['perplexity.cost_usd'] = usage.cost_usd
-            attributes['operation.cost'] = usage.cost_usd
         for name, value in (
             ('input', usage.input_cost_usd),
             ('output', usage.output_cost_usd),
@@ -307,7 +309,7 @@ class RunTrace:
             attributes['gen_ai.request.model'] = self.request_model
         if result.model:
             attributes['gen_ai.response.model'] = result.model
-        if self.effort:
+        if self.effort and self.effort != self.request_model:  # else the model dimension already says it
             attributes['perplexity.effort'] = self.effort
         usage = result.usage
         for kind, tokens in (('input', usage.input_tokens), ('output', usage.output_tokens)):
@@ -485,6 +487,9 @@ _HANDLERS: dict[str, Callable[[RunTrace, AgentEvent], None]] = {
     'error': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
 }
 
+#: With `PERPLEXITY_TRACE_STEPS=off`: only the answer phase, for the run span's attributes.
+_ANSWER_HANDLERS = {'response.output_text.delta': _HANDLERS['response.output_text.delta']}
+
 #: The trace of code paths that have no span (e.g. a `_Run` made outside a traced call): does nothing.
 NO_TRACE = RunTrace()
 
@@ -499,7 +504,6 @@ def research_span(query: str) -> Generator[RunTrace]:
     attributes: Attributes = {
         **_base_attributes(),
         'perplexity.query': _text(query),
-        'logfire.msg': 'perplexity research',
     }
     with _tracer.start_as_current_span('perplexity.research', kind=SpanKind.CLIENT, attributes=attributes) as span:
         run = RunTrace(span)

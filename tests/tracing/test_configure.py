@@ -74,7 +74,7 @@ def test_the_cli_exports_spans_over_otlp_and_keeps_stdout_for_the_result(emulato
             time.sleep(0.05)
     assert done.returncode == 0, done.stderr.decode()
     assert json.loads(done.stdout)['status'] == 'completed'  # stdout holds the result and nothing else
-    assert b'perplexity research' in done.stderr  # the console spans, on stderr
+    assert b'perplexity.research' in done.stderr  # the console spans, on stderr
     [research] = collector.named('perplexity.research')
     assert research.service == 'pydantic-ai-perplexity'
     assert research.attributes['perplexity.status'] == 'completed'

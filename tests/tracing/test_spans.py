@@ -37,7 +37,6 @@ async def test_a_fast_run_is_one_research_span_with_usage_cost_and_its_steps(
                     'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
                     'gen_ai.usage.input_tokens': 576,
                     'gen_ai.usage.output_tokens': 76,
-                    'operation.cost': 0.005153,
                     'perplexity.answer.chars': 302,
                     'perplexity.answer.time_to_first_token_s': '<float>',
                     'perplexity.cited': 2,
@@ -89,7 +88,6 @@ async def test_a_streamed_run_shows_each_search_fetch_and_remote_mcp_call(emulat
                     'gen_ai.response.model': 'openai/gpt-5.4',
                     'gen_ai.usage.input_tokens': 797,
                     'gen_ai.usage.output_tokens': 221,
-                    'operation.cost': 0.013706,
                     'perplexity.answer.chars': 498,
                     'perplexity.answer.time_to_first_token_s': '<float>',
                     'perplexity.cited': 3,
@@ -208,7 +206,6 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
                     'gen_ai.response.model': 'anthropic/claude-opus-4-7',
                     'gen_ai.usage.input_tokens': 1014,
                     'gen_ai.usage.output_tokens': 897,
-                    'operation.cost': 0.044495,
                     'perplexity.answer.chars': 513,
                     'perplexity.answer.time_to_first_token_s': '<float>',
                     'perplexity.cited': 2,
@@ -366,7 +363,6 @@ async def test_a_rate_limited_create_shows_its_retries_as_events(emulator: Emula
                     'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
                     'gen_ai.usage.input_tokens': 585,
                     'gen_ai.usage.output_tokens': 76,
-                    'operation.cost': 0.005155,
                     'perplexity.answer.chars': 302,
                     'perplexity.answer.time_to_first_token_s': '<float>',
                     'perplexity.cited': 2,
@@ -501,7 +497,6 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                             'gen_ai.request.model': 'fast',
                             'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
                             'gen_ai.token.type': 'input',
-                            'perplexity.effort': 'fast',
                         },
                         'count': 1,
                         'sum': 576,
@@ -513,7 +508,6 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                             'gen_ai.request.model': 'fast',
                             'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
                             'gen_ai.token.type': 'output',
-                            'perplexity.effort': 'fast',
                         },
                         'count': 1,
                         'sum': 76,
@@ -525,7 +519,6 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                             'gen_ai.request.model': 'low',
                             'gen_ai.response.model': 'openai/gpt-5.4',
                             'gen_ai.token.type': 'input',
-                            'perplexity.effort': 'low',
                         },
                         'count': 1,
                         'sum': 731,
@@ -537,7 +530,6 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                             'gen_ai.request.model': 'low',
                             'gen_ai.response.model': 'openai/gpt-5.4',
                             'gen_ai.token.type': 'output',
-                            'perplexity.effort': 'low',
                         },
                         'count': 1,
                         'sum': 190,
@@ -553,7 +545,6 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                             'gen_ai.provider.name': 'perplexity',
                             'gen_ai.request.model': 'fast',
                             'gen_ai.response.model': 'xai/grok-4-1-fast-non-reasoning',
-                            'perplexity.effort': 'fast',
                         },
                         'count': 1,
                         'sum': 0.005153,
@@ -564,7 +555,6 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                             'gen_ai.provider.name': 'perplexity',
                             'gen_ai.request.model': 'low',
                             'gen_ai.response.model': 'openai/gpt-5.4',
-                            'perplexity.effort': 'low',
                         },
                         'count': 1,
                         'sum': 0.013314,
@@ -615,7 +605,6 @@ async def test_steps_become_child_spans_on_a_timeline_when_asked(
                     'gen_ai.response.model': 'openai/gpt-5.4',
                     'gen_ai.usage.input_tokens': 797,
                     'gen_ai.usage.output_tokens': 221,
-                    'operation.cost': 0.013706,
                     'perplexity.answer.chars': 498,
                     'perplexity.answer.time_to_first_token_s': '<float>',
                     'perplexity.cited': 3,
@@ -696,3 +685,15 @@ async def test_a_dropped_stream_shows_its_resumption(emulator: Emulator, capfire
     research = find_span(capfire, 'perplexity.research')
     resumes = [e for e in research['events'] if e['name'] == 'perplexity.stream.resume']
     assert [e['attributes'] for e in resumes] == [{'perplexity.after_sequence': 5}]
+
+
+async def test_steps_can_be_left_out(emulator: Emulator, capfire: CaptureLogfire, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv('PERPLEXITY_TRACE_STEPS', 'off')
+    async with researcher_for(emulator) as r:
+        result = await r.run('What is the EU AI Act? [[emulate: mcp]]', effort='low', fetch_pages=3)
+    assert result.done
+    research = find_span(capfire, 'perplexity.research')
+    assert research.get('events', []) == []
+    assert research['attributes']['perplexity.steps'] == 0
+    assert research['attributes']['perplexity.answer.chars'] == len(result.answer)
+    assert research['attributes']['gen_ai.usage.output_tokens'] > 0
