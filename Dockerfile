@@ -1,7 +1,8 @@
 # The Perplexity MCP server over Streamable HTTP, for a team deployment (see compose.yaml and the README's
 # "Deploying for a team"). Dependencies come from uv.lock; the image runs as an unprivileged user.
 FROM python:3.12-slim AS build
-COPY --from=ghcr.io/astral-sh/uv:0.8 /uv /bin/uv
+# The uv that wrote uv.lock (its format revision needs a uv at least this new).
+COPY --from=ghcr.io/astral-sh/uv:0.13.9 /uv /bin/uv
 ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never
 WORKDIR /app
 COPY pyproject.toml uv.lock ./
