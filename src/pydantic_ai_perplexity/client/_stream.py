@@ -46,7 +46,10 @@ def run_path(response_id: str, suffix: str = '') -> str:
     """`/v1/agent/{id}{suffix}`, with the id escaped so that it cannot change the path."""
     if not response_id:
         raise ValueError('response_id must be a non-empty string')
-    return f'/v1/agent/{quote(response_id, safe="")}{suffix}'
+    segment = quote(response_id, safe='')
+    if segment in ('.', '..'):  # a dot segment would be resolved away (`/v1/agent/..` is `/v1`): escape its dots
+        segment = segment.replace('.', '%2E')
+    return f'/v1/agent/{segment}{suffix}'
 
 
 def decode_frame(sse: httpx2.ServerSentEvent, ctx: ErrorContext) -> AgentEvent | _Done | None:
