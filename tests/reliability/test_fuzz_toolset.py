@@ -33,6 +33,7 @@ class Harness:
         self.toolset = toolset
         self.schemas: dict[str, dict[str, Any]] = portal.call(tool_schemas, toolset)
         self.outcomes: Counter[str] = Counter()
+        self.failed: list[str] = []
 
     def call(self, name: str, args: Any) -> str:
         async def bounded() -> Any:
@@ -44,6 +45,8 @@ class Harness:
         assert outcome in ('success', 'failed', 'retry'), (name, args, outcome)
         assert 'Traceback' not in text and text.strip(), (name, args, text)
         self.outcomes[outcome] += 1
+        if outcome == 'failed':
+            self.failed.append(f'{name}({args!r}): {text}'[:400])
         return outcome
 
 
@@ -113,10 +116,38 @@ def test_junk_arguments(harness: Harness, data: st.DataObject) -> None:
 
 def test_zz_record_and_still_serving(harness: Harness, tmp_path: Path) -> None:
     """After the fuzzing, the toolset still researches; records how many calls were fuzzed and how they ended."""
+    fuzzed = dict(harness.outcomes)
+    print('failed calls:', *harness.failed, sep='\n  ')
     assert harness.call('perplexity_research', {'query': 'What does the EU AI Act regulate?'}) == 'success'
-    fuzzed = sum(harness.outcomes.values()) - 1
-    assert fuzzed >= 2 * EXAMPLES * 0.9, harness.outcomes
+    assert sum(fuzzed.values()) >= 2 * EXAMPLES * 0.9, fuzzed
     record(
-        'fuzz', 'toolset', 'tool arguments: from each schema, and junk', inputs=fuzzed,
-        outcomes=dict(harness.outcomes), crashes=0, still_serving=True,
+        'fuzz', 'toolset', 'tool arguments: from each schema, and junk', inputs=sum(fuzzed.values()),
+        outcomes=fuzzed, crashes=0, still_serving=True,
     )  # fmt: skip
+
+
+#: Ids a model (or a page that injected it) might pass to steer a request: dot segments, separators, escapes.
+STEERING_IDS = ['.', '..', '../models', '../../search', '..%2f..%2fsearch', '%2e%2e', '?stream=true', '#x', '/', '\\..']
+
+
+@pytest.mark.anyio
+async def test_a_response_id_cannot_steer_a_request_to_another_path(tmp_path: Path) -> None:
+    """Collecting or cancelling by id only reaches `/v1/agent/<that id>`: never another endpoint, never a create."""
+    with Emulator(time_scale=0) as emu:
+        toolset = PerplexityToolset(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'l.sqlite3')
+        calls = [(tool, {'response_id': rid}) for rid in STEERING_IDS
+                 for tool in ('perplexity_research_result', 'perplexity_research_cancel')]  # fmt: skip
+        parts = await call_tools(toolset, calls)
+        seen = list(emu.requests)
+    for (_, args), part in zip(calls, parts, strict=True):
+        # No such run: a prompt to check the id. (The emulator redirects a lone "/", seen as `//`: a clear failure.)
+        expected = ('retry', 'failed') if args['response_id'] == '/' else ('retry',)
+        assert outcome_of(part) in expected, (args, text_of_part(part))
+    for request in seen:
+        # As the server received it: one segment after /v1/agent/ (percent-escapes decoded), optionally /cancel.
+        rest = request.path.removeprefix('/v1/agent/')
+        assert request.path.startswith('/v1/agent/') and rest, request
+        assert request.method == 'GET' or (request.method == 'POST' and rest.endswith('/cancel')), request
+    record('fuzz', 'toolset', 'response ids that try to steer the request (dot segments, separators)',
+           inputs=len(calls), outcomes=dict(Counter(outcome_of(p) for p in parts)), crashes=0,
+           still_serving=True)  # fmt: skip
