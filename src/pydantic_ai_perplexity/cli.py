@@ -542,7 +542,13 @@ def config(client: str, write: bool) -> None:
 @click.option('--host', default='127.0.0.1', show_default=True, help='HTTP only. Non-loopback needs a token.')
 @click.option('--port', type=int, default=8000, show_default=True, help='HTTP only.')
 @click.option('--token', envvar='PERPLEXITY_MCP_TOKEN', help='HTTP bearer token clients must send.')
-def mcp(transport: str, host: str, port: int, token: str | None) -> None:
+@click.option(
+    '--tokens-file',
+    type=click.Path(dir_okay=False),
+    envvar='PERPLEXITY_MCP_TOKENS_FILE',
+    help='HTTP only: named tokens (JSON or name:token lines), re-read when the file changes.',
+)
+def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: str | None) -> None:
     """Serve the research tools over MCP (stdio by default, or Streamable HTTP).
 
     \b
@@ -550,10 +556,11 @@ def mcp(transport: str, host: str, port: int, token: str | None) -> None:
       pydantic-ai-perplexity mcp
       pydantic-ai-perplexity mcp --transport http --port 8000
       PERPLEXITY_MCP_TOKEN=secret pydantic-ai-perplexity mcp --transport http --host 0.0.0.0
+      pydantic-ai-perplexity mcp --transport http --host 0.0.0.0 --tokens-file /etc/pplx/tokens
     """
     from .mcp.server import serve
 
-    serve(transport=transport, host=host, port=port, token=token)
+    serve(transport=transport, host=host, port=port, token=token, tokens_file=tokens_file)
 
 
 @cli.command(context_settings=_CONTEXT)
