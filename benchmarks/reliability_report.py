@@ -128,14 +128,20 @@ def render(report: dict[str, Any], load: dict[str, Any] | None) -> str:
                         lambda r: [r['case'] + ' — ' + ', '.join(r['kinds']), r['calls'], r['places'],
                                    f'{r["bytes_scanned"]:,}', r['leaks']])  # fmt: skip
         lines.append('')
-    load_rows = [[f'{SURFACE_NAMES[r["surface"]]} (suite)', r['calls'], r['errors'], f'{r["p50_ms"]:.0f} ms',
-                  f'{r["p99_ms"]:.0f} ms', '', r.get('server_peak_rss_mb') or '·'] for r in rows['load']]  # fmt: skip
+    suite_base = next((r for r in rows['load'] if r['surface'] == 'researcher'), None)
+    load_rows: list[list[Any]] = []
+    for r in rows['load']:
+        over = '(baseline)' if r is suite_base else f'{r["p50_ms"] / suite_base["p50_ms"]:.2f}x' if suite_base else ''
+        rss = f'{r["server_peak_rss_mb"]} MB (server)' if r.get('server_peak_rss_mb') else '·'
+        load_rows.append([f'{SURFACE_NAMES[r["surface"]]} (suite)', r['calls'], r['errors'], f'{r["p50_ms"]:.0f} ms',
+                          f'{r["p99_ms"]:.0f} ms', over, rss])  # fmt: skip
     if load:
         base = load['rows']['direct Researcher']
         for name, r in load['rows'].items():
-            over = '(baseline)' if r is base or name == 'direct Researcher' else f'{r["p50_ms"] / base["p50_ms"]:.2f}x'
+            over = '(baseline)' if name == 'direct Researcher' else f'{r["p50_ms"] / base["p50_ms"]:.2f}x'
+            who = ' (server)' if name == 'MCP over HTTP' else ''
             load_rows.append([f'{name} (benchmark)', r['calls'], r['errors'], f'{r["p50_ms"]:.0f} ms',
-                              f'{r["p99_ms"]:.0f} ms', over, f'{r["peak_rss_mb"]} MB'])  # fmt: skip
+                              f'{r["p99_ms"]:.0f} ms', over, f'{r["peak_rss_mb"]} MB{who}'])  # fmt: skip
     if load_rows:
         note = (
             f' The benchmark: `uv run --frozen python benchmarks/load.py` ({load["calls"]} `{load["effort"]}` calls at '

@@ -13,6 +13,24 @@ from pydantic_ai_perplexity.emulator import Emulator
 
 _outcomes: Counter[str] = Counter()
 _seconds = [0.0]
+_HERE = Path(__file__).resolve().parent
+_scope = {'complete': False, 'deselected': False}
+
+
+def _ours(item: pytest.Item) -> bool:
+    return Path(str(item.path)).resolve().parent == _HERE
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if any(_ours(item) for item in items):
+        _scope['deselected'] = True
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The report is complete only when every test of this folder is in the session (none left out by -k)."""
+    files = {p.name for p in _HERE.glob('test_*.py')}
+    collected = {Path(str(item.path)).name for item in session.items if _ours(item)}
+    _scope['complete'] = collected == files and not _scope['deselected']
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -26,7 +44,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 @pytest.fixture(scope='session', autouse=True)
 def reliability_report() -> Iterator[None]:
     yield
-    write_report(_seconds[0], dict(_outcomes))
+    write_report(_seconds[0], dict(_outcomes), complete=_scope['complete'])
 
 
 @pytest.fixture(scope='module')

@@ -50,13 +50,18 @@ def record(section: str, surface: str, case: str, **fields: Any) -> None:
         _rows.append({'section': section, 'surface': surface, 'case': case, **fields})
 
 
-def write_report(duration_s: float, outcome: dict[str, int]) -> Path | None:
-    """Write the rows gathered in this session (nothing when no reliability test ran)."""
+def write_report(duration_s: float, outcome: dict[str, int], *, complete: bool) -> Path | None:
+    """Write the rows gathered in this session (nothing when no reliability test ran).
+
+    Only a session that ran the whole suite writes `reliability.json` (what the README is made from); a part of it
+    writes `reliability-partial.json`, so running one file never replaces the full report with a fragment.
+    """
     with _lock:
         rows = list(_rows)
     if not rows:
         return None
-    REPORT_PATH.parent.mkdir(parents=True, exist_ok=True)
+    path = REPORT_PATH if complete else REPORT_PATH.with_name('reliability-partial.json')
+    path.parent.mkdir(parents=True, exist_ok=True)
     report = {
         'generated_at': datetime.now(UTC).isoformat(timespec='seconds'),
         'python': platform.python_version(),
@@ -65,8 +70,8 @@ def write_report(duration_s: float, outcome: dict[str, int]) -> Path | None:
         'tests': outcome,
         'rows': rows,
     }
-    REPORT_PATH.write_text(json.dumps(report, indent=1) + '\n', encoding='utf-8')
-    return REPORT_PATH
+    path.write_text(json.dumps(report, indent=1) + '\n', encoding='utf-8')
+    return path
 
 
 # -- the faults ----------------------------------------------------------------------------------------------------

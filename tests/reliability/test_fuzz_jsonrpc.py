@@ -327,12 +327,12 @@ def test_raw_bodies_to_the_http_server(http: tuple[HttpServer, httpx2.Client], l
     kind, request_id = expectation(line, stdio=False)
     status, replies = post_line(http, line)
     if status == 413:  # over the 1 MiB limit
-        outcome = 'refused 413'
+        outcome = 'HTTP 413'
     elif status == 202:  # a notification or a response: accepted, nothing to answer
         assert not replies and kind != 'error', (line[:300], status)
-        outcome = 'accepted 202'
+        outcome = 'HTTP 202 (no reply due)'
     else:
-        outcome = f'{status} ' + check_replies(line, replies, kind, request_id)
+        outcome = f'HTTP {status} ' + check_replies(line, replies, kind, request_id)
     _tallies.setdefault('http bodies', Counter())[outcome] += 1
 
 

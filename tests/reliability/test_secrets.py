@@ -192,21 +192,17 @@ def cli_runs(emu: Emulator, state: Path, endpoint: str, hay: Haystack) -> int:
 
     started = json.loads(run('research', 'A long question [[emulate: duration=20000]]', '--no-wait', '--json'))
     response_id = started['response_id']
-    batch = [
-        ('research', 'What does the EU AI Act regulate? [[emulate: drop@3]]', '--effort', 'fast'),
-        ('research', 'What does the EU AI Act regulate?', '--effort', 'fast', '--json'),
+    batch = [  # every command, a success and each kind of failure (a process costs about a second of CPU)
+        ('research', 'What does the EU AI Act regulate? [[emulate: drop@3]]', '--effort', 'fast', '--json'),
         ('research', 'A failed run [[emulate: fail]]', '--effort', 'fast'),
         ('research', 'A create that fails [[emulate: 500x1]]'),
-        ('research', 'Not JSON [[emulate: malformed]]'),
         ('research', 'Bad model', '--model', 'nobody/no-such-model'),
         ('jobs', 'list'),
-        ('jobs', 'list', '--json'),
         ('jobs', 'show', response_id),
         ('jobs', 'cancel', response_id),
         ('jobs', 'wait', 'resp_does-not-exist', '--timeout', '5'),
         ('doctor',),
         ('config', 'claude-desktop'),
-        ('config', 'claude-code'),
     ]
     processes = [(args, start_cli(list(args), env)) for args in batch]
     processes.append(
