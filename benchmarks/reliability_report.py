@@ -51,13 +51,16 @@ def short(outcome: str) -> str:
 
 def faults(rows: list[dict[str, Any]]) -> list[str]:
     by_case: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    for row in rows:
+    # In the toolset's order (every fault goes through it), then anything seen only elsewhere.
+    for row in sorted(rows, key=lambda r: r['surface'] != 'toolset'):
         by_case[row['case']][row['surface']] = row
     out = [
         "**Faults injected** (the emulator's directives, in the question or queued). Each cell is what the caller "
         'got; "sent / billed" counts create requests and the runs they started (never more than one run, whatever '
         'was retried); "events once" is how many stream events (or progress steps, over MCP and the CLI) reached the '
-        'caller, each exactly once, in order, across cut and resumed streams.',
+        'caller, each exactly once, in order, across cut and resumed streams. An "error" is a clear message (no '
+        'traceback) saying that a run may have started and that the request was not re-sent; the attempt stays in '
+        'the ledger.',
         '',
     ]
     body: list[list[Any]] = []
