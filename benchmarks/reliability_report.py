@@ -153,7 +153,13 @@ def render(report: dict[str, Any], load: dict[str, Any] | None) -> str:
             if load
             else ''
         )
-        lines += [f'**Load held** (bounded, self-stopping, loopback; every call returned its completed run).{note}', '']
+        lines += [
+            f'**Load held** (bounded, self-stopping, loopback; every call returned its completed run).{note} '
+            'With every call in flight at once on a few shared CPUs, latency is mostly waiting for a CPU; the '
+            'toolset rows include a whole pydantic-ai agent run per call (`benchmarks/toolset.py` separates the '
+            "toolset's own cost from the agent loop's), and the MCP rows a second process and JSON-RPC over HTTP.",
+            '',
+        ]
         lines += table(['way in', 'concurrent calls', 'errors', 'p50', 'p99', 'p50 vs direct', 'peak RSS'], load_rows)
         lines.append('')
     lost = sum(r.get('lost', 0) for r in report['rows'])
