@@ -204,6 +204,7 @@ def spawn(kind: str, mode: str, base_url: str, args: argparse.Namespace, state_d
     env['PYTHONWARNINGS'] = 'ignore'
     env['PERPLEXITY_STATE_DIR'] = tempfile.mkdtemp(dir=state_dir)
     env['BENCHMARK_WORKLOAD'] = args.workload
+    env['PERPLEXITY_TRACE_STEPS'] = args.steps
     command = [sys.executable, __file__, f'--{kind}', mode, '--base-url', base_url]
     command += ['--runs', str(args.runs), '--batch', str(args.batch)]
     done = subprocess.run(command, env=env, capture_output=True, check=False)
@@ -219,6 +220,7 @@ def main() -> None:
     parser.add_argument('--batch', type=int, default=10, help='runs per batch in the interleaved measurement')
     parser.add_argument('--time-scale', type=float, default=0.005, help='real seconds per emulated second')
     parser.add_argument('--workload', choices=WORKLOADS, default='typical')
+    parser.add_argument('--steps', choices=('events', 'spans', 'off'), default='events', help='PERPLEXITY_TRACE_STEPS')
     parser.add_argument('--fresh', choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument('--interleaved', choices=MODES[1:], help=argparse.SUPPRESS)
     parser.add_argument('--base-url', help=argparse.SUPPRESS)
@@ -245,7 +247,8 @@ def main() -> None:
         emulator.wait()
 
     print(
-        f'{args.runs} emulated research runs, {args.workload} (time scale {args.time_scale:g}), {CONCURRENCY} at a time'
+        f'{args.runs} emulated research runs, {args.workload} (time scale {args.time_scale:g}), {CONCURRENCY} at a '
+        f'time, steps as {args.steps}'
     )
     print(f'1. fresh processes, {args.repeats} repeats, medians')
     cpu = {mode: statistics.median(r['cpu'] for r in results[mode]) for mode in MODES}

@@ -28,6 +28,8 @@ _BAGGAGE = frozenset({'gen_ai.agent.call.id', 'gen_ai.conversation.id', 'gen_ai.
 def _value(key: str, value: Any) -> Any:
     if key in _VOLATILE:
         return f'<{type(value).__name__}>'
+    if key == 'perplexity.search.domains':  # one comma-separated string on the wire; a list reads better here
+        return value.split(', ') if value else []
     if isinstance(value, str) and value.startswith('resp_'):
         return '<response_id>'
     if isinstance(value, tuple):
