@@ -667,8 +667,9 @@ def configure_tracing(*, service_name: str = 'pydantic-ai-perplexity', console: 
     scrubbing = options.pop('scrubbing', None)
     if scrubbing is None:
         scrubbing = logfire.ScrubbingOptions(extra_patterns=list(SCRUB_PATTERNS))
-    elif isinstance(scrubbing, logfire.ScrubbingOptions):
-        scrubbing.extra_patterns = [*(scrubbing.extra_patterns or ()), *SCRUB_PATTERNS]
+    elif isinstance(scrubbing, logfire.ScrubbingOptions):  # the caller's own, plus ours
+        patterns = [*(scrubbing.extra_patterns or ()), *SCRUB_PATTERNS]
+        scrubbing = logfire.ScrubbingOptions(callback=scrubbing.callback, extra_patterns=patterns)
     settings: dict[str, Any] = {
         'service_name': os.environ.get('LOGFIRE_SERVICE_NAME') or os.environ.get('OTEL_SERVICE_NAME') or service_name,
         'service_version': __version__,

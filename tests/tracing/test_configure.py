@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import logfire
 import pytest
 from otlp_collector import otlp_collector
 
@@ -32,6 +33,27 @@ def test_configure_tracing_does_nothing_when_there_is_nowhere_to_send_spans(
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)  # no .logfire/ credentials here
     assert configure_tracing() is False
+
+
+def test_configure_tracing_settings_for_an_entry_point(monkeypatch: pytest.MonkeyPatch):
+    for name in list(os.environ):
+        if name.startswith(_TELEMETRY_ENV):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv('OTEL_EXPORTER_OTLP_ENDPOINT', 'http://127.0.0.1:9')
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(logfire, 'configure', lambda **settings: calls.append(settings))
+    assert configure_tracing(scrubbing=logfire.ScrubbingOptions(extra_patterns=['mine']))
+    assert configure_tracing(console=True, service_name='my-app')
+    first, second = calls
+    assert first['send_to_logfire'] == 'if-token-present'
+    assert first['distributed_tracing'] is True
+    assert first['console'] is False
+    assert first['service_name'] == 'pydantic-ai-perplexity'
+    assert first['scrubbing'] == logfire.ScrubbingOptions(extra_patterns=['mine', r'\bpplx-'])
+    assert second['scrubbing'] == logfire.ScrubbingOptions(extra_patterns=[r'\bpplx-'])
+    assert second['service_name'] == 'my-app'
+    console = second['console']
+    assert isinstance(console, logfire.ConsoleOptions) and console.output is sys.stderr
 
 
 _SILENT_RUN = """
