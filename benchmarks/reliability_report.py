@@ -173,6 +173,9 @@ def render(report: dict[str, Any], load: dict[str, Any] | None) -> str:
         f'**What was lost: {"nothing" if not (lost or leaks or escaped or crashes or errors) else "see above"}.** '
         f'{lost} runs or ledger rows lost, no second billed create, no stream event missed or repeated, {crashes} '
         f'crashes, {escaped} injections out of the wrapper, {leaks} key leaks, {errors} errors under load.',
+        '',
+        'To regenerate: `uv run --frozen pytest tests/reliability`, `uv run --frozen python benchmarks/load.py`, then '
+        '`uv run --frozen python benchmarks/reliability_report.py --readme`.',
     ]
     return '\n'.join(lines) + '\n'
 

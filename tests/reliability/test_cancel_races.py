@@ -43,8 +43,8 @@ async def test_cancel_races_through_the_toolset(logged: tuple[Emulator, CreateLo
         async def race(i: int) -> None:
             started = await researcher.start(f'Cancel race {i} (race-{i}) [[emulate: duration={RUN_EMULATED}]]')
             runs[i] = started.response_id
-            # From mid-run to past the end (the moment of the race, not a wait for something).
-            await anyio.sleep(RUN_SECONDS * (0.3 + i * 0.1))
+            # From at once to past the end (the moment of the race, not a wait for something).
+            await anyio.sleep(RUN_SECONDS * i * 0.12)
             async with anyio.create_task_group() as tg:  # every third run is cancelled twice at once
                 for _ in range(2 if i % 3 == 0 else 1):
                     tg.start_soon(cancel_once, runs[i])

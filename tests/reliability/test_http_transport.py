@@ -75,7 +75,7 @@ def dribbled(port: int, head: bytes, body: bytes = b'', *, pause: float, stop_af
             if stop_after is None:
                 sock.sendall(body)
                 if not body:  # a declared length with nothing sent yet: the answer may come from the headers alone
-                    sock.settimeout(2.0)
+                    sock.settimeout(10.0)
             else:
                 for i in range(stop_after):
                     sock.sendall(body[i : i + 1])
