@@ -173,7 +173,9 @@ def known_nonce(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(render.secrets, 'token_hex', lambda n: NONCE)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], database=None
+)
 @given(answer=hostile, title=hostile, url_tail=hostile, snippet=hostile)
 def test_no_page_text_escapes_the_wrapper_even_knowing_the_nonce(
     known_nonce: None, answer: str, title: str, url_tail: str, snippet: str
