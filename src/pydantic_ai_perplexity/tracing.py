@@ -204,6 +204,8 @@ class RunTrace:
         self.effort: str | None = None
         self.request_model: str | None = None
         self._result: ResearchResult | None = None
+        #: Attributes known before the end, set with the others in one call (each call has a cost of its own).
+        self._pending: Attributes = {}
         self._searches: list[tuple[object, _Step]] = []
         self._fetches: list[_Step] = []
         self._items: dict[str, _Step] = {}
@@ -229,7 +231,7 @@ class RunTrace:
                 attributes['logfire.msg'] = f'perplexity research ({self.effort})'
             if self.request_model:
                 attributes['gen_ai.request.model'] = self.request_model
-            self.span.set_attributes(attributes)
+            self._pending.update(attributes)
         return self
 
     def observe(self, event: AgentEvent) -> None:
@@ -256,6 +258,7 @@ class RunTrace:
         self._close_steps()
         usage = result.usage
         attributes: Attributes = {
+            **self._pending,
             'perplexity.status': result.status,
             'perplexity.sources': len(result.sources),
             'perplexity.cited': len(result.cited_sources),
@@ -285,6 +288,7 @@ class RunTrace:
             attributes['perplexity.answer.time_to_first_token_s'] = round(self._ttft, 3)
         if result.error:
             attributes['perplexity.error'] = _text(result.error)
+        self._pending = {}
         span.set_attributes(attributes)
         if not result.done:
             span.add_event(
@@ -351,6 +355,13 @@ class RunTrace:
             attributes = {**step.attributes, **attributes}
             attributes['perplexity.duration_s'] = round(time.monotonic() - step.started, 3)
             self.span.add_event(step.name, attributes)
+
+    def _flush(self) -> None:
+        """At the end of the span: what is known and not set yet (a call that ended without a result)."""
+        self._close_steps()
+        if self._pending and self.span is not None:
+            self.span.set_attributes(self._pending)
+            self._pending = {}
 
     def _close_steps(self) -> None:
         """Finish steps left open (a hand-off, a failure, a step the stream never closed), marked unfinished."""
@@ -511,7 +522,7 @@ def research_span(query: str) -> Generator[RunTrace]:
         try:
             yield run
         finally:
-            run._close_steps()  # pyright: ignore[reportPrivateUsage]
+            run._flush()  # pyright: ignore[reportPrivateUsage]
     run.record_metrics()
 
 
@@ -545,7 +556,7 @@ def collect_span(response_id: str, record: RunRecord | None) -> Generator[RunTra
         try:
             yield run
         finally:
-            run._close_steps()  # pyright: ignore[reportPrivateUsage]
+            run._flush()  # pyright: ignore[reportPrivateUsage]
     run.record_metrics()
 
 
