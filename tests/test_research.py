@@ -227,3 +227,12 @@ async def test_search_returns_ranked_pages(emulator: Emulator):
         response = await r.search('EU AI Act', max_results=3, domains=['europa.eu'])
     assert 0 < len(response.results) <= 3
     assert all(res.url for res in response.results)
+
+
+async def test_a_key_pasted_into_a_question_is_never_stored_in_the_ledger(emulator: Emulator):
+    async with researcher_for(emulator, effort='fast') as r:
+        result = await r.run(f'Is my key {emulator.api_key} valid?')
+        await r.flush()
+        record = r.ledger.get(result.response_id) if r.ledger else None
+    assert record is not None and emulator.api_key not in record.query
+    assert record.query == 'Is my key [redacted] valid?'

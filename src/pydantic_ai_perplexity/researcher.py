@@ -477,7 +477,7 @@ class Researcher:
             record = RunRecord(
                 created_at=datetime.now(UTC),
                 updated_at=datetime.now(UTC),
-                query=query,
+                query=self.client.redact(query),  # a key pasted into a question is never stored
                 effort=effort,
                 model=request.get('model'),
                 status='starting',

@@ -30,7 +30,7 @@ from ..errors import (
     PermissionDeniedError,
     ResearchTimeoutError,
 )
-from ._errors import as_object
+from ._errors import as_object, redact
 from ._models import AgentEvent, CancelAck, Model, ModelList, Response, SearchResponse
 from ._params import AgentRequest, InputItem, SearchRequest
 from ._retry import RequestKind
@@ -115,6 +115,10 @@ class PerplexityClient:
             retry_deadline=retry_deadline,
         )
         self._closed = False
+
+    def redact(self, text: str) -> str:
+        """`text` with this client's API key replaced, for anything that records or shows user-supplied text."""
+        return redact(text, self._transport.key)
 
     @property
     def base_url(self) -> str:
