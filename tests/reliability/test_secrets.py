@@ -301,11 +301,16 @@ def test_the_key_appears_nowhere_on_any_path(
             additional_span_processors=[SimpleSpanProcessor(exporter)],
             metrics=logfire.MetricsOptions(additional_readers=[reader]),
         )
-        if httpx_instrumented:  # pragma: no cover - not installed here; the capture transport records the same
+        if httpx_instrumented:
             logfire.instrument_httpx(capture_all=True)
         try:
             made = anyio.run(in_process, emu, tmp_path / 'in-process', hay, monkeypatch)
         finally:
+            if httpx_instrumented:
+                from logfire._internal.integrations.httpx import _instrumentors_for_installed_modules  # pyright: ignore
+
+                for instrumentor in _instrumentors_for_installed_modules():
+                    instrumentor.uninstrument()
             logfire.configure(send_to_logfire=False, console=False)  # leave no exporter holding our spans
         spans = exporter.exported_spans_as_dict(include_resources=True, include_instrumentation_scope=True)
         captured = [s for s in spans if s['name'].endswith(' capture')]

@@ -113,10 +113,16 @@ async def test_the_key_is_in_no_span_with_logfires_own_httpx_capture(
             async with Researcher(api_key=SENTINEL_KEY, base_url=emu.base_url) as r:
                 result = await r.run(f'Is {SENTINEL_KEY} a valid key?', effort='fast')
     finally:
-        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-
-        HTTPXClientInstrumentor().uninstrument()
+        uninstrument_httpx()
     assert result.done
     dump = _everything(exporter, reader)
     assert SENTINEL_KEY not in dump
     assert SENTINEL_KEY.removeprefix('pplx-') not in dump
+
+
+def uninstrument_httpx() -> None:
+    """Undo `logfire.instrument_httpx()` for httpx *and* httpx2, so no later test gets HTTP spans."""
+    from logfire._internal.integrations.httpx import _instrumentors_for_installed_modules  # pyright: ignore
+
+    for instrumentor in _instrumentors_for_installed_modules():
+        instrumentor.uninstrument()
