@@ -105,7 +105,6 @@ async def test_logfires_default_scrubbing_alone_would_export_the_key(capfire: Ca
 async def test_the_key_is_in_no_span_with_logfires_own_httpx_capture(
     exported: tuple[TestExporter, InMemoryMetricReader],
 ):
-    pytest.importorskip('opentelemetry.instrumentation.httpx', reason='needs logfire[httpx]')
     exporter, reader = exported
     logfire.instrument_httpx(capture_all=True)
     try:
@@ -115,7 +114,10 @@ async def test_the_key_is_in_no_span_with_logfires_own_httpx_capture(
     finally:
         uninstrument_httpx()
     assert result.done
+    names = {s['name'] for s in exporter.exported_spans_as_dict()}
+    assert {'perplexity.research', 'POST', 'GET', 'Reading response body'} <= names  # httpx2 is instrumented too
     dump = _everything(exporter, reader)
+    assert "Scrubbed due to 'pplx-'" in dump  # the query, echoed in request and response bodies
     assert SENTINEL_KEY not in dump
     assert SENTINEL_KEY.removeprefix('pplx-') not in dump
 
