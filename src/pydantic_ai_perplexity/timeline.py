@@ -1,9 +1,9 @@
 """A timeline of one research run: each step (search, fetch, remote tool call, answer) with when it happened.
 
 A `Timeline` is an `on_progress` callback: pass it to `research(...)`, `Researcher.run(...)` or `collect(...)` and
-it records `(elapsed, kind, detail)` for every step. The steps come from the same stream events the tracing turns
-into `perplexity.search` / `perplexity.fetch` / `perplexity.mcp_call` / `perplexity.answer` spans, so the picture
-and the trace agree. It renders itself as an inline SVG (`to_svg()`, and in notebooks `_repr_html_`).
+it records `(elapsed, kind, detail)` for every step. The steps come from the same stream events the tracing records
+on the `perplexity.research` span (as events by default, as child spans with `PERPLEXITY_TRACE_STEPS=spans`), so the
+picture and the trace agree. It renders itself as an inline SVG (`to_svg()`, and in notebooks `_repr_html_`).
 
 ```python
 timeline = Timeline()
