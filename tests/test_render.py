@@ -216,3 +216,21 @@ def test_timeline_svg_is_well_formed_with_a_lane_per_kind_of_step():
     assert 'A &lt;question&gt; &amp; more' in svg
     assert ElementTree.fromstring(Timeline().to_svg()) is not None  # no steps: still a picture, with a note
     assert 'no research steps were streamed' in Timeline().to_svg()
+
+
+def test_errors_read_the_same_in_process_and_over_mcp_and_only_fixable_ones_invite_a_retry():
+    from pydantic_ai_perplexity import BudgetExceededError, ConfigurationError, InvalidArgumentError, NotFoundError
+    from pydantic_ai_perplexity.errors import APITimeoutError
+    from pydantic_ai_perplexity.mcp._tools import error_text
+
+    cases = [
+        (InvalidArgumentError('bad domain', argument='domains'), True),
+        (NotFoundError('gone', status_code=404), True),
+        (BudgetExceededError('over', spent_usd=1, cap_usd=1, estimate_usd=0.25), False),
+        (ConfigurationError('Set PERPLEXITY_API_KEY'), False),
+        (APITimeoutError('slow'), False),
+    ]
+    for exc, fixable in cases:
+        text, retry = render.error_for_model(exc)
+        assert retry is fixable and text == error_text(exc)
+    assert error_text(RuntimeError('internal detail')) != 'internal detail'

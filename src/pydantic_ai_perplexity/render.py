@@ -18,6 +18,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from .errors import (
+    AuthenticationError,
+    BadRequestError,
+    BudgetExceededError,
+    ConfigurationError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    PerplexityError,
+)
 from .results import ResearchResult, Source
 from .timeline import LANES
 
@@ -31,6 +41,7 @@ __all__ = (
     'DEFAULT_MAX_SOURCES',
     'Spotlight',
     'answer_with_source_numbers',
+    'error_for_model',
     'for_model',
     'handoff_for_model',
     'result_to_html',
@@ -477,3 +488,29 @@ def _age(seconds: float) -> str:
     if seconds < 172800:
         return f'{int(seconds // 3600)}h'
     return f'{int(seconds // 86400)}d'
+
+
+def error_for_model(exc: PerplexityError) -> tuple[str, bool]:
+    """What a model reads for a failed call, and whether it can fix the call itself (then it should retry).
+
+    A bad argument, an unknown id or a request the API rejected is the model's to fix; budget, key, configuration
+    and API failures are not, and must not invite a retry that could pay for a run again. The same words reach the
+    model in-process (`ModelRetry` / `ToolFailed`) and over MCP (`isError`).
+    """
+    match exc:
+        case InvalidArgumentError():
+            return str(exc), True
+        case NotFoundError():
+            return (
+                'No research run has that response_id (or it expired): check the id, or call '
+                'perplexity_research_list to see recent runs.',
+                True,
+            )
+        case BadRequestError():
+            return f'Perplexity rejected the request: {exc}', True
+        case BudgetExceededError():
+            return f'Research refused: {exc} Do not call perplexity_research again in this task.', False
+        case ConfigurationError() | AuthenticationError() | PermissionDeniedError():
+            return f'Research is not available: {exc}', False
+        case _:
+            return f'Research failed: {exc}', False

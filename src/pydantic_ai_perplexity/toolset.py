@@ -26,17 +26,7 @@ from pydantic import BaseModel
 
 from . import render
 from .client._params import McpTool
-from .errors import (
-    APIError,
-    AuthenticationError,
-    BadRequestError,
-    BudgetExceededError,
-    ConfigurationError,
-    InvalidArgumentError,
-    NotFoundError,
-    PermissionDeniedError,
-    PerplexityError,
-)
+from .errors import PerplexityError
 from .ledger import Ledger
 from .researcher import Researcher
 from .results import Progress, ResearchResult
@@ -261,21 +251,9 @@ class PerplexityToolset(FunctionToolset[Any]):
     async def _call(self, work: Any) -> Any:
         try:
             return await work
-        except InvalidArgumentError as exc:
-            raise ModelRetry(str(exc)) from exc
-        except NotFoundError as exc:
-            raise ModelRetry(
-                'No research run has that response_id (or it expired): check the id, or call '
-                'perplexity_research_list to see recent runs.'
-            ) from exc
-        except BadRequestError as exc:
-            raise ModelRetry(f'Perplexity rejected the request: {exc}') from exc
-        except BudgetExceededError as exc:
-            raise ToolFailed(f'Research refused: {exc} Do not call perplexity_research again in this task.') from exc
-        except (ConfigurationError, AuthenticationError, PermissionDeniedError) as exc:
-            raise ToolFailed(f'Research is not available: {exc}') from exc
-        except (APIError, PerplexityError) as exc:
-            raise ToolFailed(f'Research failed: {exc}') from exc
+        except PerplexityError as exc:
+            text, fixable = render.error_for_model(exc)
+            raise (ModelRetry(text) if fixable else ToolFailed(text)) from exc
 
     def _returned(self, result: ResearchResult) -> ToolReturn:
         if not result.done and self.defer:

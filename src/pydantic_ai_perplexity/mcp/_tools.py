@@ -26,17 +26,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from .. import __version__
-from ..errors import (
-    APIError,
-    AuthenticationError,
-    BadRequestError,
-    BudgetExceededError,
-    ConfigurationError,
-    InvalidArgumentError,
-    NotFoundError,
-    PermissionDeniedError,
-    PerplexityError,
-)
+from ..errors import InvalidArgumentError, PerplexityError
 
 if TYPE_CHECKING:
     from ..researcher import Researcher
@@ -258,24 +248,11 @@ def _text(text: str, *, error: bool = False, structured: dict[str, Any] | None =
 
 def error_text(exc: Exception) -> str:
     """The text a model reads for a failed call: the toolset's words, never a traceback, key or raw upstream body."""
-    match exc:
-        case InvalidArgumentError():
-            return str(exc)
-        case NotFoundError():
-            return (
-                'No research run has that response_id (or it expired): check the id, or call '
-                'perplexity_research_list to see recent runs.'
-            )
-        case BadRequestError():
-            return f'Perplexity rejected the request: {exc}'
-        case BudgetExceededError():
-            return f'Research refused: {exc} Do not call perplexity_research again in this task.'
-        case ConfigurationError() | AuthenticationError() | PermissionDeniedError():
-            return f'Research is not available: {exc}'
-        case APIError() | PerplexityError():
-            return f'Research failed: {exc}'
-        case _:
-            return _MASKED
+    if isinstance(exc, PerplexityError):
+        from ..render import error_for_model
+
+        return error_for_model(exc)[0]
+    return _MASKED
 
 
 async def _guarded(work: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
