@@ -38,11 +38,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_emulator_process(port: int) -> subprocess.Popen[bytes]:
-    """The emulator in a child process, with runs that finish at once (time_scale 0)."""
+def start_emulator_process(port: int, time_scale: float = 0.0) -> subprocess.Popen[bytes]:
+    """The emulator in a child process; by default its runs finish at once (time_scale 0)."""
     code = (
         'from pydantic_ai_perplexity.emulator import serve; '
-        f'serve(host="127.0.0.1", port={port}, api_key={KEY!r}, time_scale=0.0, on_ready=lambda *a: None)'
+        f'serve(host="127.0.0.1", port={port}, api_key={KEY!r}, time_scale={time_scale!r}, on_ready=lambda *a: None)'
     )
     env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
     child = subprocess.Popen(

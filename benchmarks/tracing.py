@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,9 +37,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import httpx2
+from client import KEY, free_port, start_emulator_process  # the same emulator child as the client benchmark
 
-KEY = 'pplx-benchmark-0123456789abcdef'
 MODES = ('off', 'logfire', 'otel')
 CONCURRENCY = 20
 WORKLOADS = ('typical', 'every-step')
@@ -49,33 +47,6 @@ TYPICAL = (
     ('How do solid-state batteries work?', 'low'),
     ('What changed in EU AI rules for model providers?', 'medium'),
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return int(sock.getsockname()[1])
-
-
-def start_emulator_process(port: int, time_scale: float) -> subprocess.Popen[bytes]:
-    """The emulator in a child process."""
-    code = (
-        'from pydantic_ai_perplexity.emulator import serve; '
-        f'serve(host="127.0.0.1", port={port}, api_key={KEY!r}, time_scale={time_scale!r}, on_ready=lambda *a: None)'
-    )
-    env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
-    child = subprocess.Popen(
-        [sys.executable, '-c', code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            if httpx2.get(f'http://127.0.0.1:{port}/v1/models', timeout=1).status_code == 200:
-                return child
-        except httpx2.TransportError:
-            time.sleep(0.05)
-    child.kill()
-    raise SystemExit('the emulator did not start')
 
 
 # ---------------------------------------------------------------------------------------------------------------
