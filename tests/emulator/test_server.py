@@ -163,3 +163,29 @@ def test_serve_runs_in_the_foreground_and_stops_on_ctrl_c():
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def test_every_response_says_it_is_emulated(client: httpx2.Client, emu: Emulator):
+    """JSON, errors (401, 404, 405, 400), SSE and `/v1/models` all carry `x-pplx-emulator: <version>`."""
+    from pydantic_ai_perplexity import __version__
+    from pydantic_ai_perplexity.emulator import EMULATOR_HEADER
+
+    assert EMULATOR_HEADER == 'x-pplx-emulator'
+    answers = [
+        client.get('/v1/models'),
+        client.post('/v1/agent', json={'input': 'What is the EU AI Act?', 'effort': 'fast'}),
+        client.post('/v1/agent', json={'input': 'q'}),
+        client.get('/v1/agent/resp_missing'),
+        client.get('/search'),
+        client.post('/search', json={'query': 'EU AI Act'}),
+        client.get('/v1/models', headers={'Authorization': 'Bearer wrong'}),
+        client.post('/v1/agent', json={'input': 'q', 'effort': 'fast'}, headers={'Authorization': 'Bearer wrong'}),
+    ]
+    assert [r.status_code for r in answers] == [200, 200, 400, 404, 405, 200, 200, 401]
+    for response in answers:
+        assert response.headers[EMULATOR_HEADER] == __version__, response.request.url
+    body = {'input': 'What is the EU AI Act?', 'effort': 'fast', 'stream': True}
+    with client.stream('POST', '/v1/agent', json=body) as response:
+        assert response.headers['content-type'].startswith('text/event-stream')
+        assert response.headers[EMULATOR_HEADER] == __version__
+        response.read()

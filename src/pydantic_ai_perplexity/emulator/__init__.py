@@ -9,11 +9,12 @@ with Emulator() as emu:
 
 Answers come from a small local corpus, deterministically, in scaled time; fault directives
 (`[[emulate: 429x2, drop@5]]` in the query, or `emu.faults.add(...)`) exercise every failure path.
-See `docs/emulator.md`.
+Every response carries the `x-pplx-emulator: <version>` header (`EMULATOR_HEADER`), so that a client can tell
+an emulated answer from a real one. See `docs/emulator.md`.
 """
 
-from ._app import RecordedRequest, create_app
+from ._app import EMULATOR_HEADER, RecordedRequest, create_app
 from ._faults import FaultPlan
 from ._server import Emulator, serve
 
-__all__ = ('Emulator', 'FaultPlan', 'RecordedRequest', 'create_app', 'serve')
+__all__ = ('EMULATOR_HEADER', 'Emulator', 'FaultPlan', 'RecordedRequest', 'create_app', 'serve')

@@ -33,7 +33,15 @@ from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
 from ._runs import Run, Step, build_run
 from ._validation import McpTool, input_text, parse_create, parse_search
 
-__all__ = ('MAX_BODY_BYTES', 'EmulatorState', 'RecordedRequest', 'StreamDropped', 'create_app', 'new_api_key')
+__all__ = (
+    'EMULATOR_HEADER',
+    'MAX_BODY_BYTES',
+    'EmulatorState',
+    'RecordedRequest',
+    'StreamDropped',
+    'create_app',
+    'new_api_key',
+)
 
 logger = logging.getLogger('pydantic_ai_perplexity.emulator')
 
@@ -45,6 +53,16 @@ _MAX_RUNS = 10_000
 _MAX_RECORDED = 100_000
 _TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
 _RETIRED_DATE = '2026-09-27'
+#: The header on every response the emulator serves (JSON, SSE and errors alike): its value is the version of
+#: the emulator, so a client can tell an emulated answer from a real one and say so.
+EMULATOR_HEADER = 'x-pplx-emulator'
+
+
+def emulator_version() -> str:
+    """The value of the `x-pplx-emulator` header: this package's version."""
+    from .. import __version__
+
+    return __version__
 
 
 def new_api_key() -> str:
@@ -543,6 +561,7 @@ class _Outer:
     def __init__(self, app: ASGIApp, state: EmulatorState) -> None:
         self.app = app
         self.state = state
+        self.marker = emulator_version().encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope['type'] != 'http':
@@ -555,7 +574,11 @@ class _Outer:
 
         async def send_wrapper(message: Message) -> None:
             if message['type'] == 'http.response.start':
-                headers = [*message.get('headers', []), (b'x-request-id', request_id.encode())]
+                headers = [
+                    *message.get('headers', []),
+                    (b'x-request-id', request_id.encode()),
+                    (EMULATOR_HEADER.encode(), self.marker),
+                ]
                 message = {**message, 'headers': headers}
                 self.state.record(RecordedRequest(method, path, query, int(message['status'])))
             await send(message)
