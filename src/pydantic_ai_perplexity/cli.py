@@ -133,16 +133,6 @@ class _StepDisplay:
 # the command
 
 
-def _skip_idle_logfire_plugin() -> None:
-    """Skip Logfire's pydantic plugin while it would record nothing: loading it imports Logfire, a third of a second
-    of every command's start. Never over an explicit `PYDANTIC_DISABLE_PLUGINS` or a plugin set to record."""
-    if 'PYDANTIC_DISABLE_PLUGINS' in os.environ:
-        return
-    if os.environ.get('LOGFIRE_PYDANTIC_PLUGIN_RECORD', 'off').strip().lower() not in ('', 'off'):
-        return
-    os.environ['PYDANTIC_DISABLE_PLUGINS'] = 'logfire-plugin'
-
-
 @click.group(context_settings=_CONTEXT)
 @click.version_option(package_name='pydantic-ai-perplexity')
 def cli() -> None:
@@ -160,7 +150,9 @@ def cli() -> None:
       pydantic-ai-perplexity config claude-desktop    # print a ready client config
       pydantic-ai-perplexity emulator --port 8787     # the offline API on loopback
     """
-    _skip_idle_logfire_plugin()
+    from .settings import skip_idle_logfire_plugin
+
+    skip_idle_logfire_plugin()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -517,7 +509,14 @@ def doctor(as_json: bool) -> None:
 @cli.command(context_settings=_CONTEXT)
 @click.argument('client', type=click.Choice(['claude-desktop', 'claude-code', 'cursor', 'vscode', 'pydantic-deep']))
 @click.option('--write', is_flag=True, help='pydantic-deep only: add the server to ./.pydantic-deep/mcp.json.')
-def config(client: str, write: bool) -> None:
+@click.option(
+    '--launcher',
+    type=click.Choice(['python', 'uvx']),
+    default='python',
+    show_default=True,
+    help='python: this interpreter (works now). uvx: `uvx --from ...`, once the package is on the package index.',
+)
+def config(client: str, write: bool, launcher: str) -> None:
     """Print a ready MCP config snippet for CLIENT (absolute paths; the key stays in your environment).
 
     \b
@@ -525,16 +524,23 @@ def config(client: str, write: bool) -> None:
       pydantic-ai-perplexity config claude-desktop
       pydantic-ai-perplexity config claude-code
       pydantic-ai-perplexity config pydantic-deep --write
+      pydantic-ai-perplexity config cursor --launcher uvx
     """
-    from .mcp.config import add_to_pydantic_deep, client_snippet
+    from .mcp.config import UVX_NOTE, add_to_pydantic_deep, client_snippet, missing_extra
 
+    chosen = 'uvx' if launcher == 'uvx' else 'python'
+    problem = missing_extra(client, chosen)
+    if problem:
+        raise click.ClickException(problem)
+    if write and client != 'pydantic-deep':
+        raise click.UsageError('--write is only for pydantic-deep.')
+    if chosen == 'uvx':
+        _err(f'Note: {UVX_NOTE}')
     if write:
-        if client != 'pydantic-deep':
-            raise click.UsageError('--write is only for pydantic-deep.')
-        path = add_to_pydantic_deep()
+        path = add_to_pydantic_deep(launcher=chosen)
         _err(f'Added the perplexity server to {path} (the key is read from PERPLEXITY_API_KEY, not written).')
         return
-    click.echo(client_snippet(client))
+    click.echo(client_snippet(client, launcher=chosen))
 
 
 @cli.command(context_settings=_CONTEXT)

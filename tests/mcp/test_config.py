@@ -105,6 +105,20 @@ def test_client_snippets_name_the_interpreter_and_never_hold_a_secret(parent_env
         client_snippet('emacs')
 
 
+def test_the_config_command_gives_the_uvx_form_only_when_asked_and_says_what_it_needs(parent_env: None) -> None:
+    from click.testing import CliRunner
+
+    from pydantic_ai_perplexity.cli import cli
+
+    default = CliRunner().invoke(cli, ['config', 'cursor'])
+    assert default.exit_code == 0 and 'uvx' not in default.output
+    assert json.loads(default.stdout)['mcpServers']['perplexity']['command'] == sys.executable
+    uvx = CliRunner().invoke(cli, ['config', 'cursor', '--launcher', 'uvx'])
+    assert uvx.exit_code == 0, uvx.output
+    assert json.loads(uvx.stdout)['mcpServers']['perplexity']['command'] == 'uvx'
+    assert 'once the package is published' in uvx.stderr and 'default launcher' in uvx.stderr
+
+
 def test_add_to_pydantic_deep_keeps_other_servers_and_never_writes_the_key(parent_env: None, tmp_path: Path) -> None:
     path = tmp_path / '.pydantic-deep' / 'mcp.json'
     path.parent.mkdir()

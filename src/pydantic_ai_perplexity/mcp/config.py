@@ -4,7 +4,8 @@
 it works wherever this package is installed (a venv, `pip install --user`, the environment `uvx` made), needs no
 console script on `PATH`, and skips the CLI's imports. `launcher='uvx'` gives
 `uvx --from "pydantic-ai-perplexity[mcp]" pydantic-ai-perplexity mcp` instead, for a config that must not name an
-interpreter path (a shared dotfile, another machine); its first start downloads and takes seconds.
+interpreter path (a shared dotfile, another machine); its first start downloads and takes seconds, and it works
+only once the package is published on the package index (`UVX_NOTE`).
 
 **The environment.** Clients start stdio servers with a minimal environment (`HOME`, `PATH`, ...), so the child is
 given what it needs explicitly: the non-secret `PERPLEXITY_*` settings, OpenTelemetry/Logfire settings and
@@ -25,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from ..settings import DEFAULT_MCP_WAIT_SECONDS
+
 if TYPE_CHECKING:
     from pydantic_deep.mcp import MCPServerConfig  # pyright: ignore[reportMissingTypeStubs]
 
@@ -34,6 +37,7 @@ __all__ = (
     'add_to_pydantic_deep',
     'child_environment',
     'client_snippet',
+    'missing_extra',
     'perplexity_mcp_config',
     'perplexity_mcp_toolset',
     'server_command',
@@ -45,7 +49,7 @@ Client = Literal['claude-desktop', 'claude-code', 'cursor', 'vscode', 'pydantic-
 SERVER_NAME = 'perplexity'
 KEY_ENV = 'PERPLEXITY_API_KEY'
 #: The server's own wait budget (what a call waits before handing back the run's id).
-SERVER_WAIT_SECONDS = 55.0
+SERVER_WAIT_SECONDS = DEFAULT_MCP_WAIT_SECONDS
 #: Covers a first start after install, when Python compiles the MCP SDK before the server can answer.
 INIT_TIMEOUT_SECONDS = 30.0
 #: pydantic-deep cannot raise the 300 s per-call deadline of the toolsets it builds; stay well under it.
@@ -62,6 +66,34 @@ _NOT_PASSED = frozenset(
 )
 _SECRET_NAME = re.compile(r'(TOKEN|KEY|SECRET|PASSWORD|HEADERS|CREDENTIAL)', re.IGNORECASE)
 _USERINFO = re.compile(r'://[^/@\s]+@')
+
+
+#: What `launcher='uvx'` needs, said next to a snippet that uses it.
+UVX_NOTE = (
+    'The uvx form installs pydantic-ai-perplexity[mcp] from the package index when the client starts it, so it works '
+    'once the package is published there; until then use the default launcher (this interpreter).'
+)
+
+
+def missing_extra(client: Client | str, launcher: Launcher = 'python') -> str | None:
+    """Why a config for `client` would not work from this environment (which extra to install), or None if it would.
+
+    A snippet with the default launcher starts the server with this interpreter, which then needs the `mcp` extra;
+    pydantic-deep's config is built with pydantic-deep, so it needs the `deep` extra whatever the launcher.
+    """
+    from importlib.util import find_spec
+
+    if client == 'pydantic-deep' and find_spec('pydantic_deep') is None:
+        return (
+            'A pydantic-deep config needs pydantic-deep and the MCP server: '
+            'install them with `pip install "pydantic-ai-perplexity[deep]"`.'
+        )
+    if launcher == 'python' and find_spec('mcp') is None:
+        return (
+            f'The {client} config starts the MCP server, which needs the MCP SDK: '
+            'install it with `pip install "pydantic-ai-perplexity[mcp]"`, then run this command again.'
+        )
+    return None
 
 
 def server_command(launcher: Launcher = 'python') -> tuple[str, list[str]]:
@@ -189,8 +221,8 @@ def perplexity_mcp_toolset(
         from ._toolset import PerplexityMCPToolset
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            'perplexity_mcp_toolset needs pydantic-ai with MCP support: install it with '
-            '`pip install "pydantic-ai-perplexity[pydantic-ai,mcp]" "pydantic-ai-slim[mcp]"`.'
+            'perplexity_mcp_toolset needs pydantic-ai and the MCP extra: install them with '
+            '`pip install "pydantic-ai-perplexity[pydantic-ai,mcp]"`.'
         ) from exc
     budget = SERVER_WAIT_SECONDS if wait_seconds is None else wait_seconds
     child_env = child_environment(wait_seconds=wait_seconds) | dict(env or {})
