@@ -39,8 +39,8 @@ import weakref
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
-from urllib.parse import unquote
 
+from .._redact import redact_url_and_secrets
 from ._engine import MIGRATIONS, Engine, EngineName, Failure
 from ._records import EPSILON_USD, LEDGER_URL_ENV, RESERVED, RunRecord, in_utc, now, record_from_row
 
@@ -63,7 +63,6 @@ _DOWN_FOR_S = 1.0  # after a failed connect, calls fail fast for this long inste
 #: Advisory lock keys (one bigint space per database). Fixed, so that every instance takes the same lock.
 _BUDGET_LOCK: Final = 0x70706C785F627564  # 'pplx_bud'
 _MIGRATION_LOCK: Final = 0x70706C785F6D6967  # 'pplx_mig'
-_SECRET_PARAMS = frozenset({'password', 'sslpassword'})
 _ABANDONED: list[Any] = []  # a forked child's copies of the parent's connections, neutralised but kept
 
 _COLUMN_LIST: Final = (
@@ -114,29 +113,7 @@ def is_postgres_url(target: str) -> bool:
 
 def redact_url(url: str) -> tuple[str, frozenset[str]]:
     """The URL with its password shown as `***`, and the secrets to scrub from any text (raw and decoded)."""
-    secrets: set[str] = set()
-    scheme, _, rest = url.partition('://')
-    netloc, slash, tail = rest.partition('/')
-    userinfo, at, hosts = netloc.rpartition('@')
-    if at:
-        user, colon, password = userinfo.partition(':')
-        if colon:
-            secrets.add(password)
-            userinfo = f'{user}:***'
-        netloc = f'{userinfo}@{hosts}'
-    path, question, query = tail.partition('?')
-    if question:
-        params: list[str] = []
-        for param in query.split('&'):
-            key, equals, value = param.partition('=')
-            if equals and unquote(key).strip().lower() in _SECRET_PARAMS:
-                secrets.add(value)
-                param = f'{key}=***'
-            params.append(param)
-        query = '&'.join(params)
-    secrets |= {unquote(s) for s in secrets}
-    secrets.discard('')
-    return f'{scheme}://{netloc}{slash}{path}{question}{query}', frozenset(secrets)
+    return redact_url_and_secrets(url)
 
 
 def _scrub(text: str, secrets: Iterable[str]) -> str:
