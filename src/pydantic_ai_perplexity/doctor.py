@@ -51,7 +51,10 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
         emit(check)
 
     key = os.environ.get('PERPLEXITY_API_KEY', '').strip()
-    if key:
+    key_problem = _key_problem()
+    if key_problem:
+        report(Check('PERPLEXITY_API_KEY is set', False, key_problem, 'copy the key again and export it once more'))
+    elif key:
         report(Check('PERPLEXITY_API_KEY is set', True, f'{len(key)} characters'))
     else:
         report(
@@ -64,7 +67,8 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
         )
 
     try:
-        client = PerplexityClient()
+        # A key that cannot be sent is reported above; the API is still checked, without it.
+        client = PerplexityClient(api_key='') if key_problem else PerplexityClient()
     except ConfigurationError as exc:
         report(Check('base URL is safe', False, str(exc), 'unset PERPLEXITY_BASE_URL, or give an https:// URL'))
         for name in ('API reachable', 'key accepted'):
@@ -88,7 +92,9 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
                 example = ', '.join(m.id for m in models[:3])
                 report(Check('API reachable', True, f'{len(models)} models listed, e.g. {example}'))
                 reachable = True
-            if not key:
+            if key_problem:
+                report(Check('key accepted', False, 'not checked', 'fix PERPLEXITY_API_KEY first'))
+            elif not key:
                 report(Check('key accepted', False, 'no key to check', 'set PERPLEXITY_API_KEY'))
             elif not reachable:
                 report(Check('key accepted', False, 'not checked', 'make the API reachable first'))
@@ -99,6 +105,18 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
     report(_ledger_check())
     report(_tracing_check())
     return all(check.ok for check in results)
+
+
+def _key_problem() -> str | None:
+    """Why the key in the environment cannot be sent (whitespace, control or non-ASCII characters), never showing it."""
+    from .client._settings import resolve_api_key
+    from .errors import ConfigurationError
+
+    try:
+        resolve_api_key(None)
+    except ConfigurationError as exc:
+        return str(exc)
+    return None
 
 
 async def _key_check(client: PerplexityClient) -> Check:
@@ -117,27 +135,21 @@ async def _key_check(client: PerplexityClient) -> Check:
 
 
 def _settings_check() -> Check:
-    from .errors import ConfigurationError, InvalidArgumentError
-    from .ledger import budget_from_env
-    from .researcher import normalize_effort
+    from .client._settings import DEFAULT_BASE_URL
+    from .errors import ConfigurationError
+    from .settings import Settings
 
     try:
-        effort = normalize_effort(os.environ.get('PERPLEXITY_EFFORT') or 'medium')
-        wait = os.environ.get('PERPLEXITY_WAIT_SECONDS')
-        if wait is not None and wait.strip():
-            try:
-                seconds = float(wait)
-            except ValueError:
-                raise ConfigurationError(f'PERPLEXITY_WAIT_SECONDS={wait!r} is not a number of seconds.') from None
-            if seconds < 0:
-                raise ConfigurationError(f'PERPLEXITY_WAIT_SECONDS must be 0 or more, not {seconds:g}.')
-        budget = budget_from_env()
-    except (ConfigurationError, InvalidArgumentError) as exc:
+        # The key and the base URL have their own checks above; this one reads every other variable.
+        settings = Settings.load(api_key='', base_url=DEFAULT_BASE_URL)
+    except ConfigurationError as exc:
         return Check(
-            'research settings', False, str(exc), 'fix or unset PERPLEXITY_EFFORT / _WAIT_SECONDS / _BUDGET_USD'
+            'research settings', False, str(exc), 'fix or unset the variable named (see `Settings` for every one)'
         )
+    budget = settings.budget_usd
     cap = f'a ${budget:g} budget' if budget is not None else 'no budget cap (PERPLEXITY_BUDGET_USD adds one)'
-    return Check('research settings', True, f'effort {effort}, {cap}')
+    waits = f'waits {settings.wait_seconds:g} s (MCP {settings.mcp_wait_seconds:g} s)'
+    return Check('research settings', True, f'effort {settings.effort}, {waits}, {cap}')
 
 
 def _ledger_check() -> Check:
@@ -159,6 +171,8 @@ def _ledger_check() -> Check:
 
 
 def _tracing_check() -> Check:
+    from ._redact import redact_url
+
     has_logfire = importlib.util.find_spec('logfire') is not None
     install = 'pip install "pydantic-ai-perplexity[logfire]"'
     otlp = os.environ.get('OTEL_EXPORTER_OTLP_ENDPOINT') or os.environ.get('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT')
@@ -168,6 +182,6 @@ def _tracing_check() -> Check:
         return Check('tracing', False, 'LOGFIRE_TOKEN is set but logfire is not installed', install)
     if otlp:
         if has_logfire:
-            return Check('tracing', True, f'to the OTLP endpoint {otlp}')
+            return Check('tracing', True, f'to the OTLP endpoint {redact_url(otlp)}')
         return Check('tracing', False, 'an OTLP endpoint is set but logfire is not installed', install)
     return Check('tracing', True, 'off (set LOGFIRE_TOKEN or OTEL_EXPORTER_OTLP_ENDPOINT to export traces)')

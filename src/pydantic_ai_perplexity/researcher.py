@@ -40,8 +40,9 @@ from .errors import (
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
-from .ledger import RESERVED, Ledger, Origin, RunRecord, budget_from_env, estimate_cost
+from .ledger import RESERVED, Ledger, Origin, RunRecord, estimate_cost
 from .results import Progress, ProgressTracker, ResearchResult
+from .settings import Settings
 
 if TYPE_CHECKING:
     import httpx2
@@ -60,8 +61,6 @@ _EFFORT = re.compile(r'^(fast|low|medium|high|xhigh)(@\d{4}-\d{2}-\d{2}\.\d+)?$'
 _DOMAIN = re.compile(r'^-?(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$')
 _RECENCY = ('hour', 'day', 'week', 'month', 'year')
 _SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
-
-DEFAULT_WAIT_SECONDS = 600.0
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
@@ -206,11 +205,13 @@ class Researcher:
         http_client: httpx2.AsyncClient | None = None,
         max_retries: int = 2,
     ) -> None:
-        self.effort = normalize_effort(effort or os.environ.get('PERPLEXITY_EFFORT') or 'medium')
-        self.wait_seconds = wait_seconds if wait_seconds is not None else _env_seconds('PERPLEXITY_WAIT_SECONDS')
-        if self.wait_seconds < 0:
-            raise ConfigurationError(f'wait_seconds must be 0 or more, not {self.wait_seconds}.')
-        self.budget_usd = budget_usd if budget_usd is not None else budget_from_env()
+        #: The checked settings: the arguments given, the rest from the environment (see `Settings.load`).
+        self.settings = Settings.load(
+            api_key=api_key, base_url=base_url, effort=effort, wait_seconds=wait_seconds, budget_usd=budget_usd
+        )
+        self.effort = self.settings.effort
+        self.wait_seconds = self.settings.wait_seconds
+        self.budget_usd = self.settings.budget_usd
         self.origin: Origin = origin
         if ledger is False:
             self.ledger: Ledger | None = None
@@ -599,19 +600,6 @@ class Researcher:
         """A ledger read (or the budget reservation): earlier queued writes land first, so it sees them."""
         await self._flush()
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
-
-
-def _env_seconds(name: str) -> float:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return DEFAULT_WAIT_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f'{name}={raw!r} is not a number of seconds.') from None
-    if value < 0:
-        raise ConfigurationError(f'{name} must be 0 or more, not {value}.')
-    return value
 
 
 async def research(query: str, **options: Any) -> ResearchResult:

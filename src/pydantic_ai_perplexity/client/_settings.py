@@ -37,9 +37,12 @@ DEFAULT_TIMEOUT = httpx2.Timeout(60.0, connect=5.0)
 _LOOPBACK_NAMES = frozenset({'localhost'})
 
 
-def resolve_api_key(api_key: str | None) -> SecretStr | None:
-    """The key from the argument, else `PERPLEXITY_API_KEY`; `None` when neither is set (or both are blank)."""
-    source = 'api_key' if api_key is not None else API_KEY_ENV
+def resolve_api_key(api_key: str | None, *, source: str | None = None) -> SecretStr | None:
+    """The key from the argument, else `PERPLEXITY_API_KEY`; `None` when neither is set (or both are blank).
+
+    `source` names where the value came from in an error (default: the argument, else the variable).
+    """
+    source = source or ('api_key' if api_key is not None else API_KEY_ENV)
     raw = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
     value = (raw or '').strip()
     if not value:
@@ -52,13 +55,13 @@ def resolve_api_key(api_key: str | None) -> SecretStr | None:
     return SecretStr(value)
 
 
-def resolve_base_url(base_url: str | None) -> str:
+def resolve_base_url(base_url: str | None, *, source: str | None = None) -> str:
     """The base URL from the argument, else `PERPLEXITY_BASE_URL`, else the public API; checked to be safe.
 
     The key travels in a header to this URL, so it must be `https://`, or `http://` to a loopback host only
     (`127.0.0.0/8`, `localhost`, `::1`: the emulator, a local proxy).
     """
-    source = 'base_url' if base_url is not None else BASE_URL_ENV
+    source = source or ('base_url' if base_url is not None else BASE_URL_ENV)
     raw = base_url if base_url is not None else os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
     raw = raw.strip()
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import os
 import uuid
 from datetime import UTC, datetime
@@ -12,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from ..errors import BudgetExceededError, ConfigurationError
+from ..errors import BudgetExceededError
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
 
@@ -110,11 +109,22 @@ class RunRecord(BaseModel):
     span_id: str | None = None
     #: Who started the run (e.g. the name of an MCP bearer token), for attributing spend.
     caller: str | None = None
+    #: The API the run went to (the base URL's host and port, e.g. `api.perplexity.ai`).
+    api: str | None = None
+    #: Whether the run was served by an emulator: such runs never count against a budget for the real API.
+    emulated: bool = False
+    #: The caller's JSON-RPC request id of the call that started the run (MCP), to find the run to cancel.
+    request_id: str | None = None
 
     @field_validator('created_at', 'updated_at')
     @classmethod
     def _in_utc(cls, value: datetime) -> datetime:
         return value.astimezone(UTC)
+
+    @field_validator('*', mode='after')
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        return storable_text(value) if isinstance(value, str) else value
 
     def model_post_init(self, context: Any, /) -> None:
         if 'updated_at' not in self.model_fields_set:
@@ -127,6 +137,19 @@ class RunRecord(BaseModel):
 COLUMNS: tuple[str, ...] = tuple(RunRecord.model_fields)
 #: Fields `update()` and `bind()` accept; the key and the timestamps are the ledger's own.
 UPDATABLE = frozenset(COLUMNS) - {'response_id', 'created_at', 'updated_at'}
+
+
+def storable_text(value: str) -> str:
+    """`value` with any lone surrogate (e.g. from undecodable bytes on a command line) escaped as `\\udcff`.
+
+    Such text cannot be encoded as UTF-8, so no store can hold it; escaped, it is kept, readable, and the same key
+    finds the same row again.
+    """
+    try:
+        value.encode('utf-8')
+    except UnicodeEncodeError:
+        return value.encode('utf-8', 'backslashreplace').decode('utf-8')
+    return value
 
 
 def record_from_row(row: Any) -> RunRecord | None:
@@ -157,9 +180,10 @@ def validated_fields(fields: dict[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, value in fields.items():
         try:
-            values[name] = _field_adapter(name).validate_python(value)
+            checked = _field_adapter(name).validate_python(value)
         except ValidationError as exc:
             raise TypeError(f'invalid value for RunRecord.{name}: {value!r}') from exc
+        values[name] = storable_text(checked) if isinstance(checked, str) else checked
     return values
 
 
@@ -181,21 +205,12 @@ def budget_from_env() -> float | None:
     """The budget cap in USD from `PERPLEXITY_BUDGET_USD`, or None when it is unset or empty (no cap).
 
     Raises:
-        ConfigurationError: the variable is not a finite, non-negative number.
+        ConfigurationError: the variable is not a finite, non-negative number (checked by `settings.check_budget`).
     """
+    from ..settings import check_budget
+
     raw = os.environ.get(BUDGET_ENV, '').strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw.removeprefix('$'))
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise ConfigurationError(
-            f'{BUDGET_ENV} must be a non-negative number of US dollars, e.g. 5 or 12.50; got {raw!r}. '
-            f'Unset it to run without a budget cap.'
-        )
-    return value
+    return check_budget(raw) if raw else None
 
 
 def usd(value: float) -> str:

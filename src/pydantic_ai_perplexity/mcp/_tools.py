@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing_extensions import TypedDict
 
 from .. import __version__
 from ..errors import InvalidArgumentError, PerplexityError
+from ..settings import DEFAULT_MCP_WAIT_SECONDS
 
 if TYPE_CHECKING:
     from ..researcher import Researcher
@@ -37,9 +37,8 @@ __all__ = ('DEFAULT_WAIT_SECONDS', 'SERVER_NAME', 'Drain', 'build_server', 'call
 _log = logging.getLogger('pydantic_ai_perplexity.mcp')
 _T = TypeVar('_T')
 
-#: The server's wait budget when neither `wait_seconds` nor `PERPLEXITY_WAIT_SECONDS` is given: a call answers
-#: (with the result or a hand-off) before the 60 s limit of Claude Desktop and other TypeScript-SDK clients.
-DEFAULT_WAIT_SECONDS = 55.0
+#: The server's wait budget when neither `wait_seconds` nor `PERPLEXITY_WAIT_SECONDS` is given (see `settings`).
+DEFAULT_WAIT_SECONDS = DEFAULT_MCP_WAIT_SECONDS
 SERVER_NAME = 'perplexity'
 SKILL_URI = 'skill://perplexity-research/SKILL.md'
 RUN_URI = 'perplexity://runs/{response_id}'
@@ -230,12 +229,10 @@ class _Runtime:
 
     def _make(self) -> Researcher:
         from ..researcher import Researcher
+        from ..settings import wait_budget
 
-        wait = self._wait_seconds
-        if wait is None and not os.environ.get('PERPLEXITY_WAIT_SECONDS', '').strip():
-            wait = DEFAULT_WAIT_SECONDS
-        # With PERPLEXITY_WAIT_SECONDS set and no explicit value, the Researcher reads (and checks) it.
-        return Researcher(origin='mcp', wait_seconds=wait)
+        # The MCP way in waits its own budget (55 s unless given or set): refused here, as everywhere, if bad.
+        return Researcher(origin='mcp', wait_seconds=wait_budget(given=self._wait_seconds, mcp=True))
 
     async def aclose(self) -> None:
         if self._owned and self._researcher is not None:

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = ('build_mcp_server', 'main', 'serve')
 
 _MCP_MISSING = 'The MCP server needs the MCP SDK: install it with `pip install "pydantic-ai-perplexity[mcp]"`.\n'
-_DEFAULT_WAIT_SECONDS = 55.0
 _DRAIN_MARGIN_SECONDS = 30.0
 
 
@@ -94,7 +93,9 @@ def serve(
     if find_spec('mcp') is None:
         sys.stderr.write(_MCP_MISSING)
         raise SystemExit(2)
-    _skip_idle_logfire_plugin()
+    from ..settings import skip_idle_logfire_plugin
+
+    skip_idle_logfire_plugin()
     _log_to_stderr()
     try:
         if transport == 'stdio':
@@ -147,25 +148,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _wait_budget(wait_seconds: float | None) -> float:
     """The budget a call waits (for the EOF drain); a bad `PERPLEXITY_WAIT_SECONDS` is reported by the tools."""
-    if wait_seconds is not None:
-        return wait_seconds
+    from ..errors import ConfigurationError
+    from ..settings import DEFAULT_MCP_WAIT_SECONDS, wait_budget
+
     try:
-        return max(0.0, float(os.environ.get('PERPLEXITY_WAIT_SECONDS') or _DEFAULT_WAIT_SECONDS))
-    except ValueError:
-        return _DEFAULT_WAIT_SECONDS
-
-
-def _skip_idle_logfire_plugin() -> None:
-    """Skip Logfire's pydantic plugin in the serving process while it would record nothing.
-
-    Loading it imports Logfire (a third of a second before the first tool call can run), yet it records only with
-    `LOGFIRE_PYDANTIC_PLUGIN_RECORD` set. Only this process, only that plugin, and never over an explicit choice.
-    """
-    if 'PYDANTIC_DISABLE_PLUGINS' in os.environ:
-        return
-    if os.environ.get('LOGFIRE_PYDANTIC_PLUGIN_RECORD', 'off').strip().lower() not in ('', 'off'):
-        return
-    os.environ['PYDANTIC_DISABLE_PLUGINS'] = 'logfire-plugin'
+        return wait_budget(given=wait_seconds, mcp=True)
+    except ConfigurationError:
+        return DEFAULT_MCP_WAIT_SECONDS
 
 
 def _log_to_stderr() -> None:
