@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ('Cited', 'compose_answer', 'schema_instance', 'tokens', 'truncate_to_tokens')
@@ -133,10 +134,12 @@ def _string(name: str, schema: dict[str, Any], fill: _Filler) -> str:
     return text
 
 
-def _instance(schema: Any, root: dict[str, Any], fill: _Filler, name: str, depth: int) -> Any:
-    if not isinstance(schema, dict):
-        return fill.sentence() if schema is True else None
-    schema = _resolve(schema, root)  # pyright: ignore[reportUnknownArgumentType]
+_MAX_DEPTH = 12
+_NOTHING = object()
+
+
+def _chosen(schema: dict[str, Any], root: dict[str, Any], fill: _Filler, name: str, depth: int) -> Any:
+    """The value fixed by `const`, `enum`, `default` (below the root), `anyOf`/`oneOf` or `allOf`, else `_NOTHING`."""
     if 'const' in schema:
         return schema['const']
     enum = schema.get('enum')
@@ -156,41 +159,64 @@ def _instance(schema: Any, root: dict[str, Any], fill: _Filler, name: str, depth
             merged.update(_resolve(part, root) if isinstance(part, dict) else {})  # pyright: ignore[reportUnknownArgumentType]
         merged.update({k: v for k, v in schema.items() if k != 'allOf'})
         return _instance(merged, root, fill, name, depth + 1)
+    return _NOTHING
+
+
+def _kind(schema: dict[str, Any]) -> str:
+    """The JSON type to produce: the first non-null of `type`, else guessed from `properties`/`items`."""
     kind = schema.get('type')
     if isinstance(kind, list):
         kinds: list[Any] = [k for k in kind if k != 'null']  # pyright: ignore[reportUnknownVariableType]
         kind = kinds[0] if kinds else 'null'
     if kind is None:
-        kind = 'object' if 'properties' in schema else 'array' if 'items' in schema else 'string'
-    if kind == 'object':
-        props: dict[str, Any] = schema.get('properties') or {}
-        required: list[Any] = schema.get('required') or []
-        result: dict[str, Any] = {}
-        if depth < 12:
-            for key in required:
-                if isinstance(key, str):
-                    result[key] = _instance(props.get(key, {}), root, fill, key, depth + 1)
-        return result
-    if kind == 'array':
-        count = max(1, schema.get('minItems', 1) if isinstance(schema.get('minItems'), int) else 1)
-        if isinstance(schema.get('maxItems'), int):
-            count = min(count, schema['maxItems'])
-        count = min(count, _MAX_ITEMS)
-        prefix = schema.get('prefixItems')
-        if isinstance(prefix, list):
-            return [_instance(p, root, fill, name, depth + 1) for p in prefix]  # pyright: ignore[reportUnknownVariableType]
-        if depth >= 12:
-            return []
-        return [_instance(schema.get('items', {}), root, fill, name, depth + 1) for _ in range(count)]
-    if kind == 'integer':
-        return _number(schema, integer=True)
-    if kind == 'number':
-        return _number(schema, integer=False)
-    if kind == 'boolean':
-        return True
-    if kind == 'null':
-        return None
-    return _string(name, schema, fill)
+        return 'object' if 'properties' in schema else 'array' if 'items' in schema else 'string'
+    return str(kind)
+
+
+def _object(schema: dict[str, Any], root: dict[str, Any], fill: _Filler, name: str, depth: int) -> Any:
+    props: dict[str, Any] = schema.get('properties') or {}
+    required: list[Any] = schema.get('required') or []
+    if depth >= _MAX_DEPTH:
+        return {}
+    return {key: _instance(props.get(key, {}), root, fill, key, depth + 1) for key in required if isinstance(key, str)}
+
+
+def _array(schema: dict[str, Any], root: dict[str, Any], fill: _Filler, name: str, depth: int) -> Any:
+    count = max(1, schema.get('minItems', 1) if isinstance(schema.get('minItems'), int) else 1)
+    if isinstance(schema.get('maxItems'), int):
+        count = min(count, schema['maxItems'])
+    count = min(count, _MAX_ITEMS)
+    prefix = schema.get('prefixItems')
+    if isinstance(prefix, list):
+        return [_instance(p, root, fill, name, depth + 1) for p in prefix]  # pyright: ignore[reportUnknownVariableType]
+    if depth >= _MAX_DEPTH:
+        return []
+    return [_instance(schema.get('items', {}), root, fill, name, depth + 1) for _ in range(count)]
+
+
+_Maker = Callable[[dict[str, Any], dict[str, Any], _Filler, str, int], Any]
+#: How each JSON type is produced (strings are the fallback, filled from the answer).
+_MAKERS: dict[str, _Maker] = {
+    'object': _object,
+    'array': _array,
+    'integer': lambda schema, root, fill, name, depth: _number(schema, integer=True),
+    'number': lambda schema, root, fill, name, depth: _number(schema, integer=False),
+    'boolean': lambda schema, root, fill, name, depth: True,
+    'null': lambda schema, root, fill, name, depth: None,
+}
+
+
+def _instance(schema: Any, root: dict[str, Any], fill: _Filler, name: str, depth: int) -> Any:
+    if not isinstance(schema, dict):
+        return fill.sentence() if schema is True else None
+    schema = _resolve(schema, root)  # pyright: ignore[reportUnknownArgumentType]
+    chosen = _chosen(schema, root, fill, name, depth)
+    if chosen is not _NOTHING:
+        return chosen
+    maker = _MAKERS.get(_kind(schema))
+    if maker is None:
+        return _string(name, schema, fill)
+    return maker(schema, root, fill, name, depth)
 
 
 def schema_instance(schema: dict[str, Any], *, answer: str, url: str) -> Any:

@@ -31,7 +31,7 @@ from ._corpus import MODELS, search_corpus
 from ._errors import ApiError, json_bytes
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
 from ._runs import Run, Step, build_run
-from ._validation import McpTool, input_text, parse_create, parse_search
+from ._validation import McpTool, SearchRequest, input_text, parse_create, parse_search
 
 __all__ = (
     'EMULATOR_HEADER',
@@ -391,6 +391,50 @@ def _flag(value: str | None, name: str) -> bool:
     raise ApiError(400, 'invalid_parameter', f'invalid {name} "{value}": expected true or false', param=name)
 
 
+def _cursor(request: Request) -> int:
+    """`starting_after` as a non-negative integer (-1 when absent: stream from the start)."""
+    raw = request.query_params.get('starting_after')
+    if raw is None:
+        return -1
+    if not raw.isdigit():
+        raise ApiError(
+            400, 'invalid_parameter', 'starting_after must be a non-negative integer', param='starting_after'
+        )
+    return int(raw)
+
+
+def _check_format(request: Request) -> None:
+    fmt = request.query_params.get('format')
+    if fmt is not None and fmt not in {'default', 'short'}:
+        raise ApiError(400, 'invalid_parameter', 'format must be "default" or "short"', param='format')
+
+
+def _check_resumable(state: EmulatorState, run: Run, cursor: int, now: float) -> None:
+    """Only background runs resume, within the resume window, from a cursor no further than the last event."""
+    if not run.background:
+        raise ApiError(
+            400,
+            'invalid_request',
+            f'response {run.id} was not created with background=true: its stream cannot be resumed',
+            param='stream',
+        )
+    window = state.resume_window_seconds
+    if window is not None and run.is_terminal(now) and now - run.ends_at > window:
+        raise ApiError(
+            400,
+            'invalid_request',
+            f'the resume window of response {run.id} has expired; retrieve it without stream instead',
+            param='starting_after',
+        )
+    if cursor > run.last_seq:
+        raise ApiError(
+            400,
+            'invalid_request',
+            f'starting_after {cursor} is past the last event ({run.last_seq}) of response {run.id}',
+            param='starting_after',
+        )
+
+
 @_guarded
 async def retrieve_response(request: Request) -> Any:
     """`GET /v1/agent/{id}`: the run's snapshot, or with `stream=true` its events after `starting_after`."""
@@ -400,45 +444,15 @@ async def retrieve_response(request: Request) -> Any:
     if run is None:
         raise _not_found(response_id)
     stream = _flag(request.query_params.get('stream'), 'stream')
-    raw_cursor = request.query_params.get('starting_after')
-    cursor = -1
-    if raw_cursor is not None:
-        if not raw_cursor.isdigit():
-            raise ApiError(
-                400, 'invalid_parameter', 'starting_after must be a non-negative integer', param='starting_after'
-            )
-        cursor = int(raw_cursor)
-    fmt = request.query_params.get('format')
-    if fmt is not None and fmt not in {'default', 'short'}:
-        raise ApiError(400, 'invalid_parameter', 'format must be "default" or "short"', param='format')
+    cursor = _cursor(request)
+    _check_format(request)
     fault = run.take_retrieve_fault()
     if fault is not None:
         raise _status_error(*fault)
     now = time.monotonic()
     if not stream:
         return _json(run.snapshot(now, partial_output=state.partial_output))
-    if not run.background:
-        raise ApiError(
-            400,
-            'invalid_request',
-            f'response {response_id} was not created with background=true: its stream cannot be resumed',
-            param='stream',
-        )
-    window = state.resume_window_seconds
-    if window is not None and run.is_terminal(now) and now - run.ends_at > window:
-        raise ApiError(
-            400,
-            'invalid_request',
-            f'the resume window of response {response_id} has expired; retrieve it without stream instead',
-            param='starting_after',
-        )
-    if cursor > run.last_seq:
-        raise ApiError(
-            400,
-            'invalid_request',
-            f'starting_after {cursor} is past the last event ({run.last_seq}) of response {response_id}',
-            param='starting_after',
-        )
+    _check_resumable(state, run, cursor, now)
     return _EventStream(state, run, cursor)
 
 
@@ -466,36 +480,39 @@ async def cancel_response(request: Request) -> Any:
 # Search API, models, retired and unknown endpoints
 
 
-@_guarded
-async def search(request: Request) -> Any:
-    """`POST /search`: ranked pages from the corpus (no `id`/`source` per result, unlike Agent results)."""
-    state = _state(request)
-    req = parse_search(await _read_body(request))
+@dataclass(slots=True)
+class _SearchFaults:
+    """The directives of a `/search` request's queries, merged: the first status fault, the longest delay."""
+
+    status: StatusFault | None = None
+    slow: float = 0.0
+    malformed: bool = False
+    retry_after: float = 0.0
+
+
+def _search_queries(state: EmulatorState, req: SearchRequest) -> tuple[list[str], _SearchFaults]:
+    """The queries with directives removed (and the key redacted), and the faults their directives ask for."""
     queries = [req.query] if isinstance(req.query, str) else list(req.query)
     cleaned: list[str] = []
-    fault = None
-    slow = 0.0
-    malformed = False
-    retry_after = 0.0
+    faults = _SearchFaults()
     for query in queries:
         text, directives = parse_directives(query)
         cleaned.append(text.replace(state.api_key, '[redacted]'))
-        fault = fault or state.faults.decide_search(query, directives)
-        slow = max(slow, directives.slow or 0.0)
-        malformed = malformed or directives.malformed
-        retry_after = retry_after or directives.retry_after
-    if slow:
-        await state.sleep(slow)
-    if fault is not None:
-        raise _status_error(fault, retry_after)
-    if malformed:
-        return _malformed()
+        faults.status = faults.status or state.faults.decide_search(query, directives)
+        faults.slow = max(faults.slow, directives.slow or 0.0)
+        faults.malformed = faults.malformed or directives.malformed
+        faults.retry_after = faults.retry_after or directives.retry_after
+    return cleaned, faults
+
+
+def _search_results(req: SearchRequest, queries: list[str]) -> list[dict[str, Any]]:
+    """Ranked pages for each query, without repeats, snippets cut to the per-page and total token budgets."""
     limit = req.max_results or 10
     page_chars = (req.max_tokens_per_page or 4096) * 4
     total_chars = (req.max_tokens or 10_000) * 4
     seen: set[str] = set()
     results: list[dict[str, Any]] = []
-    for query in cleaned:
+    for query in queries:
         docs = search_corpus(
             query,
             domain_filter=req.search_domain_filter,
@@ -506,7 +523,7 @@ async def search(request: Request) -> Any:
             limit=limit,
         )
         for doc in docs:
-            if doc.url in seen or len(results) >= limit * len(cleaned):
+            if doc.url in seen or len(results) >= limit * len(queries):
                 continue
             seen.add(doc.url)
             budget = min(page_chars, max(0, total_chars))
@@ -521,6 +538,22 @@ async def search(request: Request) -> Any:
                     'last_updated': doc.last_updated,
                 }
             )
+    return results
+
+
+@_guarded
+async def search(request: Request) -> Any:
+    """`POST /search`: ranked pages from the corpus (no `id`/`source` per result, unlike Agent results)."""
+    state = _state(request)
+    req = parse_search(await _read_body(request))
+    queries, faults = _search_queries(state, req)
+    if faults.slow:
+        await state.sleep(faults.slow)
+    if faults.status is not None:
+        raise _status_error(faults.status, faults.retry_after)
+    if faults.malformed:
+        return _malformed()
+    results = _search_results(req, queries)
     server_time = datetime.now(UTC).isoformat(timespec='seconds') if req.display_server_time else None
     return _json({'id': str(uuid.uuid4()), 'results': results, 'server_time': server_time})
 

@@ -306,6 +306,28 @@ class _Plan:
     ranked: list[Document] = field(default_factory=list[Document])
 
 
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """What bounds a run's tool use: the offered tools and the request's step and tool-call budgets."""
+
+    web: WebSearchTool | None
+    fetch: FetchUrlTool | None
+    steps: int
+    budget: int
+    tools_off: bool
+
+    @classmethod
+    def of(cls, req: CreateRequest) -> _Limits:
+        tools = req.tools or []
+        return cls(
+            web=next((t for t in tools if isinstance(t, WebSearchTool)), None),
+            fetch=next((t for t in tools if isinstance(t, FetchUrlTool)), None),
+            steps=req.max_steps if req.max_steps is not None else 1_000,
+            budget=req.max_tool_calls if req.max_tool_calls is not None else 1_000,
+            tools_off=req.tool_choice == 'none' or req.max_tool_calls == 0,
+        )
+
+
 def _level(req: CreateRequest) -> tuple[str | None, _Level]:
     name = req.effort if req.effort is not None else req.preset
     if name is None:
@@ -314,63 +336,78 @@ def _level(req: CreateRequest) -> tuple[str | None, _Level]:
     return base, _LEVELS[base]
 
 
-def _plan(req: CreateRequest, query: str, directives: Directives) -> _Plan:
-    base, level = _level(req)
-    plan = _Plan(level)
-    tools = req.tools or []
-    web = next((t for t in tools if isinstance(t, WebSearchTool)), None)
-    fetch = next((t for t in tools if isinstance(t, FetchUrlTool)), None)
-    tools_off = req.tool_choice == 'none' or req.max_tool_calls == 0
-    search_on = not tools_off and (base is not None or web is not None)
-    budget = req.max_tool_calls if req.max_tool_calls is not None else 1_000
-    steps = req.max_steps if req.max_steps is not None else 1_000
-    if search_on:
-        n_search = max(1, min(level.searches, steps, budget))
-        per_search = level.per_search
-        if web is not None and web.max_results is not None:
-            per_search = min(per_search, web.max_results)
-        filters = web.filters if web is not None else None
-        docs = search_corpus(
-            query,
-            domain_filter=filters.search_domain_filter if filters else None,
-            after=filters.search_after_date_filter if filters else None,
-            before=filters.search_before_date_filter if filters else None,
-            updated_after=filters.last_updated_after_filter if filters else None,
-            updated_before=filters.last_updated_before_filter if filters else None,
-            limit=(n_search - 1) * max(1, per_search // 2) + per_search,
-        )
-        suffixes = ('', ' latest developments', ' expert analysis')
-        topic = ' '.join(query.split())[:120] or 'general overview'
-        next_id = 1
-        for i in range(n_search):
-            # Later searches overlap the earlier ones by half, as real searches do: a page can recur with a new id.
-            start = i * max(1, per_search // 2)
-            chunk = docs[start : start + per_search]
-            if i == 0 and directives.inject:
-                chunk = [*chunk[: max(0, per_search - 1)], _INJECTED_DOC]
-            results = [_result(doc, next_id + j) for j, doc in enumerate(chunk)]
-            next_id += len(results)
-            plan.searches.append((topic + suffixes[i % len(suffixes)], results, chunk))
-        # Efforts above fast fetch pages; a listed fetch_url tool makes any run fetch (at least one batch).
-        batches = max(level.fetch_batches, 1) if fetch is not None else level.fetch_batches if base else 0
-        batches = max(0, min(batches, steps - n_search))
-        per_batch = max(level.per_batch, 1)
-        max_urls = fetch.max_urls if fetch is not None and fetch.max_urls is not None else 1_000
-        max_urls = min(max_urls, budget - n_search)
-        found = {doc.url for _, _, chunk in plan.searches for doc in chunk}
-        plan.ranked = [doc for doc in docs if doc.url in found]
-        order = plan.ranked
-        taken = 0
-        for _ in range(batches):
-            batch = order[taken : taken + min(per_batch, max(0, max_urls - taken))]
-            if not batch:
-                break
-            plan.fetches.append(batch)
-            taken += len(batch)
-    servers = [(t.server_label, list(t.allowed_tools or ())) for t in tools if isinstance(t, McpTool)]
+def _find(query: str, limits: _Limits, limit: int) -> list[Document]:
+    """The ranked corpus pages for a run's searches, with the `web_search` filters applied."""
+    filters = limits.web.filters if limits.web is not None else None
+    return search_corpus(
+        query,
+        domain_filter=filters.search_domain_filter if filters else None,
+        after=filters.search_after_date_filter if filters else None,
+        before=filters.search_before_date_filter if filters else None,
+        updated_after=filters.last_updated_after_filter if filters else None,
+        updated_before=filters.last_updated_before_filter if filters else None,
+        limit=limit,
+    )
+
+
+def _plan_searches(plan: _Plan, query: str, directives: Directives, limits: _Limits) -> list[Document]:
+    """Fill `plan.searches`: later searches overlap the earlier ones by half, as real searches do."""
+    n_search = max(1, min(plan.level.searches, limits.steps, limits.budget))
+    per_search = plan.level.per_search
+    if limits.web is not None and limits.web.max_results is not None:
+        per_search = min(per_search, limits.web.max_results)
+    stride = max(1, per_search // 2)
+    docs = _find(query, limits, (n_search - 1) * stride + per_search)
+    suffixes = ('', ' latest developments', ' expert analysis')
+    topic = ' '.join(query.split())[:120] or 'general overview'
+    next_id = 1
+    for i in range(n_search):
+        chunk = docs[i * stride : i * stride + per_search]
+        if i == 0 and directives.inject:
+            chunk = [*chunk[: max(0, per_search - 1)], _INJECTED_DOC]
+        results = [_result(doc, next_id + j) for j, doc in enumerate(chunk)]
+        next_id += len(results)
+        plan.searches.append((topic + suffixes[i % len(suffixes)], results, chunk))
+    return docs
+
+
+def _plan_fetches(plan: _Plan, effort: str | None, limits: _Limits) -> None:
+    """Fill `plan.fetches`: efforts above fast fetch pages; an offered `fetch_url` makes any run fetch."""
+    level = plan.level
+    n_search = len(plan.searches)
+    batches = max(level.fetch_batches, 1) if limits.fetch is not None else level.fetch_batches if effort else 0
+    batches = max(0, min(batches, limits.steps - n_search))
+    per_batch = max(level.per_batch, 1)
+    max_urls = limits.fetch.max_urls if limits.fetch is not None and limits.fetch.max_urls is not None else 1_000
+    max_urls = min(max_urls, limits.budget - n_search)
+    taken = 0
+    for _ in range(batches):
+        batch = plan.ranked[taken : taken + min(per_batch, max(0, max_urls - taken))]
+        if not batch:
+            break
+        plan.fetches.append(batch)
+        taken += len(batch)
+
+
+def _plan_mcp(req: CreateRequest, directives: Directives) -> list[tuple[str, list[str]]]:
+    """The remote MCP servers the run lists and calls: the request's, plus `emulated` for the `mcp` directive."""
+    servers = [(t.server_label, list(t.allowed_tools or ())) for t in req.tools or () if isinstance(t, McpTool)]
     if directives.mcp and not any(label == 'emulated' for label, _ in servers):
         servers.append(('emulated', []))
-    plan.mcp_servers = servers
+    return servers
+
+
+def _plan(req: CreateRequest, query: str, directives: Directives) -> _Plan:
+    """What the run will do: its searches and their results, the pages it fetches, the MCP servers it calls."""
+    effort, level = _level(req)
+    plan = _Plan(level)
+    limits = _Limits.of(req)
+    if not limits.tools_off and (effort is not None or limits.web is not None):
+        docs = _plan_searches(plan, query, directives, limits)
+        found = {doc.url for _, _, chunk in plan.searches for doc in chunk}
+        plan.ranked = [doc for doc in docs if doc.url in found]
+        _plan_fetches(plan, effort, limits)
+    plan.mcp_servers = _plan_mcp(req, directives)
     return plan
 
 
@@ -481,6 +518,219 @@ def _base(req: CreateRequest, response_id: str, created_at: int, effort: str | N
     }
 
 
+@dataclass(frozen=True, slots=True)
+class _Identity:
+    """Who answers: the effort name echoed, the model of the final snapshot, and the model shown while running."""
+
+    effort: str | None
+    model: str
+    running_model: str
+
+    @classmethod
+    def of(cls, req: CreateRequest) -> _Identity:
+        effort = req.effort if req.effort is not None else req.preset
+        base, _ = _level(req)
+        if effort is not None and req.effort is None and base is not None and '@' not in effort:
+            effort = base  # legacy preset names are echoed as the effort they stand for
+        model = (req.models or [None])[0] or req.model or EFFORT_MODELS[base or 'low']
+        return cls(effort, model, effort or model)
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """The message text of a run and whether `max_output_tokens` cut it (`incomplete`)."""
+
+    text: str
+    incomplete: bool
+
+
+def _citations(query: str, plan: _Plan) -> tuple[list[Cited], Cited | None]:
+    """The sources the answer cites (with the sentences taken from each), and the injected page if any."""
+    by_url: dict[str, int] = {}
+    for _, results, _ in plan.searches:
+        for result in results:
+            by_url.setdefault(result['url'], result['id'])
+    fetched_urls = {doc.url for batch in plan.fetches for doc in batch}
+    injected: Cited | None = None
+    if any(doc is _INJECTED_DOC for _, _, chunk in plan.searches for doc in chunk):
+        injected = Cited(by_url[_INJECTED_DOC.url], _INJECTED_DOC.title, [])
+    best = max((relevance(query, doc) for doc in plan.ranked), default=0)
+    relevant = [doc for doc in plan.ranked if relevance(query, doc) > 0 and relevance(query, doc) * 3 >= best]
+    if not relevant:  # nothing matched: cite the general pages the search fell back to
+        relevant = plan.ranked[:2]
+    cited: list[Cited] = []
+    for doc in relevant[: plan.level.bullets]:
+        sentences = doc.sentences[: 2 if doc.url in fetched_urls else 1] or [doc.snippet]
+        cited.append(Cited(by_url[doc.url], doc.title, sentences))
+    return cited, injected
+
+
+def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Directives) -> _Text:
+    """The answer (or a JSON instance of the requested schema), cut to `max_output_tokens` when it is too long."""
+    cited, injected = _citations(query, plan)
+    answer = compose_answer(query, cited, injected=injected)
+    first_url = plan.searches[0][1][0]['url'] if plan.searches and plan.searches[0][1] else 'https://example.com/'
+    text = answer
+    if req.response_format is not None and req.response_format.json_schema is not None:
+        instance = schema_instance(req.response_format.json_schema.schema_, answer=answer, url=first_url)
+        text = json.dumps(instance, ensure_ascii=False)
+    limit = max(16, req.max_output_tokens) if req.max_output_tokens is not None else None
+    if directives.incomplete:
+        limit = min(limit or tokens(text), max(1, tokens(text) // 2))
+    if limit is not None and tokens(text) > limit:
+        return _Text(truncate_to_tokens(text, limit), incomplete=True)
+    return _Text(text, incomplete=False)
+
+
+def _input_tokens(req: CreateRequest, plan: _Plan, mcp_output_tokens: int) -> int:
+    """Input tokens: the system prompt, instructions, input, result titles and snippets, fetched text, MCP output."""
+    return (
+        _SYSTEM_TOKENS
+        + (tokens(req.instructions) if req.instructions else 0)
+        + tokens(_all_input_text(req))
+        + sum(tokens(r['title'] + r['snippet']) for _, results, _ in plan.searches for r in results)
+        + sum(tokens(doc.text) for batch in plan.fetches for doc in batch)
+        + mcp_output_tokens
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f'{n} {word}{"s" if n != 1 else ""}'
+
+
+class _Timeline:
+    """Writes a run's script phase by phase, collecting the final `output` items as it goes.
+
+    Offsets are fractions of the emulated duration `d`: opening at 2 %, MCP listing at 5 %, searches in the
+    first 40 %, fetches from 42 % to 70 %, MCP calls at 72 %, reasoning stops at 78 %, the answer from 80 %.
+    """
+
+    def __init__(self, duration: float) -> None:
+        self.d = duration
+        self.script = _Script()
+        self.output: list[dict[str, Any]] = []
+
+    def _add(self, at: float, event: dict[str, Any], **kw: Any) -> None:
+        self.script.add(at * self.d, event, **kw)
+
+    def _slot(self, done: dict[str, Any]) -> int:
+        self.output.append(done)
+        return len(self.output) - 1
+
+    def _item(self, added_at: float, done_at: float, added: dict[str, Any], done: dict[str, Any]) -> None:
+        index = self._slot(done)
+        self._add(added_at, {'type': 'response.output_item.added', 'output_index': index, 'item': added})
+        done_event = {'type': 'response.output_item.done', 'output_index': index, 'item': done}
+        self._add(done_at, done_event, done=(index, done))
+
+    def opening(self, in_progress: dict[str, Any], *, reasoning: bool) -> None:
+        """`created` and `in_progress` (queued before, at most half an emulated second), then reasoning starts."""
+        at = min(0.02, 0.5 / self.d) if self.d else 0.0
+        self._add(at, {'type': 'response.created', 'response': in_progress})
+        self._add(at, {'type': 'response.in_progress', 'response': in_progress})
+        if reasoning:
+            self._add(min(0.04, 1.0 / self.d) if self.d else 0.0, _reasoning('started', 'Planning the research...'))
+
+    def mcp_listings(self, servers: list[tuple[str, list[str]]]) -> list[tuple[str, list[dict[str, Any]]]]:
+        """One `mcp_list_tools` item per remote MCP server; returns each server's tools."""
+        listed: list[tuple[str, list[dict[str, Any]]]] = []
+        for label, allowed in servers:
+            tools = _mcp_tools(allowed)
+            item = {'type': 'mcp_list_tools', 'id': f'mcpl_{uuid.uuid4().hex}', 'server_label': label}
+            item |= {'tools': tools, 'error': None}
+            self._item(0.05, 0.05, item, item)
+            listed.append((label, tools))
+        return listed
+
+    def searches(self, searches: list[tuple[str, list[dict[str, Any]], list[Document]]]) -> None:
+        """Per search: announced as a `search_web` function call, done as a `search_results` item (live quirk)."""
+        window = 0.32 / max(1, len(searches))
+        for i, (search_query, results, _) in enumerate(searches):
+            start = 0.08 + i * window
+            call_id = _uid('call')
+            arguments = json.dumps({'queries': [search_query]}, ensure_ascii=False)
+            call = {'type': 'function_call', 'id': _uid('fc'), 'call_id': call_id, 'name': 'search_web'}
+            call |= {'arguments': arguments, 'status': 'completed'}
+            item = {'type': 'search_results', 'queries': [search_query], 'results': results}
+            index = self._slot(item)
+            self._add(start, {'type': 'response.output_item.added', 'output_index': index, 'item': call})
+            queries = {'call_id': call_id, 'queries': [search_query], 'thought': 'Searching the web...'}
+            self._add(start + 0.1 * window, {'type': 'response.reasoning.search_queries', **queries})
+            found = {'call_id': call_id, 'results': results, 'thought': f'Found {len(results)} results'}
+            self._add(start + 0.7 * window, {'type': 'response.reasoning.search_results', **found})
+            done = {'type': 'response.output_item.done', 'output_index': index, 'item': item}
+            self._add(start + 0.7 * window, done, done=(index, item))
+
+    def fetches(self, batches: list[list[Document]]) -> None:
+        """Per batch: a `fetch_url_results` item announced empty, the queries and results, then the full item."""
+        window = 0.28 / max(1, len(batches))
+        for i, batch in enumerate(batches):
+            start = 0.42 + i * window
+            contents = [{'url': doc.url, 'title': doc.title, 'snippet': doc.text} for doc in batch]
+            item = {'type': 'fetch_url_results', 'contents': contents}
+            index = self._slot(item)
+            added = {'type': 'response.output_item.added', 'output_index': index, 'item': {**item, 'contents': []}}
+            self._add(start, added)
+            urls = {'urls': [doc.url for doc in batch], 'thought': f'Reading {_plural(len(batch), "page")}...'}
+            self._add(start + 0.1 * window, {'type': 'response.reasoning.fetch_url_queries', **urls})
+            read = {'contents': contents, 'thought': f'Read {_plural(len(batch), "page")}'}
+            self._add(start + 0.7 * window, {'type': 'response.reasoning.fetch_url_results', **read})
+            done = {'type': 'response.output_item.done', 'output_index': index, 'item': item}
+            self._add(start + 0.7 * window, done, done=(index, item))
+
+    def mcp_calls(self, listed: list[tuple[str, list[dict[str, Any]]]], query: str) -> int:
+        """One `mcp_call` of each server's first tool; returns the output tokens they add to the input."""
+        added_tokens = 0
+        for label, tools in listed:
+            name = tools[0]['name']
+            text = f'{label}/{name}: 2 documents match "{query[:80]}": "Notes on the topic" and "Background reading".'
+            added_tokens += tokens(text)
+            arguments = json.dumps({'query': query[:200]}, ensure_ascii=False)
+            call = {'type': 'mcp_call', 'id': _uid('call'), 'server_label': label, 'name': name}
+            call |= {'arguments': arguments, 'output': text, 'error': None}
+            self._item(0.72, 0.75, {**call, 'output': None}, call)
+        return added_tokens
+
+    def reasoning_stopped(self) -> None:
+        """The end of the research phase, before the answer is written."""
+        self._add(0.78, _reasoning('stopped', 'Writing the answer...'))
+
+    def failure(self, error: dict[str, Any]) -> None:
+        """`response.failed` with only `error` (no message events, no snapshot), after a sequence gap."""
+        self._add(1.0, {'type': 'response.failed', 'error': error}, gap_before=True)
+
+    def message(self, text: str, status: str) -> None:
+        """The answer: the item announced with `content: null`, deltas, `output_text.done` after a gap, the item."""
+        message_id = _uid('msg')
+        message: dict[str, Any] = {'type': 'message', 'id': message_id, 'role': 'assistant', 'status': status}
+        message['content'] = [{'type': 'output_text', 'text': text, 'annotations': []}]
+        index = self._slot(message)
+        where = {'item_id': message_id, 'output_index': index, 'content_index': 0}
+        added = {'type': 'response.output_item.added', 'output_index': index, 'item': {**message, 'content': None}}
+        self._add(0.80, added)
+        chunks = _chunks(text)
+        for j, chunk in enumerate(chunks):
+            at = 0.81 + 0.16 * j / max(1, len(chunks) - 1)
+            self._add(at, {'type': 'response.output_text.delta', **where, 'delta': chunk})
+        self._add(0.98, {'type': 'response.output_text.done', **where, 'text': text}, gap_before=True)
+        self._add(0.98, {'type': 'response.output_item.done', 'output_index': index, 'item': message})
+
+    def terminal(self, kind: str, response: dict[str, Any]) -> None:
+        """`response.completed` or `response.incomplete` with the final snapshot."""
+        self._add(1.0, {'type': kind, 'response': response})
+
+
+def _reasoning(phase: str, thought: str) -> dict[str, Any]:
+    return {'type': f'response.reasoning.{phase}', 'thought': thought}
+
+
+_FAILURE = {
+    'code': 'upstream_error',
+    'type': 'server_error',
+    'message': 'The model provider returned an error while generating the response.',
+}
+
+
 def build_run(
     req: CreateRequest,
     query: str,
@@ -489,253 +739,46 @@ def build_run(
     time_scale: float,
     now: float | None = None,
 ) -> Run:
-    """Plan and time a whole run for a validated request; `query` is the question with directives removed."""
+    """Plan and time a whole run for a validated request; `query` is the question with directives removed.
+
+    Phases: who answers (`_Identity`), what the run does (`_plan`), what it says (`_message_text`), then the
+    timed script (`_Timeline`) and the terminal snapshot with its usage.
+    """
     t0 = time.monotonic() if now is None else now
     wall = time.time()
     response_id = _uid('resp')
-    effort_name = req.effort if req.effort is not None else req.preset
-    base_level, _ = _level(req)
-    if effort_name is not None and req.effort is None and base_level is not None and '@' not in effort_name:
-        effort_name = base_level  # legacy preset names are echoed as the effort they stand for
-    model = (req.models or [None])[0] or req.model or EFFORT_MODELS[base_level or 'low']
-    running_model = effort_name or model
+    who = _Identity.of(req)
     plan = _plan(req, query, directives)
-    level = plan.level
-    duration = directives.duration if directives.duration is not None else level.duration
-    base = _base(req, response_id, int(wall), effort_name)
-
-    # --- content
-    by_url: dict[str, int] = {}
-    for _, results, _ in plan.searches:
-        for result in results:
-            by_url.setdefault(result['url'], result['id'])
-    fetched_urls = {doc.url for batch in plan.fetches for doc in batch}
-    cited: list[Cited] = []
-    injected: Cited | None = None
-    if any(doc is _INJECTED_DOC for _, _, chunk in plan.searches for doc in chunk):
-        injected = Cited(by_url[_INJECTED_DOC.url], _INJECTED_DOC.title, [])
-    best = max((relevance(query, doc) for doc in plan.ranked), default=0)
-    relevant = [doc for doc in plan.ranked if relevance(query, doc) > 0 and relevance(query, doc) * 3 >= best]
-    if not relevant:  # nothing matched: cite the general pages the search fell back to
-        relevant = plan.ranked[:2]
-    for doc in relevant:
-        if len(cited) < level.bullets:
-            sentences = doc.sentences[: 2 if doc.url in fetched_urls else 1] or [doc.snippet]
-            cited.append(Cited(by_url[doc.url], doc.title, sentences))
-    answer = compose_answer(query, cited, injected=injected)
-    first_url = plan.searches[0][1][0]['url'] if plan.searches and plan.searches[0][1] else 'https://example.com/'
-    if req.response_format is not None and req.response_format.json_schema is not None:
-        instance = schema_instance(req.response_format.json_schema.schema_, answer=answer, url=first_url)
-        text = json.dumps(instance, ensure_ascii=False)
-    else:
-        text = answer
-    limit = max(16, req.max_output_tokens) if req.max_output_tokens is not None else None
-    if directives.incomplete:
-        limit = min(limit or tokens(text), max(1, tokens(text) // 2))
-    incomplete = limit is not None and tokens(text) > limit
-    if incomplete and limit is not None:
-        text = truncate_to_tokens(text, limit)
-
-    # --- items and script
-    script = _Script()
-    d = duration
-    in_progress = {**base, 'status': 'in_progress', 'model': running_model}
-    # The run is queued for a moment (at most half an emulated second), then starts reasoning.
-    script.add(min(0.02 * d, 0.5), {'type': 'response.created', 'response': in_progress})
-    script.add(min(0.02 * d, 0.5), {'type': 'response.in_progress', 'response': in_progress})
-    script.add(min(0.04 * d, 1.0), {'type': 'response.reasoning.started', 'thought': 'Planning the research...'})
-    output: list[dict[str, Any]] = []
-
-    def add_item(offset_added: float, offset_done: float, added: dict[str, Any], done: dict[str, Any]) -> int:
-        index = len(output)
-        output.append(done)
-        script.add(offset_added, {'type': 'response.output_item.added', 'output_index': index, 'item': added})
-        script.add(
-            offset_done, {'type': 'response.output_item.done', 'output_index': index, 'item': done}, done=(index, done)
-        )
-        return index
-
-    mcp_items: list[tuple[str, list[dict[str, Any]]]] = []
-    for label, allowed in plan.mcp_servers:
-        tools = _mcp_tools(allowed)
-        listed: dict[str, Any] = {
-            'type': 'mcp_list_tools',
-            'id': f'mcpl_{uuid.uuid4().hex}',
-            'server_label': label,
-            'tools': tools,
-            'error': None,
-        }
-        add_item(0.05 * d, 0.05 * d, listed, listed)
-        mcp_items.append((label, tools))
-
-    searches = plan.searches
-    window = 0.32 * d / max(1, len(searches))
-    for i, (search_query, results, _) in enumerate(searches):
-        start = 0.08 * d + i * window
-        call_id = _uid('call')
-        call = {
-            'type': 'function_call',
-            'id': _uid('fc'),
-            'call_id': call_id,
-            'name': 'search_web',
-            'arguments': json.dumps({'queries': [search_query]}, ensure_ascii=False),
-            'status': 'completed',
-        }
-        item = {'type': 'search_results', 'queries': [search_query], 'results': results}
-        index = len(output)
-        output.append(item)
-        script.add(start, {'type': 'response.output_item.added', 'output_index': index, 'item': call})
-        script.add(
-            start + 0.1 * window,
-            {
-                'type': 'response.reasoning.search_queries',
-                'call_id': call_id,
-                'queries': [search_query],
-                'thought': 'Searching the web...',
-            },
-        )
-        script.add(
-            start + 0.7 * window,
-            {
-                'type': 'response.reasoning.search_results',
-                'call_id': call_id,
-                'results': results,
-                'thought': f'Found {len(results)} results',
-            },
-        )
-        script.add(
-            start + 0.7 * window,
-            {'type': 'response.output_item.done', 'output_index': index, 'item': item},
-            done=(index, item),
-        )
-
-    window = 0.28 * d / max(1, len(plan.fetches))
-    for i, batch in enumerate(plan.fetches):
-        start = 0.42 * d + i * window
-        contents = [{'url': doc.url, 'title': doc.title, 'snippet': doc.text} for doc in batch]
-        index = len(output)
-        item = {'type': 'fetch_url_results', 'contents': contents}
-        output.append(item)
-        script.add(
-            start,
-            {'type': 'response.output_item.added', 'output_index': index, 'item': {**item, 'contents': []}},
-        )
-        script.add(
-            start + 0.1 * window,
-            {
-                'type': 'response.reasoning.fetch_url_queries',
-                'urls': [doc.url for doc in batch],
-                'thought': f'Reading {len(batch)} page{"s" if len(batch) != 1 else ""}...',
-            },
-        )
-        script.add(
-            start + 0.7 * window,
-            {
-                'type': 'response.reasoning.fetch_url_results',
-                'contents': contents,
-                'thought': f'Read {len(batch)} page{"s" if len(batch) != 1 else ""}',
-            },
-        )
-        script.add(
-            start + 0.7 * window,
-            {'type': 'response.output_item.done', 'output_index': index, 'item': item},
-            done=(index, item),
-        )
-
-    mcp_output_tokens = 0
-    for label, listed_tools in mcp_items:
-        tool_name = listed_tools[0]['name']
-        result_text = (
-            f'{label}/{tool_name}: 2 documents match "{query[:80]}": "Notes on the topic" and "Background reading".'
-        )
-        mcp_output_tokens += tokens(result_text)
-        call_item = {
-            'type': 'mcp_call',
-            'id': _uid('call'),
-            'server_label': label,
-            'name': tool_name,
-            'arguments': json.dumps({'query': query[:200]}, ensure_ascii=False),
-            'output': result_text,
-            'error': None,
-        }
-        add_item(0.72 * d, 0.75 * d, {**call_item, 'output': None}, call_item)
-
-    script.add(0.78 * d, {'type': 'response.reasoning.stopped', 'thought': 'Writing the answer...'})
-
-    n_searches = len(searches)
-    n_fetched = sum(len(batch) for batch in plan.fetches)
-    input_tokens = (
-        _SYSTEM_TOKENS
-        + (tokens(req.instructions) if req.instructions else 0)
-        + tokens(_all_input_text(req))
-        + sum(tokens(r['title'] + r['snippet']) for _, results, _ in searches for r in results)
-        + sum(tokens(doc.text) for batch in plan.fetches for doc in batch)
-        + mcp_output_tokens
-    )
-    wall_end = int(wall + d * time_scale)
+    duration = directives.duration if directives.duration is not None else plan.level.duration
+    base = _base(req, response_id, int(wall), who.effort)
+    timeline = _Timeline(duration)
+    timeline.opening({**base, 'status': 'in_progress', 'model': who.running_model}, reasoning=True)
+    listed = timeline.mcp_listings(plan.mcp_servers)
+    timeline.searches(plan.searches)
+    timeline.fetches(plan.fetches)
+    mcp_tokens = timeline.mcp_calls(listed, query)
+    timeline.reasoning_stopped()
+    ended = {**base, 'model': who.model, 'completed_at': int(wall + duration * time_scale)}
     if directives.fail:
-        error = {
-            'code': 'upstream_error',
-            'type': 'server_error',
-            'message': 'The model provider returned an error while generating the response.',
-        }
-        terminal = {**base, 'status': 'failed', 'model': model, 'completed_at': wall_end, 'error': error}
-        script.add(1.0 * d, {'type': 'response.failed', 'error': error}, gap_before=True)
+        terminal = {**ended, 'status': 'failed', 'error': _FAILURE}
+        timeline.failure(_FAILURE)
     else:
-        message_id = _uid('msg')
-        status = 'incomplete' if incomplete else 'completed'
-        message: dict[str, Any] = {
-            'type': 'message',
-            'id': message_id,
-            'role': 'assistant',
-            'status': status,
-            'content': [{'type': 'output_text', 'text': text, 'annotations': []}],
-        }
-        index = len(output)
-        output.append(message)
-        script.add(
-            0.80 * d,
-            {'type': 'response.output_item.added', 'output_index': index, 'item': {**message, 'content': None}},
+        message = _message_text(req, query, plan, directives)
+        status = 'incomplete' if message.incomplete else 'completed'
+        timeline.message(message.text, status)
+        reasoning_tokens = plan.level.reasoning_tokens
+        usage = _usage(
+            who.model,
+            _input_tokens(req, plan, mcp_tokens),
+            tokens(message.text) + reasoning_tokens,
+            reasoning_tokens,
+            len(plan.searches),
+            sum(len(batch) for batch in plan.fetches),
         )
-        chunks = _chunks(text)
-        for j, chunk in enumerate(chunks):
-            offset = (0.81 + 0.16 * j / max(1, len(chunks) - 1)) * d
-            script.add(
-                offset,
-                {
-                    'type': 'response.output_text.delta',
-                    'item_id': message_id,
-                    'output_index': index,
-                    'content_index': 0,
-                    'delta': chunk,
-                },
-            )
-        script.add(
-            0.98 * d,
-            {
-                'type': 'response.output_text.done',
-                'item_id': message_id,
-                'output_index': index,
-                'content_index': 0,
-                'text': text,
-            },
-            gap_before=True,
-        )
-        script.add(0.98 * d, {'type': 'response.output_item.done', 'output_index': index, 'item': message})
-        output_tokens = tokens(text) + level.reasoning_tokens
-        terminal = {
-            **base,
-            'status': status,
-            'model': model,
-            'completed_at': wall_end,
-            'output': output,
-            'usage': _usage(model, input_tokens, output_tokens, level.reasoning_tokens, n_searches, n_fetched),
-            'incomplete_details': {'reason': 'max_output_tokens'} if incomplete else None,
-        }
-        kind = 'response.incomplete' if incomplete else 'response.completed'
-        script.add(1.0 * d, {'type': kind, 'response': terminal})
-
-    run = Run(
+        terminal = {**ended, 'status': status, 'output': timeline.output, 'usage': usage}
+        terminal['incomplete_details'] = {'reason': 'max_output_tokens'} if message.incomplete else None
+        timeline.terminal(f'response.{status}', terminal)
+    return Run(
         id=response_id,
         created_at=wall,
         t0=t0,
@@ -743,15 +786,14 @@ def build_run(
         background=bool(req.background),
         store=req.store if req.store is not None else True,
         stream=bool(req.stream),
-        steps=script.steps(),
+        steps=timeline.script.steps(),
         base=base,
-        running_model=running_model,
-        model=model,
+        running_model=who.running_model,
+        model=who.model,
         terminal=terminal,
         drop_at=directives.drop_at,
         retrieve_faults=[[f, f.count, directives.retry_after] for f in directives.retrieve_faults],
     )
-    return run
 
 
 def _chunks(text: str) -> list[str]:

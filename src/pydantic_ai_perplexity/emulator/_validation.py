@@ -735,22 +735,28 @@ def _check_mcp(tools: list[McpTool]) -> None:
             )
 
 
-def _check_create(req: CreateRequest) -> None:
+def _check_input(req: CreateRequest) -> None:
     if (isinstance(req.input, str) and not req.input.strip()) or (isinstance(req.input, list) and not req.input):
         raise ApiError(400, 'invalid_request', 'input must not be empty', param='input')
+
+
+def _check_target(req: CreateRequest) -> None:
+    """One of `model`, `models`, `effort` or `preset` names what answers; efforts must be known names or pins."""
     if req.model is None and req.models is None and req.effort is None and req.preset is None:
-        raise ApiError(
-            400,
-            'invalid_request',
-            'one of model, models, effort or preset is required',
-            param='model',
-        )
+        raise ApiError(400, 'invalid_request', 'one of model, models, effort or preset is required', param='model')
     if req.effort is not None:
         resolve_effort(req.effort, field='effort')
     if req.preset is not None:
         resolve_effort(req.preset, field='preset')
-    models = list(req.models or ()) + ([req.model] if req.model is not None else [])
-    for name in models:
+
+
+def _requested_models(req: CreateRequest) -> list[str]:
+    return list(req.models or ()) + ([req.model] if req.model is not None else [])
+
+
+def _check_models(req: CreateRequest) -> None:
+    """Every model id is listed by `/v1/models` (a bare `sonar` gets a hint)."""
+    for name in _requested_models(req):
         if name not in MODELS:
             hint = f' (did you mean "perplexity/{name}"?)' if '/' not in name and f'perplexity/{name}' in MODELS else ''
             raise ApiError(
@@ -759,23 +765,32 @@ def _check_create(req: CreateRequest) -> None:
                 f'model "{name}" is not supported: use a provider/model id listed by GET /v1/models{hint}',
                 param='models' if req.models is not None and name in req.models else 'model',
             )
-    if req.max_output_tokens is None and any(name.startswith('anthropic/') for name in models):
+
+
+def _check_anthropic(req: CreateRequest) -> None:
+    """Anthropic models need `max_output_tokens` (the live message, word for word)."""
+    if req.max_output_tokens is None and any(name.startswith('anthropic/') for name in _requested_models(req)):
         raise ApiError(
             400,
             'invalid_parameter',
             'max_output_tokens is required when using Anthropic models',
             param='max_output_tokens',
         )
-    if req.metadata is not None:
-        if len(req.metadata) > 16:
-            raise ApiError(400, 'invalid_parameter', 'metadata can have at most 16 keys', param='metadata')
-        for key, value in req.metadata.items():
-            if len(key) > 64:
-                raise ApiError(400, 'invalid_parameter', 'metadata keys can be at most 64 characters', param='metadata')
-            if len(value) > 512:
-                raise ApiError(
-                    400, 'invalid_parameter', 'metadata values can be at most 512 characters', param='metadata'
-                )
+
+
+def _check_metadata(req: CreateRequest) -> None:
+    """At most 16 keys, keys up to 64 characters, values up to 512."""
+    metadata = req.metadata or {}
+    if len(metadata) > 16:
+        raise ApiError(400, 'invalid_parameter', 'metadata can have at most 16 keys', param='metadata')
+    for key, value in metadata.items():
+        if len(key) > 64:
+            raise ApiError(400, 'invalid_parameter', 'metadata keys can be at most 64 characters', param='metadata')
+        if len(value) > 512:
+            raise ApiError(400, 'invalid_parameter', 'metadata values can be at most 512 characters', param='metadata')
+
+
+def _check_response_format(req: CreateRequest) -> None:
     if req.response_format is not None and req.response_format.json_schema is None:
         raise ApiError(
             400,
@@ -783,27 +798,64 @@ def _check_create(req: CreateRequest) -> None:
             'invalid request body: missing required field "response_format.json_schema"',
             param='json_schema',
         )
+
+
+def _check_function(tool: FunctionTool) -> None:
+    """Client functions may not take a built-in tool's name."""
+    if tool.name in _RESERVED_FUNCTION_NAMES:
+        raise ApiError(
+            400,
+            'invalid_parameter',
+            f'function name "{tool.name}" is reserved for a built-in tool; choose another name',
+            param='name',
+        )
+
+
+def _check_web_search(tool: WebSearchTool) -> None:
+    """The `web_search` filters: domains, dates, and recency against date filters."""
+    f = tool.filters
+    if f is not None:
+        check_filters(
+            f.search_domain_filter,
+            f.search_recency_filter,
+            {
+                'search_after_date_filter': f.search_after_date_filter,
+                'search_before_date_filter': f.search_before_date_filter,
+                'last_updated_after_filter': f.last_updated_after_filter,
+                'last_updated_before_filter': f.last_updated_before_filter,
+            },
+        )
+
+
+def _check_tools(req: CreateRequest) -> None:
+    """Each tool's own rules, in the order the tools are listed."""
     for tool in req.tools or ():
-        if isinstance(tool, FunctionTool) and tool.name in _RESERVED_FUNCTION_NAMES:
-            raise ApiError(
-                400,
-                'invalid_parameter',
-                f'function name "{tool.name}" is reserved for a built-in tool; choose another name',
-                param='name',
-            )
-        if isinstance(tool, WebSearchTool) and tool.filters is not None:
-            f = tool.filters
-            check_filters(
-                f.search_domain_filter,
-                f.search_recency_filter,
-                {
-                    'search_after_date_filter': f.search_after_date_filter,
-                    'search_before_date_filter': f.search_before_date_filter,
-                    'last_updated_after_filter': f.last_updated_after_filter,
-                    'last_updated_before_filter': f.last_updated_before_filter,
-                },
-            )
+        if isinstance(tool, FunctionTool):
+            _check_function(tool)
+        elif isinstance(tool, WebSearchTool):
+            _check_web_search(tool)
+
+
+def _check_mcp_tools(req: CreateRequest) -> None:
     _check_mcp([tool for tool in req.tools or () if isinstance(tool, McpTool)])
+
+
+#: The semantic checks of a create, one per rule of the live API, in the order the first error is reported.
+_CREATE_CHECKS = (
+    _check_input,
+    _check_target,
+    _check_models,
+    _check_anthropic,
+    _check_metadata,
+    _check_response_format,
+    _check_tools,
+    _check_mcp_tools,
+)
+
+
+def _check_create(req: CreateRequest) -> None:
+    for check in _CREATE_CHECKS:
+        check(req)
 
 
 def _check_search(req: SearchRequest) -> None:
