@@ -7,6 +7,8 @@ environment or the end of the pipe start their own.
 from __future__ import annotations
 
 import json
+import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,9 @@ from mcp_support import RawServer, eventually, server_env, text_of, upstream_sta
 
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
-from pydantic_ai_perplexity.mcp import _tools
+from pydantic_ai_perplexity.mcp import _snapshot
 
-HANDSHAKE = json.loads((Path(_tools.__file__).with_name('_handshake.json')).read_text(encoding='utf-8'))
+HANDSHAKE = json.loads(_snapshot.SNAPSHOT_FILE.read_text(encoding='utf-8'))
 
 
 @pytest.fixture(scope='module')
@@ -57,9 +59,9 @@ def test_handshake_and_tool_list_match_what_the_sdk_answers(emu: Emulator, state
 
 @pytest.mark.anyio
 async def test_shipped_handshake_snapshot_is_what_the_sdk_answers() -> None:
-    """Regenerate with `uv run --frozen python -c "from pydantic_ai_perplexity.mcp._tools import
-    write_handshake_snapshot as w; w()"` after changing a tool, the instructions or the version."""
-    assert await _tools.handshake_snapshot() == HANDSHAKE
+    """Regenerate with `uv run --frozen python -m pydantic_ai_perplexity.mcp._snapshot` after changing a tool, the
+    instructions, the version or the MCP SDK."""
+    assert await _snapshot.handshake_snapshot() == HANDSHAKE
 
 
 def test_tool_annotations_are_honest(server: RawServer) -> None:
@@ -280,3 +282,66 @@ def test_a_client_that_vanishes_mid_call_leaves_the_run_going_and_in_the_ledger(
     with Ledger(tmp_path / 'ledger.sqlite3') as ledger:
         record = ledger.get(response_id)
     assert record is not None and record.origin == 'mcp' and record.status != 'cancelled'
+
+
+# -- the handshake snapshot and the SDK version it was made with ---------------------------------------------------
+
+
+@pytest.mark.parametrize('made_with', ['this SDK', 'another SDK'])
+def test_the_snapshot_is_used_only_with_the_sdk_version_it_was_made_with(
+    raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path, made_with: str
+) -> None:
+    # A snapshot whose tool list is visibly not the server's, planted before the server reads it.
+    planted = json.loads(json.dumps(HANDSHAKE))
+    for version in planted['versions'].values():
+        version['tools/list'] = {'tools': []}
+    if made_with == 'another SDK':
+        planted['sdk'] = {'mcp': '0.0.1', 'mcp-types': '0.0.1'}
+    (tmp_path / 'planted.json').write_text(json.dumps(planted), encoding='utf-8')
+    (tmp_path / 'sitecustomize.py').write_text(
+        'from pathlib import Path\n'
+        'import pydantic_ai_perplexity.mcp._stdio as stdio\n'
+        f'stdio.HANDSHAKE_FILE = Path({str(tmp_path / "planted.json")!r})\n',
+        encoding='utf-8',
+    )
+    process = raw_server_factory(server_env(emu, tmp_path, PYTHONPATH=str(tmp_path)))
+    process.initialize()
+    tools = process.request('tools/list')['result']['tools']
+    if made_with == 'this SDK':
+        assert tools == []  # the front answered from the (planted) snapshot
+    else:
+        assert len(tools) == 5  # the SDK answered itself
+    assert process.close() == 0
+
+
+# -- signals -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_a_call_hands_it_off_records_it_and_exits_promptly(
+    raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path, sig: signal.Signals
+) -> None:
+    process = raw_server_factory(server_env(emu, tmp_path))
+    process.initialize()
+    params = {
+        'name': 'perplexity_research',
+        'arguments': {'query': 'A long survey [[emulate: duration=20000]]'},
+        '_meta': {'progressToken': 'long'},
+    }
+    process.send({'jsonrpc': '2.0', 'id': 'long', 'method': 'tools/call', 'params': params})
+    started = process.wait_for(lambda m: m.get('method') == 'notifications/progress')
+    response_id = started['params']['message'].removeprefix('started research run ')
+    signalled = time.monotonic()
+    process.proc.send_signal(sig)
+    reply = process.wait_for(lambda m: m.get('id') == 'long', timeout=15)
+    structured = reply['result']['structuredContent']
+    assert structured['response_id'] == response_id and structured['status'] in ('queued', 'in_progress')
+    assert structured['next'] == f'perplexity_research_result(response_id="{response_id}")'
+    assert process.proc.wait(timeout=15) == 0
+    assert time.monotonic() - signalled < 15
+    process.close()
+    assert upstream_status(emu, response_id) in ('queued', 'in_progress')  # a shutdown never cancels a run
+    with Ledger(tmp_path / 'ledger.sqlite3') as ledger:
+        record = ledger.get(response_id)
+    assert record is not None and record.origin == 'mcp' and record.status != 'cancelled'
+    assert b'Traceback' not in b''.join(process.stderr)

@@ -8,37 +8,58 @@
   exactly what the SDK answers (the tests check it). The first other request waits for the SDK, which is then
   handed the handshake to replay (its own answer to it is dropped) and serves everything from there on.
   Requests the front is unsure of (an unknown shape, the 2026-07-28 `server/discover`) go straight to the SDK.
-- **Robust.** A line that is not JSON is answered with a JSON-RPC parse error (id null) and reading goes on; unknown
-  methods get -32601 from the SDK; notifications get no reply; calls run concurrently.
+  The snapshot records the MCP SDK versions it was made with (`_snapshot.py`); with any other SDK installed, the
+  front stays out of the way and the SDK answers the handshake itself.
+- **Robust.** A line that is not JSON is answered with a JSON-RPC parse error (id null) and reading goes on; a
+  request whose id can be read is answered with that id, even when the rest of its envelope is wrong (`params` that
+  is not an object, say); unknown methods get -32601 from the SDK; notifications get no reply; calls run
+  concurrently; a handler's unexpected failure is a JSON-RPC error, never a traceback (`_sdk.answer_errors_cleanly`).
 - **EOF.** When stdin closes, calls in flight finish or hand off (each within its wait budget) and are answered
   before the process exits 0. A run is in the ledger from the moment it starts, whatever happens to the process.
+- **SIGINT or SIGTERM.** Reading stops, every research call in flight answers at once with its hand-off (the
+  `response_id`, in the ledger since the run started), queued ledger writes land, and the process exits 0, within
+  `SHUTDOWN_GRACE_SECONDS`; a watchdog ends it at `SHUTDOWN_DEADLINE_SECONDS` whatever is stuck, and a second signal
+  at once. A run is never cancelled by a shutdown.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
+import signal
 import sys
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
-__all__ = ('serve_stdio',)
+from . import _jsonrpc
+from ._sdk import installed_sdk, lowlevel
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+    from mcp.server.lowlevel import Server
+    from mcp.server.mcpserver import MCPServer
+
+__all__ = ('SHUTDOWN_DEADLINE_SECONDS', 'SHUTDOWN_GRACE_SECONDS', 'serve_stdio')
 
 HANDSHAKE_FILE = Path(__file__).with_name('_handshake.json')
 _TOOLS_MODULE = 'pydantic_ai_perplexity.mcp._tools'
 #: Beyond the wait budget, how long a call in flight at EOF may take to answer (start, render, a cancel).
 _DRAIN_MARGIN_SECONDS = 30.0
+#: After SIGINT or SIGTERM, how long the calls in flight (handed off at once) have to be answered.
+SHUTDOWN_GRACE_SECONDS = 5.0
+#: When a shutdown that is still not done ends the process anyway (exit code 1).
+SHUTDOWN_DEADLINE_SECONDS = 10.0
 
 
 class _Wire:
     """The protocol's stdin and stdout, moved off fds 0 and 1 so nothing else can write to the wire."""
 
-    def __init__(self, reader: IO[bytes], writer: IO[bytes]) -> None:
+    def __init__(self, reader: IO[bytes], writer: IO[bytes], fds: tuple[int, int] | None = None) -> None:
         self.reader = reader
         self.writer = writer
+        self._fds = fds
 
     @classmethod
     def claim(cls) -> _Wire:
@@ -58,10 +79,16 @@ class _Wire:
                 os.dup2(null, out_fd)
         finally:
             os.close(null)
-        return cls(reader, writer)
+        return cls(reader, writer, (in_fd, out_fd))
+
+    def release(self) -> None:
+        """Point fds 0 and 1 at the wire again (for the SDK's own stdio server, which claims them itself)."""
+        if self._fds is not None:
+            os.dup2(self.reader.fileno(), self._fds[0])
+            os.dup2(self.writer.fileno(), self._fds[1])
 
     def send(self, message: dict[str, Any]) -> None:
-        self.writer.write(json.dumps(message, separators=(',', ':'), ensure_ascii=False).encode() + b'\n')
+        self.writer.write(_jsonrpc.dumps(message) + b'\n')
         self.writer.flush()
 
 
@@ -81,7 +108,11 @@ class _Front:
             return False
         parsed = _json(line)
         if parsed is _INVALID:
-            self.wire.send({'jsonrpc': '2.0', 'id': None, 'error': {'code': -32700, 'message': 'Parse error'}})
+            self.wire.send(_jsonrpc.error(None, _jsonrpc.PARSE_ERROR, 'Parse error'))
+            return True
+        refusal = _jsonrpc.refusal_for(parsed)
+        if refusal is not None:  # the SDK would answer it with id null: answered here with its id
+            self.wire.send(refusal)
             return True
         message = _object(parsed)
         if message is None or message.get('jsonrpc') != '2.0':
@@ -166,8 +197,8 @@ _INVALID = object()
 
 def _json(data: bytes | str) -> Any:
     try:
-        return json.loads(data)
-    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the interpreter's stack
+        return _jsonrpc.loads(data)
+    except ValueError:
         return _INVALID
 
 
@@ -176,21 +207,25 @@ def _object(value: Any) -> dict[str, Any] | None:
 
 
 def _load_snapshot() -> dict[str, Any] | None:
+    """The shipped handshake snapshot, if it was made with the MCP SDK installed here (else the SDK answers)."""
     try:
         snapshot = _object(_json(HANDSHAKE_FILE.read_bytes()))
     except OSError:
         return None
-    return snapshot if snapshot is not None and 'versions' in snapshot else None
+    if snapshot is None or 'versions' not in snapshot:
+        return None
+    installed = installed_sdk()
+    return snapshot if installed is not None and snapshot.get('sdk') == installed else None
 
 
 def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float) -> None:
-    """Serve MCP on this process's stdin/stdout until EOF (see the module docstring)."""
+    """Serve MCP on this process's stdin/stdout until EOF or a signal (see the module docstring)."""
     wire = _Wire.claim()
     loader = _Loader()
     loader.start()
     front = _Front(wire, _load_snapshot())
     pending: list[bytes] = []
-    while not pending:
+    while front.snapshot is not None and not pending:
         line = wire.reader.readline()
         if not line:  # EOF during the handshake: nothing is in flight
             wire.writer.flush()
@@ -203,7 +238,27 @@ def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float) -> N
     tools = loader.result()
     import anyio
 
-    anyio.run(_serve, tools, wire, [*front.replay, *pending], front.drop_ids, wait_seconds, drain_seconds)
+    drain = tools.Drain()
+    server: MCPServer[Any] = tools.build_server(wait_seconds=wait_seconds, drain=drain)
+    runner = lowlevel(server)
+    if runner is None:
+        _serve_with_the_sdk(server, wire, consumed=bool(front.replay or pending))
+        return
+    from ._sdk import answer_errors_cleanly
+
+    answer_errors_cleanly(server)
+    anyio.run(_serve, runner, wire, [*front.replay, *pending], front.drop_ids, drain, drain_seconds)
+
+
+def _serve_with_the_sdk(server: MCPServer[Any], wire: _Wire, *, consumed: bool) -> None:
+    """Fallback for an MCP SDK whose runner is not where `_sdk` looks: its own stdio server, without the extras."""
+    import anyio
+
+    print('This MCP SDK keeps its server runner elsewhere: serving with its own stdio transport.', file=sys.stderr)
+    if consumed:  # the front already answered from a snapshot of this very SDK version: cannot happen unpatched
+        raise SystemExit('The MCP handshake was answered from a snapshot this SDK cannot continue; exiting.')
+    wire.release()
+    anyio.run(server.run_stdio_async)
 
 
 class _Calls:
@@ -237,36 +292,92 @@ class _Calls:
             await self._idle.wait()
 
 
+class _Out:
+    """The wire's writing end, shared by the SDK's answers and the guard's own, one whole line at a time."""
+
+    def __init__(self, writer: IO[bytes], calls: _Calls) -> None:
+        import anyio
+
+        self._file = anyio.wrap_file(writer)
+        self._lock = anyio.Lock()
+        self._calls = calls
+        self.broken = False
+
+    async def line(self, data: bytes) -> None:
+        async with self._lock:
+            if self.broken:
+                return
+            try:
+                await self._file.write(data + b'\n')
+                await self._file.flush()
+            except OSError:  # the client closed its end: runs go on (they are in the ledger)
+                self.broken = True
+                self._calls.abandon()
+
+
+class _LineReader(threading.Thread):
+    """Reads the wire's lines into the event loop; a daemon, so a shutdown never waits for the client's next line."""
+
+    def __init__(self, reader: IO[bytes], into: MemoryObjectSendStream[bytes], token: Any) -> None:
+        super().__init__(name='perplexity-mcp-stdin', daemon=True)
+        self._reader = reader
+        self._into = into
+        self._token = token
+
+    def run(self) -> None:
+        import anyio.from_thread
+
+        try:
+            for line in iter(self._reader.readline, b''):
+                anyio.from_thread.run(self._into.send, line, token=self._token)
+        except Exception:  # the loop is gone or stopped listening: nothing left to read for
+            return
+        finally:
+            try:
+                anyio.from_thread.run_sync(self._into.close, token=self._token)
+            except Exception:  # noqa: S110 (the loop may be gone already)
+                pass
+
+
+def _refusal(line: bytes, json_invalid: bool) -> bytes:
+    """The answer to a line the SDK could not read as a JSON-RPC message: with the request's id when it has one."""
+    parsed = _json(line)
+    request_id = _jsonrpc.readable_id(parsed)
+    if request_id is not None:
+        frame = _jsonrpc.refusal_for(parsed) or _jsonrpc.error(
+            request_id,
+            _jsonrpc.INVALID_REQUEST,
+            'Invalid Request: not valid Unicode JSON (a lone surrogate escape?)' if json_invalid else 'Invalid Request',
+        )
+    elif json_invalid or parsed is _INVALID:
+        frame = _jsonrpc.error(None, _jsonrpc.PARSE_ERROR, 'Parse error')
+    else:
+        frame = _jsonrpc.error(None, _jsonrpc.INVALID_REQUEST, 'Invalid Request')
+    return _jsonrpc.dumps(frame)
+
+
 async def _serve(
-    tools: ModuleType,
+    runner: Server[Any],
     wire: _Wire,
     replay: list[bytes],
     drop_ids: list[int | str],
-    wait_seconds: float | None,
+    drain: Any,
     drain_seconds: float,
 ) -> None:
     import anyio
+    import anyio.lowlevel
     from mcp.shared.message import SessionMessage
-    from mcp_types import (
-        INVALID_REQUEST,
-        PARSE_ERROR,
-        ErrorData,
-        JSONRPCError,
-        JSONRPCNotification,
-        JSONRPCRequest,
-        JSONRPCResponse,
-        jsonrpc_message_adapter,
-    )
+    from mcp_types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter
     from pydantic import ValidationError
 
-    server = tools.build_server(wait_seconds=wait_seconds)
-    lowlevel = server._lowlevel_server  # the SDK's own `Client` reaches an MCPServer's runner the same way
     to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     server_out, from_server = anyio.create_memory_object_stream[SessionMessage](0)
+    lines_in, lines = anyio.create_memory_object_stream[bytes](0)
     calls = _Calls()
-    reader = anyio.wrap_file(wire.reader)
-    writer = anyio.wrap_file(wire.writer)
-    replies = server_out.clone()
+    out = _Out(wire.writer, calls)
+    stop_reading = anyio.CancelScope()
+    stopping: list[int] = []
+    _LineReader(wire.reader, lines_in, anyio.lowlevel.current_token()).start()
 
     async def feed(line: bytes) -> None:
         if not line.strip():
@@ -274,10 +385,7 @@ async def _serve(
         try:
             message = jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValidationError as exc:
-            parse = any(e['type'] == 'json_invalid' for e in exc.errors())
-            error = ErrorData(code=PARSE_ERROR, message='Parse error') if parse else None
-            error = error or ErrorData(code=INVALID_REQUEST, message='Invalid Request')
-            await replies.send(SessionMessage(JSONRPCError(jsonrpc='2.0', id=None, error=error)))
+            await out.line(_refusal(line, any(e['type'] == 'json_invalid' for e in exc.errors())))
             return
         if isinstance(message, JSONRPCRequest):
             calls.start(message.id)
@@ -288,16 +396,16 @@ async def _serve(
         await to_server.send(SessionMessage(message))
 
     async def read() -> None:
-        async with to_server, replies:
-            for line in replay:
-                await feed(line)
-            async for line in reader:
-                await feed(line)
-            with anyio.move_on_after(drain_seconds):
+        async with to_server, lines:
+            with stop_reading:
+                for line in replay:
+                    await feed(line)
+                async for line in lines:
+                    await feed(line)
+            with anyio.move_on_after(SHUTDOWN_GRACE_SECONDS if stopping else drain_seconds):
                 await calls.idle()
 
     async def write() -> None:
-        broken = False
         async with from_server:
             async for session_message in from_server:
                 message = session_message.message
@@ -308,17 +416,40 @@ async def _serve(
                         if isinstance(message, JSONRPCError):
                             print(f'MCP handshake replay failed: {message.error.message}', file=sys.stderr)
                         continue
-                if broken:
-                    continue
-                data = message.model_dump_json(by_alias=True, exclude_unset=True)
-                try:
-                    await writer.write(data.encode() + b'\n')
-                    await writer.flush()
-                except OSError:  # the client closed its end: runs go on (they are in the ledger)
-                    broken = True
-                    calls.abandon()
+                await out.line(message.model_dump_json(by_alias=True, exclude_unset=True).encode())
+
+    async def on_signals() -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                if stopping:  # a second signal: no more waiting
+                    _give_up(f'{_signal_name(signum)} again')
+                stopping.append(signum)
+                name = _signal_name(signum)
+                sys.stderr.write(f'Perplexity MCP server: {name}, handing off the calls in flight and shutting down\n')
+                sys.stderr.flush()
+                watchdog = threading.Timer(SHUTDOWN_DEADLINE_SECONDS, _give_up, args=('still not shut down',))
+                watchdog.daemon = True
+                watchdog.start()
+                drain.start()
+                stop_reading.cancel()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(read)
+        tg.start_soon(on_signals)
         tg.start_soon(write)
-        await lowlevel.run(server_in, server_out, lowlevel.create_initialization_options())
+        async with anyio.create_task_group() as serving:
+            serving.start_soon(read)
+            await runner.run(server_in, server_out, runner.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f'signal {sig}'
+
+
+def _give_up(why: str) -> None:
+    sys.stderr.write(f'Perplexity MCP server: {why}, exiting now\n')
+    sys.stderr.flush()
+    os._exit(1)

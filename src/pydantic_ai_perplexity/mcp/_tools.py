@@ -9,7 +9,6 @@ imported on the first tool call, in a worker thread, never at start-up.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, Required
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 from typing_extensions import TypedDict
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from ..researcher import Researcher
     from ..results import Progress, ResearchResult
 
-__all__ = ('DEFAULT_WAIT_SECONDS', 'SERVER_NAME', 'Drain', 'build_server', 'caller_of', 'handshake_snapshot')
+__all__ = ('DEFAULT_WAIT_SECONDS', 'SERVER_NAME', 'Drain', 'build_server', 'caller_of')
 
 _log = logging.getLogger('pydantic_ai_perplexity.mcp')
 _T = TypeVar('_T')
@@ -268,10 +267,9 @@ def peer_cancelled(ctx: Context[Any, Any]) -> bool:
     The SDK records it on the request's dispatch context, which `MCPServer`'s `Context` does not expose yet; if
     that ever moves, this answers False and the run simply goes on (it is never cancelled by mistake).
     """
-    session = ctx.request_context.session
-    outbound = getattr(session, '_request_outbound', None)
-    event = getattr(outbound, 'cancel_requested', None)
-    return isinstance(event, anyio.Event) and event.is_set()
+    from ._sdk import cancel_requested
+
+    return cancel_requested(ctx.request_context.session)
 
 
 def _reporter(ctx: Context[Any, Any]) -> Callable[[Progress, str], Awaitable[None]]:
@@ -450,13 +448,16 @@ def build_server(
         mime_type='application/json',
     )
     async def run(response_id: str) -> str:
+        from ..errors import NotFoundError
         from ..results import ResearchResult
 
         try:
             r = await runtime.researcher()
             response = await r.client.retrieve(_check_id(response_id))
         except Exception as exc:
-            raise ResourceError(error_text(exc)) from None
+            # An id that is empty or names no run is the client's to fix: invalid params (-32602), with the reason.
+            unknown = isinstance(exc, NotFoundError | InvalidArgumentError)
+            raise (ResourceNotFoundError if unknown else ResourceError)(error_text(exc)) from None
         return ResearchResult.from_response(response).model_dump_json(indent=2)
 
     return server
@@ -484,55 +485,3 @@ def _check_id(response_id: str) -> str:
             'response_id is empty: pass the id a research call handed back, like "resp_...".', argument='response_id'
         )
     return value
-
-
-# -- the handshake snapshot the stdio front answers from ---------------------------------------------------------
-
-
-async def handshake_snapshot() -> dict[str, Any]:
-    """What this server answers to `initialize` and the first `tools/list`, per handshake protocol version.
-
-    The stdio entry point answers those two requests from this snapshot (shipped as `_handshake.json`) while
-    the MCP SDK is still importing, so a client gets the tool list in tens of milliseconds; the SDK serves
-    everything after. `tests/mcp` checks the shipped file against this function.
-    """
-    from mcp.shared.message import SessionMessage
-    from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
-
-    server = build_server()
-    lowlevel = server._lowlevel_server  # pyright: ignore[reportPrivateUsage]  (the SDK's own Client does the same)
-    versions: dict[str, Any] = {}
-    for version in HANDSHAKE_PROTOCOL_VERSIONS:
-        to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](8)
-        server_out, from_server = anyio.create_memory_object_stream[SessionMessage](8)
-        answers: dict[str, Any] = {}
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(lowlevel.run, server_in, server_out, lowlevel.create_initialization_options())
-            client = {'name': 'snapshot', 'version': '0'}
-            init_params = {'protocolVersion': version, 'capabilities': {}, 'clientInfo': client}
-            requests = [
-                JSONRPCRequest(jsonrpc='2.0', id=1, method='initialize', params=init_params),
-                JSONRPCNotification(jsonrpc='2.0', method='notifications/initialized'),
-                JSONRPCRequest(jsonrpc='2.0', id=2, method='tools/list'),
-            ]
-            for message in requests:
-                await to_server.send(SessionMessage(message))
-                if isinstance(message, JSONRPCRequest):
-                    reply = (await from_server.receive()).message
-                    assert isinstance(reply, JSONRPCResponse), reply
-                    answers[message.method] = json.loads(reply.model_dump_json(by_alias=True, exclude_unset=True))[
-                        'result'
-                    ]
-            await to_server.aclose()
-        await from_server.aclose()
-        versions[version] = answers
-    return {'latest': LATEST_HANDSHAKE_VERSION, 'versions': versions}
-
-
-def write_handshake_snapshot(path: Path | None = None) -> Path:
-    """Regenerate `_handshake.json` after changing a tool, the instructions or the version."""
-    target = path or Path(__file__).with_name('_handshake.json')
-    snapshot = anyio.run(handshake_snapshot)
-    target.write_text(json.dumps(snapshot, indent=1, ensure_ascii=False) + '\n', encoding='utf-8')
-    return target
