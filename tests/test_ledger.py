@@ -244,7 +244,7 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
             ledger.record_start(run('resp_m'))
     applied = raw_rows(target, 'SELECT name, applied_at FROM _migrations ORDER BY name')
     names = [fn.__name__ for fn in MIGRATIONS]
-    assert [name for name, _ in applied] == names == ['m001_initial', 'm002_runs_caller']
+    assert [name for name, _ in applied] == names == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request']
     assert len(names) == SCHEMA_VERSION
     applied_at = applied[0][1]
     if isinstance(applied_at, str):
@@ -881,7 +881,7 @@ def test_warnings_turned_into_errors_still_never_reach_the_caller(
     assert SECRET not in caplog.text
 
 
-def test_a_write_lock_held_too_long_loses_one_entry_and_later_calls_recover(
+def test_a_write_lock_held_too_long_keeps_the_entry_and_stores_it_once_the_lock_is_free(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_sqlite, '_BUSY_TIMEOUT_MS', 20)
@@ -896,11 +896,14 @@ def test_a_write_lock_held_too_long_loses_one_entry_and_later_calls_recover(
                 ledger.reserve(run('resp_capped'), cap_usd=100.0)
             assert ledger.healthy  # contention is not a lasting failure
             assert ledger.get('resp_before') is not None  # readers are not blocked by the writer in WAL
+            health = ledger.health()
+            assert (health.status, health.waiting) == ('degraded', 1)
             holder.execute('COMMIT')
         finally:
             holder.close()
-        ledger.record_start(run('resp_after'))
-        assert {r.response_id for r in ledger.list()} == {'resp_before', 'resp_after'}
+        ledger.record_start(run('resp_after'))  # the kept entry is stored first, then this one
+        assert [r.response_id for r in ledger.list()] == ['resp_after', 'resp_lost', 'resp_before']
+        assert ledger.health().status == 'ok'
 
 
 # --- failure policy on PostgreSQL -----------------------------------------------------------------------------------

@@ -9,13 +9,10 @@ is false, to be collected later by `response_id` from any process.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
 import os
-import queue
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -40,7 +37,7 @@ from .errors import (
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
-from .ledger import RESERVED, Ledger, Origin, RunRecord, estimate_cost
+from .ledger import RESERVED, Ledger, Origin, Recorder, RunRecord, estimate_cost
 from .results import Progress, ProgressTracker, ResearchResult
 from .settings import Settings
 
@@ -142,46 +139,6 @@ class _Run:
     trace: tracing.RunTrace = tracing.NO_TRACE
 
 
-class _Recorder:
-    """Applies ledger writes in order on one daemon thread, so an fsync never sits in a research call's path.
-
-    Writes are queued after the run is known (bind, status changes, the final record); the budget reservation,
-    which must finish before a run starts, does not go through here. `flush` waits for the queue to drain and is
-    called before every ledger read and on close, so readers see their own writes.
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Callable[[], Any] | threading.Event | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._work, name='pplx-ledger-recorder', daemon=True)
-        self._thread.start()
-        # A script that never closes its researcher still gets its last writes recorded at exit.
-        atexit.register(self.close)
-
-    def submit(self, write: Callable[[], Any]) -> None:
-        self._queue.put(write)
-
-    def flush(self) -> None:
-        done = threading.Event()
-        self._queue.put(done)
-        done.wait()
-
-    def close(self) -> None:
-        atexit.unregister(self.close)
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join()
-
-    def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            if isinstance(item, threading.Event):
-                item.set()
-                continue
-            try:
-                item()
-            except Exception:  # the ledger degrades with its own warning; a write must not stop the queue
-                logger.debug('ledger write failed', exc_info=True)
-
-
 class Researcher:
     """Runs research on Perplexity's Agent API and keeps the ledger and budget; one per process is typical.
 
@@ -234,7 +191,7 @@ class Researcher:
             self._client = PerplexityClient(**self._client_settings)
         self._users = 0
         self._lock = anyio.Lock()
-        self._recorder: _Recorder | None = None
+        self._recorder: Recorder | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -589,7 +546,7 @@ class Researcher:
     def _record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Queue a ledger write; it runs in order on the recorder thread, never delaying the research call."""
         if self._recorder is None:
-            self._recorder = _Recorder()
+            self._recorder = Recorder()
         self._recorder.submit(functools.partial(fn, *args, **kwargs))
 
     async def _flush(self) -> None:

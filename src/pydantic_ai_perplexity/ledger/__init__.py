@@ -51,15 +51,19 @@ import os
 import re
 import threading
 import warnings
+import weakref
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from ..errors import ConfigurationError
-from ._engine import MIGRATIONS, SCHEMA_VERSION, Engine, EngineName, MigrationDB, migration
+from ._engine import MIGRATIONS, SCHEMA_VERSION, Engine, EngineName, Failure, MigrationDB, migration
 from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url
+from ._recorder import Recorder, track
 from ._records import (
     BUDGET_ENV,
     DEFAULT_EFFORT,
@@ -77,10 +81,11 @@ from ._records import (
     now,
     provisional_id,
     refusal,
+    storable_text,
     usd,
     validated_fields,
 )
-from ._sqlite import LEDGER_FILENAME, SQLiteEngine, default_ledger_path
+from ._sqlite import LEDGER_FILENAME, SQLiteEngine, default_ledger_path, private_mode_problem
 
 __all__ = (
     'BUDGET_ENV',
@@ -95,20 +100,26 @@ __all__ = (
     'BudgetUnenforceableError',
     'EngineName',
     'Ledger',
+    'LedgerHealth',
     'LedgerWarning',
     'MigrationDB',
     'Origin',
+    'Recorder',
     'RunRecord',
     'budget_from_env',
     'default_ledger_path',
     'estimate_cost',
     'is_provisional',
     'migration',
+    'private_mode_problem',
+    'process_health',
     'provisional_id',
 )
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
 _T = TypeVar('_T')
+#: Writes kept in memory, in order, while the store fails; beyond this the oldest are dropped (with a warning).
+BACKLOG_LIMIT = 1000
 _URL_SCHEME = re.compile(r'^([A-Za-z][A-Za-z0-9+.-]*)://')
 
 
@@ -141,11 +152,45 @@ def _engine_for(target: str | os.PathLike[str] | None) -> Engine:
     return SQLiteEngine(Path(target).expanduser())
 
 
+@dataclass(frozen=True)
+class LedgerHealth:
+    """Whether a ledger is storing what it is given: for `/healthz`, `doctor` and logs (never holds a password)."""
+
+    #: `ok`; `degraded` while writes fail (they are kept in memory and stored once the ledger works again);
+    #: `failed` after a lasting failure (nothing is recorded until the process restarts).
+    status: Literal['ok', 'degraded', 'failed']
+    #: Where the ledger is (a path, or a URL without its password).
+    where: str
+    #: Writes kept in memory, waiting for the store to work again.
+    waiting: int = 0
+    #: What failed last, while not `ok`.
+    problem: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The health as JSON-ready data."""
+        return {'status': self.status, 'where': self.where, 'waiting': self.waiting, 'problem': self.problem}
+
+
+_LEDGERS: weakref.WeakSet[Ledger] = weakref.WeakSet()
+_SEVERITY = {'ok': 0, 'degraded': 1, 'failed': 2}
+
+
+def process_health() -> LedgerHealth:
+    """The worst health among the ledgers of this process that have been used (`ok` if none is in trouble)."""
+    worst = LedgerHealth('ok', '')
+    for ledger in list(_LEDGERS):
+        health = ledger.health()
+        if _SEVERITY[health.status] > _SEVERITY[worst.status]:
+            worst = health
+    return worst
+
+
 class Ledger:
     """The run ledger: SQLite shared by the processes of a machine, or PostgreSQL shared by a team; and the budget.
 
     Cheap to construct: nothing is opened or created until first use. Safe to use from several threads, and after
-    `fork()`. Methods never raise for a broken ledger (see the module docstring): they warn once and degrade.
+    `fork()`. Methods never raise for a broken ledger (see the module docstring): they warn and degrade, keep the
+    writes they could not store, in order, and store them as soon as the ledger works again.
     """
 
     #: The SQLite file, or None for a PostgreSQL ledger.
@@ -162,11 +207,16 @@ class Ledger:
         self._engine = _engine_for(path)
         self.path = self._engine.path if isinstance(self._engine, SQLiteEngine) else None
         self._state = threading.Lock()
+        self._writes = threading.RLock()  # orders the backlog and the writes that must come after it
         self._pid = os.getpid()
-        self._problem: str | None = None
-        self._last_failure: str | None = None
-        self._warned = False
+        self._problem: str | None = None  # a lasting failure
+        self._failing: str | None = None  # the last failure, until a call succeeds with nothing waiting
+        self._warned = False  # warned in this episode of failures
+        self._dropped = 0
         self._pending: dict[str, RunRecord] = {}
+        self._backlog: deque[tuple[str, Callable[[Engine], object]]] = deque()
+        track(self)  # closed at interpreter exit, after every recorder has flushed
+        _LEDGERS.add(self)
 
     def __repr__(self) -> str:
         return f'Ledger({self.describe()!r}, healthy={self.healthy})'
@@ -199,19 +249,31 @@ class Ledger:
 
     @property
     def healthy(self) -> bool:
-        """False once a failure other than contention or an outage made the ledger degrade (it stays so)."""
+        """False once a lasting failure (a corrupt file, refused rights...) stopped the ledger (it stays so)."""
         return self._problem is None
+
+    def health(self) -> LedgerHealth:
+        """`ok`, `degraded` (writes are failing and kept in memory) or `failed`; first tries to store what waits."""
+        self._check_fork()
+        if self._backlog and self._problem is None:
+            with self._writes:
+                self._drain()
+        if self._problem is not None:
+            return LedgerHealth('failed', self.describe(), len(self._backlog), self._problem)
+        if self._backlog or self._failing is not None:
+            return LedgerHealth('degraded', self.describe(), len(self._backlog), self._failing)
+        return LedgerHealth('ok', self.describe())
 
     # --- public operations ------------------------------------------------------------------------------------------
 
     def check(self) -> bool:
         """Open the ledger now, if not yet, and say whether it works; for diagnostics such as `doctor`."""
-        opened = self._call('opening the ledger', lambda engine: engine.open() or True, False)
-        return opened and self.healthy
+        opened = self._read('opening the ledger', lambda engine: engine.open() or True, False)
+        return opened and self.health().status == 'ok'
 
     def record_start(self, record: RunRecord) -> None:
         """Record a run that has started; a row with the same `response_id` already there is kept as it is."""
-        self._call('recording a run', lambda engine: engine.insert(record), None)
+        self._write('recording a run', lambda engine: engine.insert(record))
 
     def update(self, response_id: str, /, **fields: Any) -> None:
         """Set fields of a recorded run (status, model, counts, tokens, cost, error…) and its `updated_at`.
@@ -220,62 +282,89 @@ class Ledger:
             TypeError: a field `RunRecord` does not have, or one that is not updatable, or a value of the wrong type.
         """
         values = validated_fields(fields)
-        self._call('updating a run', lambda engine: engine.update(response_id, values, now()), None)
+        key = storable_text(response_id)
+        at = now()
+        self._write('updating a run', lambda engine: engine.update(key, values, at))
 
     def get(self, response_id: str) -> RunRecord | None:
         """The recorded run with this `response_id` (or reservation key), or None."""
-        return self._call('reading a run', lambda engine: engine.get(response_id), None)
+        key = storable_text(response_id)
+        return self._read('reading a run', lambda engine: engine.get(key), None)
 
     def list(
-        self, *, status: str | None = None, origin: str | None = None, caller: str | None = None, limit: int = 20
+        self,
+        *,
+        status: str | tuple[str, ...] | None = None,
+        origin: str | None = None,
+        caller: str | None = None,
+        request_id: str | None = None,
+        limit: int = 20,
     ) -> list[RunRecord]:
-        """Recorded runs, newest first, optionally only those with this status, origin or caller."""
-        return self._call(
+        """Recorded runs, newest first, optionally only those with this status (or any of a tuple of them), origin,
+        caller or JSON-RPC request id."""
+        status = tuple(map(storable_text, status)) if isinstance(status, tuple) else _clean(status)
+        origin, caller, request_id = _clean(origin), _clean(caller), _clean(request_id)
+        return self._read(
             'listing runs',
-            lambda engine: engine.list(status=status, origin=origin, caller=caller, limit=limit),
+            lambda engine: engine.list(status=status, origin=origin, caller=caller, request_id=request_id, limit=limit),
             [],
         )
 
-    def spent_usd(self, *, since: datetime | None = None, caller: str | None = None) -> float:
+    def find_by_request(self, caller: str | None, request_id: str | int) -> RunRecord | None:
+        """The newest run that `caller` started with this JSON-RPC request id (e.g. to cancel it), or None."""
+        found = self.list(caller=caller, request_id=str(request_id), limit=1)
+        return found[0] if found and found[0].caller == caller else None
+
+    def spent_usd(
+        self,
+        *,
+        since: datetime | None = None,
+        caller: str | None = None,
+        emulated: bool | None = None,
+        api: str | None = None,
+    ) -> float:
         """Recorded spend in USD: each run's actual cost when known, else its estimate (failed and cancelled too).
 
         `since` counts only runs created at or after it (a naive datetime is taken as UTC); `caller` only the runs
-        that caller started.
+        that caller started; `emulated` only emulated (True) or only real (False) runs; `api` only runs sent to that
+        API (host and port).
         """
-        return self._call('reading the spend', lambda engine: engine.spent(since=since, caller=caller), 0.0)
+        caller, api = _clean(caller), _clean(api)
+        return self._read(
+            'reading the spend',
+            lambda engine: engine.spent(since=since, caller=caller, emulated=emulated, api=api),
+            0.0,
+        )
 
     def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None = None) -> str:
         """Check the budget and record the run in one transaction; return the key the row is stored under.
 
         The row is stored under `record.response_id` (by default a provisional key) with status `'reserved'`,
-        only if the spend (since `since`, if given) plus `record.estimate_usd` fits `cap_usd`. No cap: always stored.
-        Follow with `bind()` once the API gave the run its id, or `release()` if no run was started.
+        only if the spend (since `since`, if given) plus `record.estimate_usd` fits `cap_usd`. The spend counted is
+        that of the runs as emulated as `record`: emulated runs never use up a budget for the real API. No cap:
+        always stored. Follow with `bind()` once the API gave the run its id, or `release()` if no run was started.
 
         Raises:
             BudgetExceededError: the run does not fit the cap; nothing was recorded.
             BudgetUnenforceableError: a cap is set and the ledger is not working, so the spend is unknown.
         """
         reserved = record.model_copy(update={'status': RESERVED})
-        outcome = self._call(
-            'reserving budget for a run',
-            lambda engine: ('refused', engine.reserve(reserved, cap_usd=cap_usd, since=since)),
-            ('failed', None),
-        )
-        match outcome:
-            case ('refused', float(spent)) if cap_usd is not None:
-                raise refusal(record, spent, cap_usd)
-            case ('failed', _) if cap_usd is not None:
+        if cap_usd is None:
+            self._write(
+                'reserving budget for a run', lambda engine: engine.reserve(reserved, cap_usd=None, since=since)
+            )
+        else:
+            reason = self._reserve_capped(reserved, cap_usd, since)
+            if reason is not None:
                 raise BudgetUnenforceableError(
                     f'The budget cap of {usd(cap_usd)} cannot be enforced: the run ledger at {self.describe()} is not '
-                    f'working ({self._problem or self._last_failure or "it could not be reached"}), so the recorded '
-                    f'spend is unknown. The run was not started. {self._engine.unenforceable_fix()}, or run without '
-                    f'a cap (`budget_usd=None` and {BUDGET_ENV} unset).',
+                    f'working ({reason}), so the recorded spend is unknown. The run was not started. '
+                    f'{self._engine.unenforceable_fix()}, or run without a cap (`budget_usd=None` and {BUDGET_ENV} '
+                    f'unset).',
                     spent_usd=math.nan,
                     cap_usd=cap_usd,
                     estimate_usd=record.estimate_usd,
                 )
-            case _:
-                pass
         with self._state:
             self._pending[reserved.response_id] = reserved
         return reserved.response_id
@@ -290,68 +379,184 @@ class Ledger:
         """
         values = validated_fields(fields)
         values.setdefault('status', 'queued')
+        token, key, at = storable_text(token), storable_text(response_id), now()
         with self._state:
             pending = self._pending.pop(token, None)
-        self._call(
-            'binding a reservation to its run',
-            lambda engine: engine.bind(token, response_id, pending, values, now()),
-            None,
-        )
+        self._write('binding a reservation to its run', lambda engine: engine.bind(token, key, pending, values, at))
 
     def release(self, token: str) -> None:
         """Drop a reservation whose create started no run, giving its estimate back to the budget."""
+        token = storable_text(token)
         with self._state:
             self._pending.pop(token, None)
-        self._call('releasing a reservation', lambda engine: engine.release(token), None)
+        self._write('releasing a reservation', lambda engine: engine.release(token))
 
     def close(self) -> None:
-        """Close this process's connections; a later call opens them again."""
+        """Store what waits (one more try), then close this process's connections; a later call opens them again."""
         self._check_fork()
+        if self._backlog and self._problem is None:
+            with self._writes:
+                if not self._drain():
+                    _log.warning(
+                        'The run ledger at %s is closing with %d entries it could not store (%s); they are lost.',
+                        self.describe(),
+                        len(self._backlog),
+                        self._failing,
+                    )
         self._engine.close()
 
     # --- machinery --------------------------------------------------------------------------------------------------
 
     def _check_fork(self) -> None:
         # After fork the child must neither use nor close the parent's connections; the engine drops them without
-        # touching them and the child opens its own. Locks may have been held by threads that do not exist here.
+        # touching them and the child opens its own. Locks may have been held by threads that do not exist here, and
+        # what waits to be stored is the parent's to store.
         if self._pid != os.getpid():
             self._state = threading.Lock()
+            self._writes = threading.RLock()
+            self._backlog = deque()
             self._engine.after_fork()
             self._pid = os.getpid()
 
-    def _call(self, action: str, op: Callable[[Engine], _T], default: _T) -> _T:
+    def _read(self, action: str, op: Callable[[Engine], _T], default: _T) -> _T:
         self._check_fork()
         if self._problem is not None:
             return default
+        if self._backlog:  # readers see what was written before them, once the store takes it
+            with self._writes:
+                self._drain()
         try:
-            return op(self._engine)
+            result = op(self._engine)
         except Exception as exc:
-            self._degrade(action, exc)
+            self._report(action, self._engine.failure(action, exc), kept=False)
             return default
+        if not self._backlog:
+            self._recovered()
+        return result
 
-    def _degrade(self, action: str, exc: Exception) -> None:
-        failure = self._engine.failure(action, exc)
+    def _write(self, action: str, op: Callable[[Engine], object]) -> None:
+        self._check_fork()
+        if self._problem is not None:
+            return
+        if self._backlog:
+            with self._writes:
+                if self._backlog and not self._drain():
+                    self._keep(action, op)  # after the others, so the order of writes holds
+                    return
+        try:
+            op(self._engine)
+        except Exception as exc:
+            failure = self._engine.failure(action, exc)
+            kept = failure.retry and not failure.lasting
+            if kept:
+                with self._writes:
+                    self._keep(action, op)
+            self._report(action, failure, kept=kept)
+            return
+        if not self._backlog:
+            self._recovered()
+
+    def _reserve_capped(self, record: RunRecord, cap_usd: float, since: datetime | None) -> str | None:
+        """Reserve under a cap; the reason the spend is unknown, or None once stored (raises if it does not fit)."""
+        self._check_fork()
+        if self._problem is None and self._backlog:
+            with self._writes:
+                self._drain()
+        if self._problem is not None:
+            return self._problem
+        if self._backlog:
+            return f'{len(self._backlog)} earlier entries are waiting to be stored: {self._failing}'
+        try:
+            spent = self._engine.reserve(record, cap_usd=cap_usd, since=since)
+        except Exception as exc:
+            failure = self._engine.failure('reserving budget for a run', exc)
+            self._report('reserving budget for a run', failure, kept=False)
+            return failure.summary
+        self._recovered()
+        if spent is not None:
+            raise refusal(record, spent, cap_usd)
+        return None
+
+    def _drain(self) -> bool:
+        """Store the kept writes in order (caller holds `_writes`); whether none is left."""
+        while self._backlog and self._problem is None:
+            action, op = self._backlog[0]
+            try:
+                op(self._engine)
+            except Exception as exc:
+                failure = self._engine.failure(action, exc)
+                if failure.retry and not failure.lasting:
+                    self._failing = failure.summary
+                    _log.debug('the run ledger still cannot store its %d kept entries: %s', len(self._backlog), exc)
+                    return False
+                self._backlog.popleft()
+                self._report(action, failure, kept=False)
+                continue
+            self._backlog.popleft()
+        if self._problem is not None:
+            self._backlog.clear()
+            return False
+        return True
+
+    def _keep(self, action: str, op: Callable[[Engine], object]) -> None:
+        self._backlog.append((action, op))
+        if len(self._backlog) > BACKLOG_LIMIT:
+            self._backlog.popleft()
+            self._dropped += 1
+            if self._dropped == 1 or self._dropped % BACKLOG_LIMIT == 0:
+                _log.warning(
+                    'The run ledger at %s has kept %d entries it could not store; the oldest are being dropped '
+                    '(%d so far). %s',
+                    self.describe(),
+                    BACKLOG_LIMIT,
+                    self._dropped,
+                    self._failing,
+                )
+
+    def _recovered(self) -> None:
+        if self._failing is None and not self._warned:
+            return
+        with self._state:
+            was, self._failing, self._warned = self._failing, None, False
+        if was is not None:
+            _log.info('The run ledger at %s works again (it had failed: %s).', self.describe(), was)
+
+    def _report(self, action: str, failure: Failure, *, kept: bool) -> None:
         with self._state:
             if failure.lasting:
                 self._problem = failure.summary
+            if failure.retry or failure.lasting:
+                self._failing = failure.summary
+                warned, self._warned = self._warned, True
             else:
-                self._last_failure = failure.summary
-            warned, self._warned = self._warned, True
+                warned = True  # one entry that can never be stored: logged, the ledger itself is fine
         if failure.lasting:
             self._engine.close()
             lost = 'from now on nothing is recorded or read here (until the process restarts)'
+        elif not failure.retry:
+            lost = 'this one entry cannot be stored (other entries are not affected)'
+        elif kept:
+            lost = (
+                f'the entry is kept in memory (in order, up to {BACKLOG_LIMIT} entries) and stored as soon as the '
+                f'ledger works again; later calls try again'
+            )
         else:
-            lost = 'this one call was skipped (an entry it was writing is lost; later calls try again)'
+            lost = 'this call got nothing from the ledger; later calls try again'
         message = (
             f'The run ledger at {self.describe()} is not working: {action} failed ({failure.cause}). Research goes on, '
             f'but {lost}, so run history (listing runs, collecting them from other processes) and spend tracking for '
-            f'the budget are incomplete. '
+            f'the budget are incomplete meanwhile. '
             f'{failure.fix}'
         )
         if warned:
-            _log.debug('%s', message)
+            log = _log.warning if not (failure.retry or failure.lasting) else _log.debug
+            log('%s', message)
             return
         try:
             warnings.warn(message, LedgerWarning, stacklevel=4)
         except Exception:  # warnings turned into errors: a ledger failure must still never reach the caller
             _log.warning('%s', message)
+
+
+def _clean(value: str | None) -> str | None:
+    return storable_text(value) if value is not None else None

@@ -18,7 +18,7 @@ EngineName = Literal['sqlite', 'postgres']
 class Failure:
     """How an engine reads an exception that a ledger operation raised; no field ever holds a password."""
 
-    #: True: the ledger stops for the life of the instance (`healthy` False). False: only this call is lost.
+    #: True: the ledger stops for the life of the instance (`healthy` False). False: only this call failed.
     lasting: bool
     #: What went wrong, for the warning's parenthesis.
     cause: str
@@ -26,6 +26,9 @@ class Failure:
     fix: str
     #: What went wrong in a few words, for `BudgetUnenforceableError` (and `_problem` when lasting).
     summary: str
+    #: True: the store failed (full, locked, I/O, unreachable), so a write is kept and tried again later. False: the
+    #: value itself cannot be stored, so trying again cannot help.
+    retry: bool = True
 
 
 class Engine(abc.ABC):
@@ -61,16 +64,29 @@ class Engine(abc.ABC):
         """The row with this key, or None."""
 
     @abc.abstractmethod
-    def list(self, *, status: str | None, origin: str | None, caller: str | None, limit: int) -> list[RunRecord]:
-        """Rows newest first (ties: last inserted first), filtered by the arguments that are not None."""
+    def list(
+        self,
+        *,
+        status: str | tuple[str, ...] | None,
+        origin: str | None,
+        caller: str | None,
+        request_id: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
+        """Rows newest first (ties: last inserted first), filtered by the arguments that are not None.
+
+        A tuple of statuses matches any of them.
+        """
 
     @abc.abstractmethod
-    def spent(self, *, since: datetime | None, caller: str | None) -> float:
-        """The sum over rows of `cost_usd` when known, else `estimate_usd`."""
+    def spent(self, *, since: datetime | None, caller: str | None, emulated: bool | None, api: str | None) -> float:
+        """The sum over rows of `cost_usd` when known, else `estimate_usd`, filtered by the arguments not None."""
 
     @abc.abstractmethod
     def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
         """In one transaction: read the spend and insert `record` only if it fits `cap_usd`.
+
+        The spend read is that of the runs as emulated as `record` (emulated runs never count against the real API).
 
         Returns None when the row is stored (or already was), else the spend that left no room (nothing stored).
         """
@@ -191,6 +207,21 @@ def m001_initial(db: MigrationDB) -> None:
 def m002_runs_caller(db: MigrationDB) -> None:
     # Spend and history per caller (`spent_usd(caller=...)`, `list(caller=...)`) on a shared ledger.
     db.execute('CREATE INDEX runs_caller ON runs (caller, created_at)')
+
+
+@migration
+def m003_runs_api_emulated_request(db: MigrationDB) -> None:
+    # Which API a run went to and whether it was emulated (emulated runs never count against the real API's budget),
+    # and the caller's JSON-RPC request id, so that a cancel arriving at any instance finds the run.
+    if db.engine == 'sqlite':
+        db.execute('ALTER TABLE runs ADD COLUMN api TEXT')
+        db.execute('ALTER TABLE runs ADD COLUMN emulated INTEGER NOT NULL DEFAULT 0')
+        db.execute('ALTER TABLE runs ADD COLUMN request_id TEXT')
+    else:
+        db.execute('ALTER TABLE runs ADD COLUMN api text')
+        db.execute('ALTER TABLE runs ADD COLUMN emulated boolean NOT NULL DEFAULT false')
+        db.execute('ALTER TABLE runs ADD COLUMN request_id text')
+    db.execute('CREATE INDEX runs_request ON runs (caller, request_id)')
 
 
 #: The schema version a database reaches once every migration is applied (`PRAGMA user_version` on SQLite, the

@@ -67,7 +67,7 @@ _ABANDONED: list[Any] = []  # a forked child's copies of the parent's connection
 
 _COLUMN_LIST: Final = (
     'response_id, created_at, updated_at, query, effort, model, status, origin, sources, cited, input_tokens, '
-    'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller'
+    'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller, api, emulated, request_id'
 )
 _SELECT: Final = 'SELECT ' + _COLUMN_LIST + ' FROM runs'  # noqa: S608 (constant column names)
 _INSERT: Final = (
@@ -75,8 +75,8 @@ _INSERT: Final = (
     + _COLUMN_LIST
     + ') VALUES (%(response_id)s, %(created_at)s, %(updated_at)s, %(query)s, '
     '%(effort)s, %(model)s, %(status)s, %(origin)s, %(sources)s, %(cited)s, %(input_tokens)s, %(output_tokens)s, '
-    '%(cost_usd)s, %(estimate_usd)s, %(error)s, %(trace_id)s, %(span_id)s, %(caller)s) '
-    'ON CONFLICT (response_id) DO NOTHING'
+    '%(cost_usd)s, %(estimate_usd)s, %(error)s, %(trace_id)s, %(span_id)s, %(caller)s, %(api)s, %(emulated)s, '
+    '%(request_id)s) ON CONFLICT (response_id) DO NOTHING'
 )
 _SPENT_SUM: Final = 'COALESCE(SUM(COALESCE(cost_usd, estimate_usd)), 0)'  # float8, as SQLite's TOTAL() of REAL
 _SPENT: Final = 'SELECT ' + _SPENT_SUM + ' FROM runs'  # noqa: S608 (constant SQL)
@@ -84,7 +84,9 @@ _SPENT: Final = 'SELECT ' + _SPENT_SUM + ' FROM runs'  # noqa: S608 (constant SQ
 #: whether the key is stored already (an earlier attempt whose commit was acknowledged too late), and the insert, made
 #: only if neither that nor the cap forbids it. The values are cast: in `INSERT ... SELECT` they take no type from
 #: the columns.
-_RESERVE_HEAD: Final = 'WITH spend AS (SELECT ' + _SPENT_SUM + ' AS spent FROM runs'  # noqa: S608 (constant SQL)
+_RESERVE_HEAD: Final = (
+    'WITH spend AS (SELECT ' + _SPENT_SUM + ' AS spent FROM runs WHERE emulated = %(emulated)s::boolean'  # noqa: S608
+)
 _RESERVE_TAIL: Final = (
     '), present AS (SELECT EXISTS (SELECT 1 FROM runs WHERE response_id = %(response_id)s) AS stored), '  # noqa: S608
     'added AS (INSERT INTO runs ('
@@ -92,7 +94,8 @@ _RESERVE_TAIL: Final = (
     + ') SELECT %(response_id)s::text, %(created_at)s::timestamptz, %(updated_at)s::timestamptz, %(query)s::text, '
     '%(effort)s::text, %(model)s::text, %(status)s::text, %(origin)s::text, %(sources)s::bigint, %(cited)s::bigint, '
     '%(input_tokens)s::bigint, %(output_tokens)s::bigint, %(cost_usd)s::float8, %(estimate_usd)s::float8, '
-    '%(error)s::text, %(trace_id)s::text, %(span_id)s::text, %(caller)s::text FROM spend, present '
+    '%(error)s::text, %(trace_id)s::text, %(span_id)s::text, %(caller)s::text, %(api)s::text, %(emulated)s::boolean, '
+    '%(request_id)s::text FROM spend, present '
     'WHERE NOT present.stored AND spend.spent + %(estimate_usd)s::float8 <= %(_cap)s::float8 + %(_epsilon)s::float8 '
     'ON CONFLICT (response_id) DO NOTHING RETURNING 1) '
     'SELECT spend.spent, present.stored, EXISTS (SELECT 1 FROM added) FROM spend, present'
@@ -332,10 +335,21 @@ class PostgresEngine(Engine):
 
         return self._run(op)
 
-    def list(self, *, status: str | None, origin: str | None, caller: str | None, limit: int) -> list[RunRecord]:
+    def list(
+        self,
+        *,
+        status: str | tuple[str, ...] | None,
+        origin: str | None,
+        caller: str | None,
+        request_id: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
         where: list[LiteralString] = []
         params: list[Any] = []
-        if status is not None:
+        if isinstance(status, tuple):
+            where.append('status = ANY(%s)')
+            params.append(list(status))
+        elif status is not None:
             where.append('status = %s')
             params.append(status)
         if origin is not None:
@@ -344,6 +358,9 @@ class PostgresEngine(Engine):
         if caller is not None:
             where.append('caller = %s')
             params.append(caller)
+        if request_id is not None:
+            where.append('request_id = %s')
+            params.append(_text(request_id))
         clause: LiteralString = ' WHERE ' + ' AND '.join(where) if where else ''
         sql = _SELECT + clause + ' ORDER BY created_at DESC, seq DESC LIMIT %s'
         params.append(max(limit, 0))
@@ -353,15 +370,15 @@ class PostgresEngine(Engine):
 
         return self._run(op)
 
-    def spent(self, *, since: datetime | None, caller: str | None) -> float:
-        return self._run(lambda conn: _spent(conn, since, caller))
+    def spent(self, *, since: datetime | None, caller: str | None, emulated: bool | None, api: str | None) -> float:
+        return self._run(lambda conn: _spent(conn, since, caller, emulated, api))
 
     def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
         row = _row(record)
         if cap_usd is None:  # nothing to check: no lock
             self._run(lambda conn: conn.execute(_INSERT, row))
             return None
-        window: LiteralString = ' WHERE created_at >= %(_since)s' if since is not None else ''
+        window: LiteralString = ' AND created_at >= %(_since)s' if since is not None else ''
         query = _RESERVE_HEAD + window + _RESERVE_TAIL
         params = {**row, '_cap': cap_usd, '_epsilon': EPSILON_USD, '_since': in_utc(since) if since else None}
 
@@ -460,7 +477,10 @@ class PostgresEngine(Engine):
         with self._lock:
             if self._pool is None:
                 self._pool = _Pool(self._connect, _POOL_SIZE)
+                # Closes idle connections only (one in use is closed when it comes back); never at exit, where the
+                # ledger closes after its queued writes have landed (see `_recorder`).
                 self._finalizer = weakref.finalize(self, _close_pool, self._pool, self._pid)
+                self._finalizer.atexit = False
             pool = self._pool
         if time.monotonic() < self._down_until:
             raise _ServerDown(self._down_reason)
@@ -506,6 +526,14 @@ class PostgresEngine(Engine):
 
     def failure(self, action: str, exc: Exception) -> Failure:
         detail = f'{type(exc).__name__}: {self.scrub(str(exc))}'
+        if isinstance(exc, UnicodeError | OverflowError) or _is_bad_value(exc):
+            return Failure(
+                lasting=False,
+                cause=f'a value the server would not store: {detail}',
+                fix='This entry cannot be stored as it is; other entries are not affected.',
+                summary=f'{action} failed: {detail}',
+                retry=False,
+            )
         if isinstance(exc, DriverMissingError):
             return Failure(
                 lasting=True,
@@ -539,18 +567,35 @@ class PostgresEngine(Engine):
 
 
 def _is_transient(exc: BaseException) -> bool:
-    """An error that loses only this call: the server, the network or contention, or one value it could not store."""
+    """An error of the server, the network or contention: the call may work later."""
     try:
         import psycopg
     except ImportError:
         return False
-    return isinstance(exc, psycopg.OperationalError | psycopg.DataError)
+    return isinstance(exc, psycopg.OperationalError)
 
 
-def _spent_query(since: datetime | None, caller: str | None) -> tuple[LiteralString, list[Any]]:
+def _is_bad_value(exc: BaseException) -> bool:
+    """A value the server will never store (out of range, invalid text...): trying again cannot help."""
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    return isinstance(exc, psycopg.DataError | psycopg.errors.IntegrityError)
+
+
+def _spent_query(
+    since: datetime | None, caller: str | None, emulated: bool | None, api: str | None
+) -> tuple[LiteralString, list[Any]]:
     """The query of the spend, and its parameters."""
     where: list[LiteralString] = []
     params: list[Any] = []
+    if emulated is not None:
+        where.append('emulated = %s')
+        params.append(emulated)
+    if api is not None:
+        where.append('api = %s')
+        params.append(_text(api))
     if since is not None:
         where.append('created_at >= %s')
         params.append(in_utc(since))
@@ -561,8 +606,10 @@ def _spent_query(since: datetime | None, caller: str | None) -> tuple[LiteralStr
     return _SPENT + clause, params
 
 
-def _spent(conn: psycopg.Connection[Any], since: datetime | None, caller: str | None) -> float:
-    query, params = _spent_query(since, caller)
+def _spent(
+    conn: psycopg.Connection[Any], since: datetime | None, caller: str | None, emulated: bool | None, api: str | None
+) -> float:
+    query, params = _spent_query(since, caller, emulated, api)
     row = conn.execute(query, params).fetchone()
     return float(row[0]) if row is not None else 0.0
 

@@ -17,13 +17,14 @@ schema is created and upgraded by the registered migrations, recorded in `_migra
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import re
 import sqlite3
+import stat
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +45,16 @@ _NETWORK_FILESYSTEMS = frozenset(
     | {'fuse.glusterfs', 'fuse.ceph', 'fuse.rclone'}
 )
 _ABANDONED: list[sqlite3.Connection] = []  # inherited across fork: never closed in the child (see after_fork)
+#: SQLite's primary result codes of a store that may work again: INTERRUPT, BUSY, LOCKED, IOERR, FULL, CANTOPEN,
+#: PROTOCOL. A write that meets one is kept and tried again.
+_TRANSIENT_CODES = frozenset({4, 5, 6, 10, 13, 14, 15})
+#: ... and of a value the store will never take: TOOBIG, CONSTRAINT, MISMATCH, RANGE.
+_VALUE_CODES = frozenset({18, 19, 20, 25})
+#: OS errors of a full or failing disk (creating the directory or the file), which may be fixed while we run.
+_TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN, errno.EINTR})
+#: Modes of what the ledger creates: its questions are private to the user.
+DIRECTORY_MODE = 0o700
+FILE_MODE = 0o600
 
 _SELECT = f'SELECT {", ".join(COLUMNS)} FROM runs'  # noqa: S608 (constant column names)
 _INSERT = (
@@ -89,6 +100,19 @@ def _filesystem_type(directory: str, mounts: str) -> str | None:
         if inside and len(mount) >= len(best):
             best, best_type = mount, parts[2]
     return best_type
+
+
+def private_mode_problem(path: Path) -> str | None:
+    """What makes the ledger at `path` readable by other users (its directory or files), or None."""
+    problems: list[str] = []
+    for each in (path.parent, path, path.with_name(path.name + '-wal'), path.with_name(path.name + '-shm')):
+        try:
+            mode = stat.S_IMODE(each.stat().st_mode)
+        except OSError:
+            continue
+        if mode & 0o077:
+            problems.append(f'{each} is {mode:04o}')
+    return '; '.join(problems) or None
 
 
 def _network_filesystem(directory: Path) -> str | None:
@@ -152,12 +176,6 @@ def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and _primary_code(exc) in {5, 6}  # BUSY, LOCKED
 
 
-def _close_connection(db: sqlite3.Connection, owner_pid: int) -> None:
-    if os.getpid() == owner_pid:
-        with contextlib.suppress(sqlite3.Error):
-            db.close()
-
-
 class _Refused(Exception):
     """The ledger refuses a location or a database it cannot use safely."""
 
@@ -172,7 +190,6 @@ class SQLiteEngine(Engine):
         self._lock = threading.RLock()
         self._pid = os.getpid()
         self._db: sqlite3.Connection | None = None
-        self._finalizer: weakref.finalize[..., Any] | None = None
 
     def describe(self) -> str:
         return str(self.path)
@@ -199,10 +216,22 @@ class SQLiteEngine(Engine):
 
         return self._run(op, write=False)
 
-    def list(self, *, status: str | None, origin: str | None, caller: str | None, limit: int) -> list[RunRecord]:
+    def list(
+        self,
+        *,
+        status: str | tuple[str, ...] | None,
+        origin: str | None,
+        caller: str | None,
+        request_id: str | None,
+        limit: int,
+    ) -> list[RunRecord]:
         where: list[str] = []
         params: list[Any] = []
-        for column, value in (('status', status), ('origin', origin), ('caller', caller)):
+        if isinstance(status, tuple):
+            where.append(f'status IN ({", ".join("?" for _ in status) or "NULL"})')
+            params.extend(status)
+            status = None
+        for column, value in (('status', status), ('origin', origin), ('caller', caller), ('request_id', request_id)):
             if value is not None:
                 where.append(f'{column} = ?')
                 params.append(value)
@@ -215,15 +244,15 @@ class SQLiteEngine(Engine):
 
         return self._run(op, write=False)
 
-    def spent(self, *, since: datetime | None, caller: str | None) -> float:
-        return self._run(lambda db: _spent(db, since, caller), write=False)
+    def spent(self, *, since: datetime | None, caller: str | None, emulated: bool | None, api: str | None) -> float:
+        return self._run(lambda db: _spent(db, since, caller, emulated, api), write=False)
 
     def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
         row = _row(record)
 
         def op(db: sqlite3.Connection) -> float | None:
             if cap_usd is not None:
-                spent = _spent(db, since, None)
+                spent = _spent(db, since, None, record.emulated, None)
                 if not fits(spent, record.estimate_usd, cap_usd):
                     return spent
             db.execute(_INSERT, row)
@@ -258,9 +287,6 @@ class SQLiteEngine(Engine):
 
     def close(self) -> None:
         with self._lock:
-            if self._finalizer is not None:
-                self._finalizer.detach()
-                self._finalizer = None
             if self._db is not None:
                 db, self._db = self._db, None
                 with contextlib.suppress(sqlite3.Error):
@@ -274,23 +300,24 @@ class SQLiteEngine(Engine):
         if self._db is not None:
             _ABANDONED.append(self._db)
             self._db = None
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
         self._pid = os.getpid()
 
     def _connection(self) -> sqlite3.Connection:
+        # No finalizer closes it: a connection another thread may be using must never be closed under it. When the
+        # engine is dropped, the connection closes itself once no thread holds it; at exit the ledger closes it after
+        # the queued writes have landed (see `_recorder`).
         if self._db is None:
             self._db = self._open()
-            self._finalizer = weakref.finalize(self, _close_connection, self._db, self._pid)
         return self._db
 
     def _open(self) -> sqlite3.Connection:
         directory = self.path.parent
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True, mode=DIRECTORY_MODE)  # private, when the ledger creates it
         fs_type = _network_filesystem(directory)
         if fs_type is not None:
             raise _Refused(f'{directory} is on a network filesystem ({fs_type}), where SQLite cannot share the file')
+        # Created here, private, before SQLite opens it: its -wal and -shm files then take the same mode.
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR | getattr(os, 'O_CLOEXEC', 0), FILE_MODE))
         db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
         try:
             db.execute(f'PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}')
@@ -328,6 +355,15 @@ class SQLiteEngine(Engine):
                     time.sleep(random.uniform(0.05, 0.25) * attempt)
 
     def failure(self, action: str, exc: Exception) -> Failure:
+        code = _primary_code(exc)
+        if isinstance(exc, UnicodeError | OverflowError | sqlite3.InterfaceError) or code in _VALUE_CODES:
+            return Failure(
+                lasting=False,
+                cause=f'a value it cannot store: {type(exc).__name__}: {exc}',
+                fix='This entry cannot be stored as it is; other entries are not affected.',
+                summary=f'{action} failed: {type(exc).__name__}: {exc}',
+                retry=False,
+            )
         if _is_busy(exc):
             return Failure(
                 lasting=False,
@@ -337,7 +373,18 @@ class SQLiteEngine(Engine):
                 fix='Look for a process holding a long transaction on the file (e.g. an open `sqlite3` shell).',
                 summary='its write lock stayed busy',
             )
-        if _primary_code(exc) in {11, 26}:  # CORRUPT, NOTADB
+        transient_os = isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS
+        if transient_os or (isinstance(exc, sqlite3.OperationalError) and code in _TRANSIENT_CODES):
+            return Failure(
+                lasting=False,
+                cause=str(exc) or type(exc).__name__,
+                fix=(
+                    f'Free space on the disk holding {self.path.parent} (or fix the disk); the ledger stores what it '
+                    f'kept as soon as it can write again.'
+                ),
+                summary=f'{action} failed: {type(exc).__name__}: {exc}',
+            )
+        if code in {11, 26}:  # CORRUPT, NOTADB
             fix = f'Move the file aside (a new ledger is then created), or set {STATE_DIR_ENV} to another directory.'
         else:
             fix = f'Make {self.path.parent} a writable local directory, or set {STATE_DIR_ENV} to one.'
@@ -352,15 +399,23 @@ class SQLiteEngine(Engine):
         return f'Point {STATE_DIR_ENV} at a writable local directory'
 
 
-def _spent(db: sqlite3.Connection, since: datetime | None, caller: str | None) -> float:
+def _spent(
+    db: sqlite3.Connection, since: datetime | None, caller: str | None, emulated: bool | None, api: str | None
+) -> float:
     where: list[str] = []
-    params: list[str] = []
+    params: list[str | int] = []
     if since is not None:
         where.append('created_at >= ?')
         params.append(_timestamp(since))
     if caller is not None:
         where.append('caller = ?')
         params.append(caller)
+    if emulated is not None:
+        where.append('emulated = ?')
+        params.append(int(emulated))
+    if api is not None:
+        where.append('api = ?')
+        params.append(api)
     clause = f' WHERE {" AND ".join(where)}' if where else ''
     sql = f'SELECT TOTAL(COALESCE(cost_usd, estimate_usd)) FROM runs{clause}'  # noqa: S608 (constant clauses)
     ((total,),) = db.execute(sql, params).fetchall()  # fetchall: the read ends with the call
