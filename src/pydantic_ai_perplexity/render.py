@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ._terminal import STRIPPED_CATEGORIES
 from .errors import (
     AuthenticationError,
     BadRequestError,
@@ -69,7 +70,7 @@ def sanitize(text: str) -> str:
     cleaned = ''.join(
         ch
         for ch in unicodedata.normalize('NFKC', text)
-        if ch in _KEEP_CONTROLS or unicodedata.category(ch) not in ('Cc', 'Cf', 'Co', 'Cs', 'Zl', 'Zp')
+        if ch in _KEEP_CONTROLS or unicodedata.category(ch) not in STRIPPED_CATEGORIES
     )
     cleaned = _DELIMITER_LIKE.sub('[delimiter removed]', cleaned)
     return _ANGLE_RUN.sub(lambda m: m.group(0)[0], cleaned)
