@@ -65,7 +65,7 @@ async def test_progress_is_reported_step_by_step(emulator: Emulator):
 async def test_a_long_run_hands_off_and_is_collected_later_by_another_researcher(emulator: Emulator, tmp_path: Path):
     ledger_path = tmp_path / 'shared.sqlite3'
     async with researcher_for(emulator, ledger=ledger_path, wait_seconds=0.05) as first:
-        handoff = await first.run('Survey of fusion pilot plants [[emulate: duration=200]]', effort='high')
+        handoff = await first.run('Survey of heat pumps in Europe [[emulate: duration=200]]', effort='high')
     assert not handoff.done and handoff.status in ('queued', 'in_progress')
     assert handoff.response_id.startswith('resp_')
     async with researcher_for(emulator, ledger=ledger_path, wait_seconds=30) as second:
@@ -73,7 +73,7 @@ async def test_a_long_run_hands_off_and_is_collected_later_by_another_researcher
         assert [rec.response_id for rec in listed] == [handoff.response_id]
         result = await second.collect(handoff.response_id)
     assert result.done and result.status == 'completed' and result.sources
-    assert result.query == 'Survey of fusion pilot plants [[emulate: duration=200]]'
+    assert result.query == 'Survey of heat pumps in Europe [[emulate: duration=200]]'
     with Ledger(ledger_path) as ledger:
         record = ledger.get(handoff.response_id)
     assert record is not None and record.status == 'completed'

@@ -131,7 +131,8 @@ def test_max_steps_and_tool_options_bound_the_work(client: httpx2.Client):
     capped = create(client, input='Mars rover samples', effort='medium', tools=[{'type': 'fetch_url', 'max_urls': 1}])
     fetched = [c for i in capped['output'] if i['type'] == 'fetch_url_results' for c in i['contents']]
     assert len(fetched) == 1
-    few = create(client, input='Mars rover samples', effort='fast', tools=[{'type': 'web_search', 'max_results': 2}])
+    # A question with four matching pages, so that max_results is what bounds the results.
+    few = create(client, input='AI Act obligations', effort='fast', tools=[{'type': 'web_search', 'max_results': 2}])
     assert len(result_ids(few)) == 2
     assert 'fetch_url_results' not in [i['type'] for i in few['output']]
     fetching = create(client, input='Mars rover samples', effort='fast', tools=[{'type': 'fetch_url'}])

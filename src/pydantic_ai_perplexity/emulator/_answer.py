@@ -9,6 +9,11 @@ from typing import Any
 
 __all__ = ('Cited', 'compose_answer', 'schema_instance', 'tokens', 'truncate_to_tokens')
 
+#: What the offline corpus is about, named when it has nothing on a question.
+CORPUS_TOPICS = (
+    'the EU AI Act, Python typing and async, renewable energy, space exploration, nutrition and sleep, '
+    'quantum computing, electric vehicles and AI agents'
+)
 #: Characters per token in the emulator's token estimate.
 _CHARS_PER_TOKEN = 4
 #: Bounds on what a (possibly hostile) schema can make the emulator generate.
@@ -49,10 +54,18 @@ def _topic(query: str) -> str:
     return topic if len(topic) <= 90 else topic[:87].rstrip() + '…'
 
 
-def compose_answer(query: str, cited: list[Cited], *, injected: Cited | None = None) -> str:
-    """The answer text: a lead line, one bullet per cited source ending in its `[n]` marker, a closing line."""
+def compose_answer(query: str, cited: list[Cited], *, injected: Cited | None = None, searched: bool = True) -> str:
+    """The answer text: a lead line and one bullet per cited source ending in its `[n]` marker.
+
+    When the searches found nothing on the question, the answer says so plainly, with no marker and no filler.
+    """
     topic = _topic(query) or 'your question'
     if not cited and injected is None:
+        if searched:
+            return (
+                f'I found no sources on "{topic}": the searches returned nothing on this question, so I cannot '
+                f'answer it from sources. (This offline corpus covers {CORPUS_TOPICS}.)'
+            )
         return (
             f'No web sources were consulted for "{topic}". '
             'The emulator answers without searching when the request offers no search tool.'
@@ -61,7 +74,6 @@ def compose_answer(query: str, cited: list[Cited], *, injected: Cited | None = N
     lines.extend(f'- {" ".join(source.sentences)}[{source.id}]' for source in cited)
     if injected is not None:
         lines.append(f'- A forum post titled "{injected.title}" makes claims no other source supports.[{injected.id}]')
-    lines += ['', 'The sources agree on the main points; check the cited pages for details.']
     return '\n'.join(lines)
 
 

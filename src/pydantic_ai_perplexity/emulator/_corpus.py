@@ -7,7 +7,7 @@ read from `usage.cost`.
 
 from __future__ import annotations
 
-import hashlib
+import math
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -450,44 +450,116 @@ CORPUS: tuple[Document, ...] = (
     ),
 )
 
-#: Indices of the general pages offered first when a query matches nothing.
-_FALLBACK = tuple(range(len(CORPUS) - 3, len(CORPUS)))
-
 _STOPWORDS = frozenset(
     'a about after all also an and any are as at be been before but by can could did do does for from had has have '
     'how i if in into is it its latest me more most my new no not now of on or our out over say says should so some '
     'than that the their them then there these they this those to up us was we were what when where which while who '
-    'why will with would you your cite sources source please tell explain give find show answer question me'.split()
+    'why will with would you your cite sources source please tell explain give find show answer question me '
+    'help work works use used using way ways get make best good know under between www com org net html https http '
+    'wiki en'.split()
 )
+#: BM25's parameters (the usual ones), the weight of a title term, and the share of the query's terms a page
+#: must cover to count as matching at all.
+_K1 = 1.2
+_B = 0.75
+_TITLE_WEIGHT = 3
+_MIN_COVERAGE = 0.5
 
 
 def terms(text: str) -> list[str]:
-    """The lower-case search terms of a text (stop words and very short words removed), in order."""
+    """The lower-case search terms of a text (stop words and one-letter words removed), in order."""
     words = re.findall(r'[a-z0-9]+', text.casefold())
-    return [w for w in words if len(w) > 2 and w not in _STOPWORDS]
+    return [w for w in words if len(w) > 1 and w not in _STOPWORDS]
+
+
+_SUFFIXES = (
+    'ations',
+    'ation',
+    'ments',
+    'ment',
+    'ings',
+    'ing',
+    'ables',
+    'able',
+    'ers',
+    'er',
+    'ies',
+    'ied',
+    'ed',
+    'es',
+    's',
+    'ly',
+)
 
 
 def _stem(word: str) -> str:
-    for suffix in ('ing', 'ies', 'es', 's'):
+    """A crude stem, the same for a word's common forms (`computing`, `computers` -> `comput`)."""
+    for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if word.endswith('e') and len(word) > 4 else word
 
 
-def _doc_terms(doc: Document) -> tuple[frozenset[str], frozenset[str]]:
-    return (
-        frozenset(_stem(t) for t in terms(doc.title)),
-        frozenset(_stem(t) for t in terms(doc.url + ' ' + doc.snippet + ' ' + doc.text)),
-    )
+def _stems(text: str) -> list[str]:
+    return [_stem(t) for t in terms(text)]
 
 
-_INDEX: tuple[tuple[frozenset[str], frozenset[str]], ...] = tuple(_doc_terms(d) for d in CORPUS)
+class _Index:
+    """A BM25 index of the corpus; title terms count `_TITLE_WEIGHT` times (a one-field BM25F)."""
+
+    def __init__(self, docs: tuple[Document, ...]) -> None:
+        self.docs = docs
+        self.counts: list[dict[str, int]] = []
+        for doc in docs:
+            counts: dict[str, int] = {}
+            words = _stems(doc.title) * _TITLE_WEIGHT + _stems(
+                urlsplit(doc.url).path + ' ' + doc.snippet + ' ' + doc.text
+            )
+            for word in words:
+                counts[word] = counts.get(word, 0) + 1
+            self.counts.append(counts)
+        self.lengths = [sum(c.values()) for c in self.counts]
+        self.average = sum(self.lengths) / max(1, len(self.lengths))
+        self.df: dict[str, int] = {}
+        for counts in self.counts:
+            for word in counts:
+                self.df[word] = self.df.get(word, 0) + 1
+
+    def idf(self, word: str) -> float:
+        """BM25's IDF (always positive); a word no page has weighs the most."""
+        n = self.df.get(word, 0)
+        return math.log((len(self.docs) - n + 0.5) / (n + 0.5) + 1)
+
+    def score(self, wanted: list[str], i: int) -> float:
+        """The BM25 score of page `i` for the (stemmed, distinct) query terms."""
+        counts, norm = self.counts[i], _K1 * (1 - _B + _B * self.lengths[i] / self.average)
+        return sum(self.idf(w) * counts[w] * (_K1 + 1) / (counts[w] + norm) for w in wanted if w in counts)
+
+    def coverage(self, wanted: list[str], i: int) -> float:
+        """The share of the query's distinct terms that page `i` contains."""
+        return sum(w in self.counts[i] for w in wanted) / len(wanted) if wanted else 0.0
+
+    def matches(self, query: str) -> list[tuple[float, int]]:
+        """`(score, index)` of the pages that match the query, best first (ties in corpus order).
+
+        A page matches when it holds at least half of the query's distinct terms and scores at least a quarter
+        of the best page: a question on a topic the corpus lacks matches nothing.
+        """
+        wanted = list(dict.fromkeys(_stems(query)))
+        scored = [
+            (self.score(wanted, i), i) for i in range(len(self.docs)) if self.coverage(wanted, i) >= _MIN_COVERAGE
+        ]
+        best = max((score for score, _ in scored), default=0.0)
+        return sorted(((s, i) for s, i in scored if s >= best / 4), key=lambda pair: (-pair[0], pair[1]))
 
 
-def relevance(query: str, doc: Document) -> int:
-    """How well a page matches a query: 3 per query term in its title, 1 per term elsewhere."""
-    title_terms, body_terms = _doc_terms(doc)
-    return sum(3 if t in title_terms else 1 if t in body_terms else 0 for t in (_stem(w) for w in terms(query)))
+_INDEX = _Index(CORPUS)
+
+
+def relevance(query: str) -> dict[str, float]:
+    """The BM25 score of each corpus page that matches `query`, by URL (pages that do not match are absent)."""
+    return {CORPUS[i].url: score for score, i in _INDEX.matches(query)}
 
 
 def domain_matches(domain: str, pattern: str) -> bool:
@@ -552,28 +624,17 @@ def search_corpus(
     limit: int = 10,
     fill: bool = True,
 ) -> list[Document]:
-    """Rank corpus pages for `query`, deterministically, honouring domain (`-x` denies) and date filters.
+    """The corpus pages that match `query`, best first (BM25), honouring domain (`-x` denies) and date filters.
 
-    Pages sharing terms with the query come first (title matches weigh more). With `fill`, the list is padded
-    with general pages and then with the rest of the corpus in a query-dependent order, so a run always has
-    sources; when an allow-list excludes the whole corpus, stand-in pages on the allowed domains are made.
+    Only matching pages are returned: a question the corpus knows nothing about gets no pages at all. With
+    `fill`, when the corpus knows the topic but no matching page lies on an allow-listed domain, stand-in pages
+    on the allowed domains fill the list (so that domain filters are honoured, not ignored).
     """
     allow = [p for p in domain_filter or () if not p.startswith('-')]
     deny = [p[1:] for p in domain_filter or () if p.startswith('-')]
-    wanted = [_stem(t) for t in terms(query)]
-    scored: list[tuple[int, int]] = []
-    for i, (title_terms, body_terms) in enumerate(_INDEX):
-        score = sum(3 if t in title_terms else 1 if t in body_terms else 0 for t in wanted)
-        if score:
-            scored.append((-score, i))
-    order = [i for _, i in sorted(scored)]
-    if fill:
-        seed = hashlib.sha256(query.casefold().encode()).digest()
-        rest = sorted(range(len(CORPUS)), key=lambda i: hashlib.sha256(seed + bytes([i])).digest())
-        order += [i for i in _FALLBACK if i not in order]
-        order += [i for i in rest if i not in order]
-    docs = [CORPUS[i] for i in order if _passes(CORPUS[i], allow, deny, after, before, updated_after, updated_before)]
-    if fill and len(docs) < limit and allow:
+    matched = [CORPUS[i] for _, i in _INDEX.matches(query)]
+    docs = [doc for doc in matched if _passes(doc, allow, deny, after, before, updated_after, updated_before)]
+    if fill and matched and allow and len(docs) < limit:
         pool = [p.casefold().removeprefix('www.') for p in allow if not any(domain_matches(p, d) for d in deny)]
         n = 0
         while len(docs) < limit and pool:

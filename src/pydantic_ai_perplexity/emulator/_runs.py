@@ -554,10 +554,11 @@ def _citations(query: str, plan: _Plan) -> tuple[list[Cited], Cited | None]:
     injected: Cited | None = None
     if any(doc is _INJECTED_DOC for _, _, chunk in plan.searches for doc in chunk):
         injected = Cited(by_url[_INJECTED_DOC.url], _INJECTED_DOC.title, [])
-    best = max((relevance(query, doc) for doc in plan.ranked), default=0)
-    relevant = [doc for doc in plan.ranked if relevance(query, doc) > 0 and relevance(query, doc) * 3 >= best]
-    if not relevant:  # nothing matched: cite the general pages the search fell back to
-        relevant = plan.ranked[:2]
+    scores = relevance(query)
+    top = max(scores.values(), default=1.0)
+    # A stand-in page on an allow-listed domain (not in the corpus) was made for this query: it counts as matching.
+    ranked = [(scores.get(doc.url, top), doc) for doc in plan.ranked]
+    relevant = [doc for score, doc in ranked if score * 3 >= top]
     cited: list[Cited] = []
     for doc in relevant[: plan.level.bullets]:
         sentences = doc.sentences[: 2 if doc.url in fetched_urls else 1] or [doc.snippet]
@@ -568,7 +569,7 @@ def _citations(query: str, plan: _Plan) -> tuple[list[Cited], Cited | None]:
 def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Directives) -> _Text:
     """The answer (or a JSON instance of the requested schema), cut to `max_output_tokens` when it is too long."""
     cited, injected = _citations(query, plan)
-    answer = compose_answer(query, cited, injected=injected)
+    answer = compose_answer(query, cited, injected=injected, searched=bool(plan.searches))
     first_url = plan.searches[0][1][0]['url'] if plan.searches and plan.searches[0][1] else 'https://example.com/'
     text = answer
     if req.response_format is not None and req.response_format.json_schema is not None:
