@@ -111,7 +111,7 @@ print('[deep]: config pydantic-deep and perplexity_mcp_config()')
 
 
 def _run(args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, check=True, text=True, capture_output=True, timeout=STEP_TIMEOUT, **kwargs)  # noqa: S603
+    return subprocess.run(args, check=True, text=True, capture_output=True, timeout=STEP_TIMEOUT, **kwargs)
 
 
 def check(name: str, requirement: str, program: str, work: Path) -> float:

@@ -1,0 +1,264 @@
+"""The notebooks as a person sees them: executed, rendered in JupyterLab and in nbconvert's HTML by headless Chromium.
+
+Each notebook in `notebooks/` runs offline (the emulator and a scripted model, as `tests/notebooks` runs them), then
+is shown twice in Debian's `chromium` (driven by Playwright, with no browser of its own): as nbconvert's HTML page
+and in a real JupyterLab server on loopback, the notebook trusted as if you had run it yourself. In both, the rendered
+DOM of every output is checked:
+
+- no MathJax element inside our output (a `$` in a cost line must never be typeset as LaTeX);
+- trace trees in monospace, left-aligned, one line per row (nothing wraps);
+- our tables left-aligned, the answer's Markdown bullets real `<li>` items;
+- numbers formatted as numbers (no `4.0` for a count).
+
+`--screenshots docs/notebooks` writes the PNGs the README shows (a few outputs per notebook, from JupyterLab).
+Run: `uv run --frozen --group render python scripts/render_notebooks.py [--screenshots docs/notebooks]`; it exits 1
+and lists each problem when a check fails. CI runs it from `.ci/run` (needs `chromium`: `apt-get install chromium`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / 'tests' / 'notebooks'))
+
+from notebook_support import start  # noqa: E402  (the tests' way of executing a notebook)
+
+NOTEBOOKS = sorted((ROOT / 'notebooks').glob('*.ipynb'))
+CHROMIUM = os.environ.get('CHROMIUM') or shutil.which('chromium') or '/usr/bin/chromium'
+#: The outputs worth a picture, by notebook: (file name, a CSS selector of the output, which one of its matches).
+SHOTS = {
+    '01_research_quickstart': [('result', '.pplx-result', -1), ('timeline', '.pplx-timeline', 0)],
+    '02_deep_agent': [('traces', '.pplx-trace-comparison', 0)],
+    '03_batch_research': [('table', 'table.dataframe', 0), ('spend', 'table.dataframe', 1)],
+}
+#: The notebooks that show our own HTML (03 shows pandas tables and a plot).
+EXPECT_OURS = {'01_research_quickstart', '02_deep_agent'}
+DEADLINE_S = 120.0
+
+# Runs in the page: every problem with our outputs, as text. `root` is the document or JupyterLab's notebook panel.
+CHECKS_JS = r"""
+(root, expectOurs) => {
+  const problems = [];
+  const outputs = [...root.querySelectorAll('.jp-OutputArea-output')];
+  const ours = outputs.flatMap(o => [...o.querySelectorAll('[class^="pplx-"], [class*=" pplx-"]')]
+    .filter(e => !e.parentElement.closest('[class^="pplx-"], [class*=" pplx-"]')));
+  const where = e => (e.className.baseVal ?? e.className) + ': ' + (e.textContent || '').trim().slice(0, 60);
+  if (expectOurs && !ours.length) problems.push('none of our outputs rendered');
+  for (const e of ours) {
+    if (e.querySelector('mjx-container, .MathJax, .MathJax_Preview, .MathJax_Display, script[type^="math/tex"]'))
+      problems.push('MathJax typeset text inside ' + where(e));
+    for (const cell of e.querySelectorAll('td, th')) {
+      const align = getComputedStyle(cell).textAlign;
+      if (!['left', 'start'].includes(align)) { problems.push(`a ${align}-aligned table cell in ` + where(e)); break; }
+    }
+    for (const p of e.querySelectorAll('.pplx-answer p, .pplx-answer')) {
+      const bare = [...p.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('');
+      if (/(^|\n)\s*[-*] \S/.test(bare)) problems.push('a literal "- " bullet (no <li>) in ' + where(e));
+    }
+  }
+  for (const pre of root.querySelectorAll('.pplx-trace-comparison pre, pre.pplx-trace')) {
+    const style = getComputedStyle(pre);
+    const ctx = document.createElement('canvas').getContext('2d');
+    ctx.font = `${style.fontSize} ${style.fontFamily}`;
+    if (Math.abs(ctx.measureText('iiiiiiiiii').width - ctx.measureText('MMMMMMMMMM').width) > 0.5)
+      problems.push(`a trace tree in a proportional font (${style.fontFamily})`);
+    if (!['left', 'start'].includes(style.textAlign)) problems.push(`a ${style.textAlign}-aligned trace tree`);
+    const lines = pre.textContent.replace(/\n$/, '').split('\n').length;
+    const height = pre.getBoundingClientRect().height - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+    const lineHeight = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
+    if (height > (lines + 0.5) * lineHeight) problems.push(`a trace tree wraps: ${lines} lines take ${height}px`);
+  }
+  for (const table of root.querySelectorAll('.jp-OutputArea-output table')) {
+    const heads = [...table.querySelectorAll('thead tr:last-child th')].map(th => th.textContent.trim());
+    for (const row of table.querySelectorAll('tbody tr')) {
+      const cells = [...row.children];
+      const offset = cells.length - heads.length;
+      const cell = {};
+      heads.forEach((name, i) => { cell[name] = (cells[i + offset] || {textContent: ''}).textContent.trim(); });
+      for (const name of ['runs', 'sources', 'cited', 'steps', '#'])
+        if (cell[name] && !/^\d+$/.test(cell[name])) problems.push(`the count "${name}" shows "${cell[name]}"`);
+      const error = cell.error || '';
+      if (/budget/i.test(error) && cell.status === 'failed') problems.push('a budget refusal has the status "failed"');
+      if (/(\.\.\.|…)$/.test(error)) problems.push(`a truncated error: "${error}"`);
+      const words = error.toLowerCase().match(/[a-z]{5,}/g) || [];
+      if (words.some((w, i) => words.indexOf(w) !== i && /budget|refus|exceed/.test(w)))
+        problems.push(`an error that says it twice: "${error}"`);
+    }
+  }
+  return [...new Set(problems)];
+}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def execute(work: Path) -> list[Path]:
+    """Every notebook executed at once (each in its own kernel); the executed copies."""
+    running = [(start(nb, work / nb.name, work / nb.stem), work / nb.name) for nb in NOTEBOOKS]
+    for process, out in running:
+        log, _ = process.communicate(timeout=DEADLINE_S)
+        if process.returncode:
+            sys.exit(f'{out.name} failed to execute:\n{log.decode(errors="replace")[-3000:]}')
+    return [out for _, out in running]
+
+
+def to_html(executed: Path, html_dir: Path) -> Path:
+    """nbconvert's HTML (the lab template, as `jupyter nbconvert --to html` writes it)."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter(template_name='lab').from_notebook_node(nbformat.read(executed, as_version=4))
+    page = html_dir / f'{executed.stem}.html'
+    page.write_text(body, encoding='utf-8')
+    return page
+
+
+@contextmanager
+def jupyterlab(notebook_dir: Path, home: Path) -> Iterator[str]:
+    """A JupyterLab server on loopback serving `notebook_dir`, its notebooks trusted; yields the base URL with token."""
+    token, port = secrets.token_hex(16), _free_port()
+    env = {
+        **os.environ,
+        'JUPYTER_CONFIG_DIR': str(home / 'config'),
+        'JUPYTER_DATA_DIR': str(home / 'data'),
+        'JUPYTER_RUNTIME_DIR': str(home / 'runtime'),
+        'JUPYTERLAB_SETTINGS_DIR': str(home / 'settings'),
+        'JUPYTERLAB_WORKSPACES_DIR': str(home / 'workspaces'),
+    }
+    settings = home / 'settings'
+    for plugin, values in {
+        '@jupyterlab/notebook-extension/tracker': {'windowingMode': 'none'},  # render every cell, not just visible
+        '@jupyterlab/apputils-extension/notification': {'fetchNews': 'false', 'checkForUpdates': False},
+    }.items():
+        path = settings / f'{plugin}.jupyterlab-settings'
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(values), encoding='utf-8')
+    # Outputs you produce yourself are trusted; a saved notebook is trusted once signed.
+    for notebook in notebook_dir.glob('*.ipynb'):
+        subprocess.run(
+            [sys.executable, '-m', 'jupyter', 'trust', str(notebook)], env=env, check=True, capture_output=True
+        )
+    server = subprocess.Popen(
+        [
+            sys.executable, '-m', 'jupyter', 'lab', '--no-browser', f'--ServerApp.port={port}',
+            '--ServerApp.ip=127.0.0.1', f'--IdentityProvider.token={token}', f'--ServerApp.root_dir={notebook_dir}',
+            '--ServerApp.port_retries=0', '--LabApp.news_url=', '--allow-root',
+        ],
+        env=env, stdout=subprocess.DEVNULL, stderr=(home / 'lab.log').open('wb'),
+    )  # fmt: skip
+    base = f'http://127.0.0.1:{port}'
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                with urllib.request.urlopen(f'{base}/api/status?token={token}', timeout=2):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    sys.exit('JupyterLab did not start:\n' + (home / 'lab.log').read_text(errors='replace')[-3000:])
+                time.sleep(0.2)
+        yield f'{base}|{token}'
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def _settled(page: Any, count_js: str) -> None:
+    """Wait until the outputs have rendered and stopped changing (MathJax typesets after the first paint)."""
+    deadline, last, same = time.monotonic() + DEADLINE_S, None, 0
+    while same < 3:
+        if time.monotonic() > deadline:
+            sys.exit(f'the page did not settle: {last}')
+        now = page.evaluate(count_js)
+        same = same + 1 if now == last and now[0] > 0 else 0
+        last = now
+        page.wait_for_timeout(250)
+
+
+_COUNT_JS = """() => [document.querySelectorAll('.jp-OutputArea-output').length,
+  document.querySelectorAll('mjx-container, .MathJax').length, document.querySelectorAll('[class*="pplx-"]').length]"""
+
+
+def render(executed: list[Path], html_dir: Path, lab: str, shots: Path | None) -> list[str]:
+    """Show each notebook in nbconvert's HTML and in JupyterLab; the problems found, and screenshots if asked."""
+    from playwright.sync_api import sync_playwright
+
+    base, token = lab.split('|')
+    problems: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=['--no-sandbox'])
+        context = browser.new_context(viewport={'width': 1280, 'height': 900})
+        page = context.new_page()
+        for notebook in executed:
+            page.goto(to_html(notebook, html_dir).as_uri())
+            _settled(page, _COUNT_JS)
+            ours = notebook.stem in EXPECT_OURS
+            found = page.locator('body').evaluate(CHECKS_JS, ours)
+            problems += [f'{notebook.stem}, nbconvert HTML: {p}' for p in found]
+
+            page.goto(f'{base}/lab/tree/{notebook.name}?token={token}&reset')
+            page.wait_for_selector('.jp-Notebook .jp-OutputArea-output', timeout=DEADLINE_S * 1000)
+            _settled(page, _COUNT_JS)
+            panel = page.locator('.jp-NotebookPanel:visible .jp-Notebook').first
+            found = panel.evaluate(CHECKS_JS, ours)
+            problems += [f'{notebook.stem}, JupyterLab: {p}' for p in found]
+            if shots is not None:
+                page.add_style_tag(content='.jp-Toast-Container, .Toastify { display: none !important; }')
+                for name, selector, index in SHOTS.get(notebook.stem, []):
+                    target = panel.locator(f'.jp-OutputArea-output:has({selector})').nth(index)
+                    target.scroll_into_view_if_needed()
+                    target.screenshot(path=str(shots / f'{notebook.stem}-{name}.png'))
+        browser.close()
+    return problems
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--screenshots', type=Path, help='write the README pictures here (e.g. docs/notebooks)')
+    parser.add_argument('--keep', type=Path, help='keep the executed notebooks and HTML pages here')
+    parser.add_argument('--reuse', action='store_true', help='with --keep: render the notebooks executed last time')
+    args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        sys.exit(f'chromium not found at {CHROMIUM}: apt-get install chromium (or set CHROMIUM)')
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix='render-notebooks-') as tmp:
+        work = args.keep or Path(tmp)
+        (work / 'html').mkdir(parents=True, exist_ok=True)
+        reuse = sorted((work / 'executed').glob('*.ipynb')) if args.reuse else []
+        executed = reuse or execute(work / 'executed')
+        print(f'executed {len(executed)} notebooks ({time.perf_counter() - started:.0f} s)')
+        if args.screenshots:
+            args.screenshots.mkdir(parents=True, exist_ok=True)
+        with jupyterlab(work / 'executed', work / 'jupyter') as lab:
+            problems = render(executed, work / 'html', lab, args.screenshots)
+    for problem in problems:
+        print(f'FAIL {problem}')
+    took = time.perf_counter() - started
+    print(f'{len(problems)} problems in {len(executed)} notebooks, each rendered twice ({took:.0f} s)')
+    sys.exit(1 if problems else 0)
+
+
+if __name__ == '__main__':
+    main()
