@@ -11,30 +11,31 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .client._models import (
-    TERMINAL_STATUSES,
-    AgentEvent,
-    FetchUrlResultsItem,
-    McpCallItem,
-    Response,
-    SearchResultsItem,
-    field_of,
+from .client._models import TERMINAL_STATUSES, AgentEvent, Response, SearchResultsItem, field_of
+from .steps import Progress, StepReducer
+
+__all__ = (
+    'MARKER',
+    'Citation',
+    'Progress',
+    'ProgressTracker',
+    'ResearchResult',
+    'Source',
+    'Usage',
+    'marker_refs',
+    'normalize_url',
 )
 
-if TYPE_CHECKING:
-    from .client._models import OutputItem
-
-__all__ = ('Citation', 'Progress', 'ProgressTracker', 'ResearchResult', 'Source', 'Usage', 'normalize_url')
-
-_MARKER = re.compile(r'\[(?:web:)?(\d+(?:\s*,\s*(?:web:)?\d+)*)\]')
+#: A citation marker in an answer: `[7]`, `[web:7]`, or a group such as `[7, 9]` or `[web:7, web:9]`.
+MARKER = re.compile(r'\[(?:web:)?\d+(?:\s*,\s*(?:web:)?\d+)*\]')
+_MARKER_REF = re.compile(r'(?:web:)?(\d+)')
 _TRACKING_PARAMS = ('utm_', 'fbclid', 'gclid', 'mc_cid', 'mc_eid', 'ref_src')
 
 
@@ -57,6 +58,11 @@ def normalize_url(url: str) -> str:
     path = parts.path.rstrip('/') or ''
     scheme = parts.scheme.lower() if parts.scheme.lower() not in ('http', 'https') else 'https'
     return urlunsplit((scheme, host, path, query, ''))
+
+
+def marker_refs(marker: str) -> list[tuple[str, int]]:
+    """Each source reference of a marker as (as written, result id): `[web:7, 9]` -> `[('web:7', 7), ('9', 9)]`."""
+    return [(m.group(0), int(m.group(1))) for m in _MARKER_REF.finditer(marker)]
 
 
 class _Model(BaseModel):
@@ -109,96 +115,26 @@ class Usage(_Model):
     tool_calls: dict[str, int] = Field(default_factory=dict[str, int])
 
 
-class Progress(_Model):
-    """How far a run got: counts only, never page text, so it is safe to show a model mid-run."""
-
-    queries: list[str] = Field(default_factory=list[str])
-    searches: int = 0
-    results_seen: int = 0
-    pages_fetched: int = 0
-    fetch_failures: int = 0
-    mcp_calls: int = 0
-    answer_chars: int = 0
-    elapsed_s: float = 0.0
-    last_step: str | None = None
-
-    def summary(self) -> str:
-        """One line, e.g. `3 searches, 24 results, 5 pages fetched`."""
-        parts = [f'{self.searches} search{"es" if self.searches != 1 else ""}', f'{self.results_seen} results']
-        if self.pages_fetched or self.fetch_failures:
-            parts.append(f'{self.pages_fetched} page{"s" if self.pages_fetched != 1 else ""} fetched')
-        if self.mcp_calls:
-            parts.append(f'{self.mcp_calls} remote tool call{"s" if self.mcp_calls != 1 else ""}')
-        if self.answer_chars:
-            parts.append(f'{self.answer_chars} answer characters')
-        return ', '.join(parts)
-
-
 class ProgressTracker:
-    """Folds stream events (or snapshots) into a `Progress`; one per run being watched."""
+    """Folds stream events (or snapshots) into a `Progress`: the `StepReducer`'s counts, with each shown step's
+    description; kept for callers of the earlier interface."""
 
     def __init__(self, *, started: float | None = None) -> None:
-        self._started = time.monotonic() if started is None else started
-        self.progress = Progress()
-        self._seen_items: set[int] = set()
+        self._reducer = StepReducer(started=started)
+
+    @property
+    def progress(self) -> Progress:
+        """The counts so far."""
+        return self._reducer.progress
 
     def observe(self, event: AgentEvent) -> str | None:
         """Account for one event; return a short human description when it is a research step, else `None`."""
-        p = self.progress
-        p.elapsed_s = round(time.monotonic() - self._started, 3)
-        step: str | None = None
-        match event.type:
-            case 'response.reasoning.search_queries':
-                queries = event.queries or []
-                p.queries.extend(queries)
-                p.searches += 1
-                step = f'searching: {"; ".join(queries)}' if queries else 'searching'
-            case 'response.reasoning.search_results':
-                n = len(event.results or [])
-                p.results_seen += n
-                step = f'found {n} results'
-            case 'response.reasoning.fetch_url_queries':
-                urls = event.urls or []
-                step = f'fetching {len(urls)} page{"s" if len(urls) != 1 else ""}'
-            case 'response.reasoning.fetch_url_results':
-                contents = event.contents or []
-                p.pages_fetched += len(contents)
-                step = f'fetched {len(contents)} page{"s" if len(contents) != 1 else ""}'
-            case 'response.output_item.done':
-                item = event.item_
-                if isinstance(item, McpCallItem):
-                    p.mcp_calls += 1
-                    status = 'failed' if item.error else 'ok'
-                    step = f'remote tool {item.server_label}.{item.name}: {status}'
-            case 'response.output_text.delta':
-                if p.answer_chars == 0:
-                    step = 'writing the answer'
-                p.answer_chars += len(event.delta or '')
-            case _:
-                pass
-        if step is not None:
-            p.last_step = step
-        return step
+        step = self._reducer.observe(event)
+        return step.detail if step is not None and step.shown else None
 
     def observe_snapshot(self, response: Response) -> None:
-        """Account for partial output items of a polled snapshot (each item once)."""
-        self.progress.elapsed_s = round(time.monotonic() - self._started, 3)
-        for index, item in enumerate(response.output):
-            if index in self._seen_items:
-                continue
-            self._seen_items.add(index)
-            _count_item(self.progress, item)
-
-
-def _count_item(p: Progress, item: OutputItem) -> None:
-    if isinstance(item, SearchResultsItem):
-        p.searches += 1
-        p.queries.extend(item.queries or [])
-        p.results_seen += len(item.results)
-    elif isinstance(item, FetchUrlResultsItem):
-        p.pages_fetched += len(item.contents)
-    elif isinstance(item, McpCallItem):
-        p.mcp_calls += 1
+        """Account for the output items of a polled snapshot (each item once)."""
+        self._reducer.snapshot(response)
 
 
 def _invocations(detail: Any) -> int:
@@ -254,9 +190,8 @@ def _sources_from(items: Iterable[SearchResultsItem]) -> tuple[list[Source], dic
 def _citations_from(answer: str, by_id: dict[int, Source]) -> tuple[list[Citation], list[str]]:
     citations: list[Citation] = []
     orphans: list[str] = []
-    for match in _MARKER.finditer(answer):
-        for raw in match.group(1).split(','):
-            number = int(raw.strip().removeprefix('web:'))
+    for match in MARKER.finditer(answer):
+        for _, number in marker_refs(match.group(0)):
             source = by_id.get(number)
             if source is None:
                 marker = f'[{number}]'
@@ -330,9 +265,10 @@ class ResearchResult(_Model):
         sources, by_id = _sources_from(response.items(SearchResultsItem))
         citations, orphans = _citations_from(answer, by_id)
         if progress is None:
-            progress = Progress()
-            for item in response.output:
-                _count_item(progress, item)
+            reducer = StepReducer(response.id)
+            reducer.snapshot(response)
+            progress = reducer.progress
+            progress.elapsed_s = 0.0
             progress.answer_chars = len(answer)
         data: Any = None
         if structured and answer:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .client._models import AgentEvent, Response
     from .ledger import RunRecord
     from .results import ResearchResult
+    from .steps import Step, StepReducer
 
 __all__ = (
     'PROVIDER',
@@ -206,15 +207,15 @@ class RunTrace:
         self._result: ResearchResult | None = None
         #: Attributes known before the end, set with the others in one call (each call has a cost of its own).
         self._pending: Attributes = {}
-        self._searches: list[tuple[object, _Step]] = []
-        self._fetches: list[_Step] = []
-        self._items: dict[str, _Step] = {}
+        # Steps begun and not ended yet, by the `ref` the reducer gave them.
+        self._searches: dict[int | None, _Step] = {}
+        self._fetches: dict[int | None, _Step] = {}
+        self._items: dict[int | None, _Step] = {}
         self._answer: _Step | None = None
         self._answer_chars = 0
         self._ttft: float | None = None
         self._steps = 0
-        self._ended = {'search': 0, 'fetch': 0}
-        self._done_items = {'search': 0, 'fetch': 0}
+        self._reducer: StepReducer | None = None
 
     # -- what the caller reports --------------------------------------------------------------------------------
 
@@ -234,18 +235,33 @@ class RunTrace:
             self._pending.update(attributes)
         return self
 
-    def observe(self, event: AgentEvent) -> None:
-        """Account for one stream event: begin or finish steps, note the answer's first token and length."""
+    def step(self, step: Step) -> None:
+        """Account for one research step: begin or finish a step event (or span), note the answer's first token."""
         if self.recording:
-            handler = self._handlers.get(event.type)
+            handler = self._handlers.get(step.kind)
             if handler is not None:
-                handler(self, event)
+                handler(self, step)
+
+    def observe(self, event: AgentEvent) -> None:
+        """Account for one stream event, read by this trace's own `StepReducer` (for callers without one)."""
+        if self.recording:
+            if self._reducer is None:
+                from .steps import StepReducer
+
+                self._reducer = StepReducer()
+            step = self._reducer.observe(event)
+            if step is not None:
+                self.step(step)
 
     def response(self, response: Response) -> None:
-        """The run's final snapshot. When no step arrived as an event (the wait polled), its items become steps."""
-        if self.recording and self._steps == 0 and self._handlers is _HANDLERS:
-            for item in response.output:
-                self._item_done(item.model_dump(mode='json'))
+        """The run's final snapshot, for callers of `observe`: its items no event reported become steps."""
+        if self.recording:
+            if self._reducer is None:
+                from .steps import StepReducer
+
+                self._reducer = StepReducer()
+            for step in self._reducer.snapshot(response):
+                self.step(step)
 
     def finish(self, result: ResearchResult) -> None:
         """The call's outcome: status, model, usage, cost, counts; a hand-off when the run is still going."""
@@ -282,8 +298,9 @@ class RunTrace:
         ):
             if value is not None:
                 attributes[f'perplexity.cost.{name}_usd'] = value
-        if self._answer_chars:
-            attributes['perplexity.answer.chars'] = self._answer_chars
+        chars = result.progress.answer_chars or self._answer_chars
+        if chars:
+            attributes['perplexity.answer.chars'] = chars
         if self._ttft is not None:
             attributes['perplexity.answer.time_to_first_token_s'] = round(self._ttft, 3)
         if result.error:
@@ -367,91 +384,68 @@ class RunTrace:
         """Finish steps left open (a hand-off, a failure, a step the stream never closed), marked unfinished."""
         if self._answer is not None:
             self._end_answer()
-        open_steps = [s for _, s in self._searches] + self._fetches + list(self._items.values())
+        open_steps = [*self._searches.values(), *self._fetches.values(), *self._items.values()]
         self._searches.clear()
         self._fetches.clear()
         self._items.clear()
         for step in open_steps:
             self._end(step, {'perplexity.unfinished': True})
 
-    def _on_search_queries(self, event: AgentEvent) -> None:
-        step = self._begin('perplexity.search', {'perplexity.search.queries': _strings(event.queries or [])})
-        self._searches.append(((event.model_extra or {}).get('call_id'), step))
+    def _on_search(self, step: Step) -> None:
+        self._searches[step.ref] = self._begin(
+            'perplexity.search', {'perplexity.search.queries': _strings(step.queries or ())}
+        )
 
-    def _on_search_results(self, event: AgentEvent) -> None:
-        call_id = (event.model_extra or {}).get('call_id')
-        index = next((i for i, (cid, _) in enumerate(self._searches) if cid == call_id), 0 if self._searches else -1)
-        step = self._searches.pop(index)[1] if index >= 0 else self._begin('perplexity.search', {})
-        self._end_search(step, _urls(event.results))
+    def _on_results(self, step: Step) -> None:
+        begun = self._searches.pop(step.ref, None)
+        if begun is None:  # results reported without their search (or from an output item only)
+            queries = step.queries
+            begun = self._begin(
+                'perplexity.search', {} if queries is None else {'perplexity.search.queries': _strings(queries)}
+            )
+        urls = step.urls
+        self._end(begun, {'perplexity.search.results': len(urls), 'perplexity.search.domains': _domains(urls)})
 
-    def _end_search(self, step: _Step, urls: list[str]) -> None:
-        self._end(step, {'perplexity.search.results': len(urls), 'perplexity.search.domains': _domains(urls)})
-        self._ended['search'] += 1
+    def _on_fetch(self, step: Step) -> None:
+        self._fetches[step.ref] = self._begin('perplexity.fetch', {'perplexity.fetch.urls': _strings(step.urls)})
 
-    def _on_fetch_queries(self, event: AgentEvent) -> None:
-        self._fetches.append(self._begin('perplexity.fetch', {'perplexity.fetch.urls': _strings(event.urls or [])}))
+    def _on_fetched(self, step: Step) -> None:
+        begun = self._fetches.pop(step.ref, None) or self._begin('perplexity.fetch', {})
+        attributes: Attributes = {'perplexity.fetch.pages': len(step.urls)}
+        if 'perplexity.fetch.urls' not in begun.attributes:
+            attributes['perplexity.fetch.urls'] = _strings(step.urls)
+        if step.failed_urls:
+            attributes['perplexity.fetch.failed_urls'] = _strings(step.failed_urls)
+        self._end(begun, attributes)
 
-    def _on_fetch_results(self, event: AgentEvent) -> None:
-        step = self._fetches.pop(0) if self._fetches else self._begin('perplexity.fetch', {})
-        self._end_fetch(step, _urls(event.contents))
+    def _on_mcp(self, step: Step) -> None:
+        name = f'perplexity.{step.item_type}'
+        if not step.end:
+            self._items[step.ref] = self._begin(name, _mcp_attributes(step))
+            return
+        begun = self._items.pop(step.ref, None) or self._begin(name, {})
+        if step.item_type == 'mcp_list_tools' and step.ok and begun.span is None:
+            return  # as an event, a tool list is only worth its cost when it failed
+        self._end(begun, _mcp_attributes(step), error=step.error)
 
-    def _end_fetch(self, step: _Step, fetched: list[str]) -> None:
-        requested = step.attributes.get('perplexity.fetch.urls')
-        got = set(fetched)
-        failed = [url for url in requested if url not in got] if isinstance(requested, list) else []
-        attributes: Attributes = {'perplexity.fetch.pages': len(fetched)}
-        if requested is None:
-            attributes['perplexity.fetch.urls'] = _strings(fetched)
-        if failed:
-            attributes['perplexity.fetch.failed_urls'] = failed
-        self._end(step, attributes)
-        self._ended['fetch'] += 1
-
-    def _on_item_added(self, event: AgentEvent) -> None:
-        item = event.item or {}
-        kind = item.get('type')
-        if kind in ('mcp_call', 'mcp_list_tools'):
-            self._items[str(item.get('id') or kind)] = self._begin(f'perplexity.{kind}', _mcp_attributes(item))
-        elif kind == 'message' and self._answer is None:
-            self._answer = self._begin('perplexity.answer', {})
-
-    def _on_item_done(self, event: AgentEvent) -> None:
-        self._item_done(event.item or {})
-
-    def _item_done(self, item: dict[str, Any]) -> None:
-        kind = item.get('type')
-        if kind in ('mcp_call', 'mcp_list_tools'):
-            step = self._items.pop(str(item.get('id') or kind), None) or self._begin(f'perplexity.{kind}', {})
-            error = item.get('error')
-            if kind == 'mcp_list_tools' and not error and step.span is None:
-                return  # as an event, a tool list is only worth its cost when it failed
-            self._end(step, _mcp_attributes(item), error=str(error) if error else None)
-        elif kind == 'search_results':
-            self._done_items['search'] += 1
-            if self._done_items['search'] > self._ended['search']:  # no reasoning events announced this search
-                queries = _strings(_list(item.get('queries')))
-                self._end_search(self._begin('perplexity.search', {'perplexity.search.queries': queries}),
-                                 _urls(item.get('results')))  # fmt: skip
-        elif kind == 'fetch_url_results':
-            self._done_items['fetch'] += 1
-            if self._done_items['fetch'] > self._ended['fetch']:
-                self._end_fetch(self._begin('perplexity.fetch', {}), _urls(item.get('contents')))
-        elif kind == 'message':
-            if not self._answer_chars:
-                self._answer_chars = sum(len(str(_field(part, 'text') or '')) for part in _list(item.get('content')))
+    def _on_answer(self, step: Step) -> None:
+        if step.end:  # the answer's item is finished
+            self._answer_chars = step.progress.answer_chars or step.chars or 0
             if self._answer is not None:
                 self._end_answer()
-        elif kind == 'tool_search_output' and self.span is not None:
-            self.span.add_event('perplexity.tool_search', {'perplexity.mcp.tools': len(_list(item.get('tools')))})
-        elif kind not in ('function_call', None) and self.span is not None:
-            self.span.add_event('perplexity.output_item', {'perplexity.item.type': str(kind)})
-
-    def _on_delta(self, event: AgentEvent) -> None:
-        if self._ttft is None:
+            return
+        if step.shown and self._ttft is None:  # the first token
             self._ttft = time.monotonic() - self._started
-            if self._answer is None:
-                self._answer = self._begin('perplexity.answer', {})
-        self._answer_chars += len(event.delta or '')
+        if self._answer is None:
+            self._answer = self._begin('perplexity.answer', {})
+
+    def _on_other(self, step: Step) -> None:
+        if self.span is None:
+            return
+        if step.item_type == 'tool_search_output':
+            self.span.add_event('perplexity.tool_search', {'perplexity.mcp.tools': step.tools or 0})
+        else:
+            self.span.add_event('perplexity.output_item', {'perplexity.item.type': str(step.item_type)})
 
     def _end_answer(self) -> None:
         """The answer phase, only in `spans` mode (its figures are attributes of the run's span)."""
@@ -463,44 +457,38 @@ class RunTrace:
             step.span.set_attributes(attributes)
             step.span.end()
 
-    def _on_terminal(self, event: AgentEvent) -> None:
-        if event.error is not None and self.span is not None:
+    def _on_status(self, step: Step) -> None:
+        """The run ended (its terminal event): a run error, if any, and steps left open marked unfinished."""
+        if step.error is not None and self.span is not None:
             self.span.add_event(
                 'perplexity.run_error',
-                {
-                    'perplexity.error': _text(event.error.message or 'error', 500),
-                    'perplexity.error.code': str(event.error.code or event.error.type or ''),
-                },
+                {'perplexity.error': _text(step.error, 500), 'perplexity.error.code': step.error_code or ''},
             )
         self._close_steps()
 
 
-def _mcp_attributes(item: Mapping[str, Any]) -> Attributes:
-    attributes: Attributes = {'perplexity.mcp.server_label': str(item.get('server_label') or '')}
-    if item.get('type') == 'mcp_call':
-        attributes['gen_ai.tool.name'] = str(item.get('name') or '')
+def _mcp_attributes(step: Step) -> Attributes:
+    attributes: Attributes = {'perplexity.mcp.server_label': step.server or ''}
+    if step.item_type == 'mcp_call':
+        attributes['gen_ai.tool.name'] = step.tool or ''
     else:
-        attributes['perplexity.mcp.tools'] = len(_list(item.get('tools')))
+        attributes['perplexity.mcp.tools'] = step.tools or 0
     return attributes
 
 
-_HANDLERS: dict[str, Callable[[RunTrace, AgentEvent], None]] = {
-    'response.output_text.delta': RunTrace._on_delta,  # pyright: ignore[reportPrivateUsage]
-    'response.reasoning.search_queries': RunTrace._on_search_queries,  # pyright: ignore[reportPrivateUsage]
-    'response.reasoning.search_results': RunTrace._on_search_results,  # pyright: ignore[reportPrivateUsage]
-    'response.reasoning.fetch_url_queries': RunTrace._on_fetch_queries,  # pyright: ignore[reportPrivateUsage]
-    'response.reasoning.fetch_url_results': RunTrace._on_fetch_results,  # pyright: ignore[reportPrivateUsage]
-    'response.output_item.added': RunTrace._on_item_added,  # pyright: ignore[reportPrivateUsage]
-    'response.output_item.done': RunTrace._on_item_done,  # pyright: ignore[reportPrivateUsage]
-    'response.completed': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
-    'response.failed': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
-    'response.incomplete': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
-    'response.cancelled': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
-    'error': RunTrace._on_terminal,  # pyright: ignore[reportPrivateUsage]
+_HANDLERS: dict[str, Callable[[RunTrace, Step], None]] = {
+    'search': RunTrace._on_search,  # pyright: ignore[reportPrivateUsage]
+    'results': RunTrace._on_results,  # pyright: ignore[reportPrivateUsage]
+    'fetch': RunTrace._on_fetch,  # pyright: ignore[reportPrivateUsage]
+    'fetched': RunTrace._on_fetched,  # pyright: ignore[reportPrivateUsage]
+    'mcp': RunTrace._on_mcp,  # pyright: ignore[reportPrivateUsage]
+    'answer': RunTrace._on_answer,  # pyright: ignore[reportPrivateUsage]
+    'other': RunTrace._on_other,  # pyright: ignore[reportPrivateUsage]
+    'status': RunTrace._on_status,  # pyright: ignore[reportPrivateUsage]
 }
 
 #: With `PERPLEXITY_TRACE_STEPS=off`: only the answer phase, for the run span's attributes.
-_ANSWER_HANDLERS = {'response.output_text.delta': _HANDLERS['response.output_text.delta']}
+_ANSWER_HANDLERS = {'answer': _HANDLERS['answer']}
 
 #: The trace of code paths that have no span (e.g. a `_Run` made outside a traced call): does nothing.
 NO_TRACE = RunTrace()
