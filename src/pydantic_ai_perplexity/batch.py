@@ -6,8 +6,8 @@ results_table(results)  # a pandas DataFrame when pandas is installed, else a li
 ```
 
 A question the budget refuses, or whose run cannot start, comes back as a `failed` result with `error` saying why
-and an empty `response_id` (no run exists) instead of ending the batch. Problems no question can get past (a missing
-or rejected key, a bad base URL) still raise, once.
+and an empty `response_id` (no run exists) instead of ending the batch; `results_table` shows a refusal as
+`refused`. Problems no question can get past (a missing or rejected key, a bad base URL) still raise, once.
 """
 
 from __future__ import annotations
@@ -49,14 +49,24 @@ def _split(item: Query, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]
     return query, {**options, **fields}
 
 
+#: How a budget refusal's `error` begins; `results_table` shows such a row as `refused`.
+REFUSED = 'refused by the budget: '
+
+
+def _usd(value: float) -> str:
+    return f'${value:.4f}' if 0 < abs(value) < 0.01 else f'${value:,.2f}'
+
+
 def _not_started(query: str, effort: Any, exc: PerplexityError) -> ResearchResult:
-    why = 'refused by the budget' if isinstance(exc, BudgetExceededError) else 'not started'
+    if isinstance(exc, BudgetExceededError):  # said once, with the numbers: the cap's own message is for one call
+        error = (
+            f'{REFUSED}{_usd(exc.estimate_usd)} estimated + {_usd(exc.spent_usd)} spent > {_usd(exc.cap_usd)} cap. '
+            'The run was not started; raise the cap or choose a cheaper effort.'
+        )
+    else:
+        error = f'not started: {exc}'
     return ResearchResult(
-        response_id='',
-        status='failed',
-        query=query,
-        effort=effort if isinstance(effort, str) else None,
-        error=f'{why}: {exc}',
+        response_id='', status='failed', query=query, effort=effort if isinstance(effort, str) else None, error=error
     )
 
 
@@ -121,10 +131,13 @@ async def research_many(
 
 def _row(result: ResearchResult) -> dict[str, Any]:
     latency = result.progress.elapsed_s if result.response_id and result.done else None
+    status, error = result.status, result.error
+    if not result.response_id and error and error.startswith(REFUSED):  # a refusal, in a cell's width
+        status, error = 'refused', error.removeprefix(REFUSED).split('. ', 1)[0]
     return {
         'query': result.query,
         'effort': result.effort,
-        'status': result.status,
+        'status': status,
         'cost_usd': result.cost_usd,
         'latency_s': latency,
         'sources': len(result.sources),
@@ -133,12 +146,14 @@ def _row(result: ResearchResult) -> dict[str, Any]:
         'pages_fetched': result.progress.pages_fetched,
         'model': result.model,
         'response_id': result.response_id or None,
-        'error': result.error,
+        'error': error,
     }
 
 
 def results_table(results: Iterable[ResearchResult]) -> Any:
     """One row per result (query, effort, status, cost, latency, source counts, model, id, error).
+
+    A budget refusal's row has the status `refused` and, as its error, the estimate, the spend and the cap.
 
     A pandas `DataFrame` when pandas is installed, otherwise a list of dicts with the same columns.
     """

@@ -476,12 +476,20 @@ class SpanTree:
         return self.to_html()
 
     def to_html(self) -> str:
-        """The tree as an HTML fragment (a titled `<pre>` block)."""
+        """The tree as an HTML fragment (a titled `<pre>` block, monospace and left-aligned in any front end)."""
         esc = html.escape
         return (
-            f'<div><strong>{esc(self.title)}</strong> ({len(self.spans)} spans)'
-            f'<pre style="font-size:12px;line-height:1.3">{esc(chr(10).join(self.lines()))}</pre></div>'
+            f'<div class="pplx-trace-tree" style="text-align:left"><strong>{esc(self.title)}</strong> '
+            f'({len(self.spans)} spans)<pre class="pplx-trace" style="{_PRE_STYLE}">'
+            f'{esc(chr(10).join(self.lines()))}</pre></div>'
         )
+
+
+#: A trace tree's lines are aligned by character: monospace, never wrapped (scrolls when too wide), left-aligned.
+_PRE_STYLE = (
+    "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono','Liberation Mono',monospace;"
+    'font-size:12px;line-height:1.35;white-space:pre;overflow-x:auto;text-align:left;margin:.3em 0;padding:0'
+)
 
 
 class _Comparison:
@@ -494,11 +502,16 @@ class _Comparison:
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        cells = ''.join(
-            f'<td style="vertical-align:top;padding-right:2em"><h4>{html.escape(name)}</h4>{tree.to_html()}</td>'
+        # Side by side in flex boxes, not table cells (which front ends right-align); one under the other when narrow.
+        boxes = ''.join(
+            f'<div style="flex:0 1 auto;min-width:0;text-align:left"><h4 style="margin:.2em 0">{html.escape(name)}</h4>'
+            f'{tree.to_html()}</div>'
             for name, tree in self.trees.items()
         )
-        return f'<table class="pplx-trace-comparison"><tr>{cells}</tr></table>'
+        return (
+            '<div class="pplx-trace-comparison" style="display:flex;flex-wrap:wrap;gap:.5em 2.5em;'
+            f'align-items:flex-start;text-align:left">{boxes}</div>'
+        )
 
 
 def compare_traces(trees: Mapping[str, SpanTree]) -> Any:
