@@ -122,7 +122,7 @@ def test_fail_and_incomplete_end_blocking_runs(client: httpx2.Client):
     assert failed.status_code == 200
     body = failed.json()
     assert body['status'] == 'failed' and body['error']['code'] and body['error']['type'] and body['error']['message']
-    assert body['model'] == 'xai/grok-4-1-fast-non-reasoning'
+    assert body['model'] == 'openai/gpt-6-luna'  # fast, as in the newest live capture
     cut = post(client, 'Truncated answer about heat pumps [[emulate: incomplete]]').json()
     full = post(client, 'Truncated answer about heat pumps').json()
     assert cut['status'] == 'incomplete' and cut['incomplete_details'] == {'reason': 'max_output_tokens'}

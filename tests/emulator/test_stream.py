@@ -219,3 +219,26 @@ def test_a_client_leaving_mid_stream_does_not_disturb_the_server(client: httpx2.
     rid = json.loads(first.split(b'\n\n')[0][6:])['response']['id']
     assert wait_terminal(client, rid)['status'] == 'completed'
     assert client.get('/v1/models').status_code == 200
+
+
+def test_a_fast_stream_matches_the_live_capture(client: httpx2.Client):
+    """vercel/ai `packages/perplexity/src/__fixtures__/agent-web-search.chunks.txt` (a live `fast` run): created(0),
+    in_progress(1), then the search at 3 with no `reasoning.started`/`stopped`; `fast` resolves to
+    `openai/gpt-6-luna` with 10 results per search (`agent-web-search.json`)."""
+    # Stand-in pages on an allow-listed domain fill the search, so the per-search count is what bounds it.
+    tools = [{'type': 'web_search', 'filters': {'search_domain_filter': ['example.org']}}]
+    body = {'input': 'EU AI Act timeline', 'effort': 'fast', 'stream': True, 'tools': tools}
+    events = stream_events(client, 'POST', '/v1/agent', json=body)
+    kinds = types(events)
+    assert 'response.reasoning.started' not in kinds and 'response.reasoning.stopped' not in kinds
+    assert [(e['type'], e['sequence_number']) for e in events[:3]] == [
+        ('response.created', 0),
+        ('response.in_progress', 1),
+        ('response.output_item.added', 3),
+    ]
+    assert events[2]['item']['type'] == 'function_call' and events[2]['item']['name'] == 'search_web'
+    done = events[-1]['response']
+    assert done['model'] == 'openai/gpt-6-luna'
+    assert [len(i['results']) for i in done['output'] if i['type'] == 'search_results'] == [10]
+    slower = stream_events(client, 'POST', '/v1/agent', json={**body, 'effort': 'low'})
+    assert {'response.reasoning.started', 'response.reasoning.stopped'} <= set(types(slower))

@@ -201,7 +201,7 @@ def test_legacy_presets_map_to_efforts_and_effort_wins(client: httpx2.Client, pr
     assert response['effort'] == effort and response['model'] == effort
     client.post(f'/v1/agent/{response["id"]}/cancel')
     both = client.post('/v1/agent', json={'input': 'q', 'preset': preset, 'effort': 'fast'}).json()
-    assert both['effort'] == 'fast' and both['model'] == 'xai/grok-4-1-fast-non-reasoning'
+    assert both['effort'] == 'fast' and both['model'] == 'openai/gpt-6-luna'  # per the newest live capture
 
 
 @pytest.mark.parametrize(
@@ -290,7 +290,8 @@ def test_a_key_is_required_everywhere_but_models(emu: Emulator):
             ('GET', '/x'),
         ]:
             error = error_of(anonymous.request(method, path, json=OK), 401)
-            assert error['type'] == 'authentication_error'
+            # The migration guide's error table: "401/403 | forbidden | Bad or blocked key."
+            assert error['type'] == 'forbidden'
         wrong = anonymous.post('/v1/agent', json=OK, headers={'Authorization': 'Bearer pplx-wrong'})
         assert error_of(wrong, 401)['message'] == 'Invalid API key provided.'
         basic = anonymous.post('/v1/agent', json=OK, headers={'Authorization': f'Basic {emu.api_key}'})
@@ -343,32 +344,108 @@ def test_unknown_paths_and_methods(client: httpx2.Client):
 
 
 @pytest.mark.parametrize(
-    ('body', 'type_', 'param'),
+    ('body', 'param'),
     [
-        ({}, 'invalid_request', 'query'),
-        ({'query': 'q', 'max_results': 0}, 'invalid_parameter', 'max_results'),
-        ({'query': 'q', 'max_results': 21}, 'invalid_parameter', 'max_results'),
+        ({}, 'query'),
+        ({'query': 'q', 'max_results': 0}, 'max_results'),
+        ({'query': 'q', 'search_domain_filter': [f'd{i}.com' for i in range(21)]}, 'search_domain_filter'),
+        ({'query': 'q', 'search_recency_filter': 'decade'}, 'search_recency_filter'),
+        ({'query': 'q', 'search_before_date_filter': '2026/01/01'}, 'search_before_date_filter'),
         (
-            {'query': 'q', 'search_domain_filter': [f'd{i}.com' for i in range(21)]},
-            'invalid_search_domain_filter',
-            'search_domain_filter',
-        ),
-        ({'query': 'q', 'search_recency_filter': 'decade'}, 'invalid_parameter', 'search_recency_filter'),
-        ({'query': 'q', 'search_before_date_filter': '2026/01/01'}, 'invalid_date_format', 'search_before_date_filter'),
-        (
-            {'query': 'q', 'search_recency_filter': 'day', 'last_updated_after_filter': '1/1/2026'},
-            'invalid_parameter',
+            {'query': 'q', 'search_recency_filter': 'day', 'search_after_date_filter': '1/1/2026'},
             'search_recency_filter',
         ),
-        ({'query': 'q', 'country': 'Germany'}, 'invalid_parameter', 'country'),
-        ({'query': 'q', 'search_language_filter': ['english']}, 'invalid_parameter', 'search_language_filter'),
-        ({'query': 'q', 'search_mode': 'news'}, 'invalid_parameter', 'search_mode'),
-        ({'query': 'q', 'effort': 'fast'}, 'invalid_request', 'effort'),
-        ({'query': ''}, 'invalid_request', 'query'),
-        ({'query': ['a'] * 6}, 'invalid_parameter', 'query'),
-        ({'query': 5}, 'invalid_request', 'query'),
+        ({'query': 'q', 'country': 'Germany'}, 'country'),
+        ({'query': 'q', 'search_language_filter': ['english']}, 'search_language_filter'),
+        ({'query': 'q', 'search_mode': 'news'}, 'search_mode'),
+        ({'query': 'q', 'effort': 'fast'}, 'effort'),
+        ({'query': ''}, 'query'),
+        ({'query': ['a'] * 11}, 'query'),
+        ({'query': 5}, 'query'),
     ],
 )
-def test_search_validation(client: httpx2.Client, body: dict[str, Any], type_: str, param: str):
-    error = error_of(client.post('/search', json=body), 400)
-    assert (error['type'], error.get('param')) == (type_, param), error
+def test_search_validation_is_a_fastapi_422(client: httpx2.Client, body: dict[str, Any], param: str):
+    """The Search API is a FastAPI service: its OpenAPI (api-evangelist/perplexity, `/search`) answers 422 with
+    `HTTPValidationError` = `{"detail": [{"loc", "msg", "type"}]}`, not the Agent API's 400 envelope."""
+    response = client.post('/search', json=body)
+    assert response.status_code == 422, response.text
+    detail = response.json()['detail']
+    assert detail and all({'loc', 'msg', 'type'} <= set(entry) for entry in detail)
+    assert detail[0]['loc'][0] == 'body' and param in detail[0]['loc'], detail
+
+
+def test_search_coerces_numbers_clamps_limits_and_takes_ten_rewordings(client: httpx2.Client):
+    """The search SDK guide (perplexityai/api-platform-developers, skills/pplx-search-sdk/references/search.md):
+    "the server silently clamps oversized values instead of rejecting them", "up to 10 reformulation variants";
+    FastAPI's lax integers take `5.0`."""
+    coerced = client.post('/search', json={'query': 'EU AI Act', 'max_results': 2.0})
+    assert coerced.status_code == 200 and len(coerced.json()['results']) == 2
+    clamped = client.post('/search', json={'query': 'EU AI Act', 'max_results': 500, 'max_tokens': 5_000_000})
+    assert clamped.status_code == 200 and 1 <= len(clamped.json()['results']) <= 20
+    ten = client.post('/search', json={'query': ['EU AI Act'] + [f'AI Act rules {i}' for i in range(9)]})
+    assert ten.status_code == 200 and ten.json()['results']
+    half = client.post('/search', json={'query': 'EU AI Act', 'max_results': 2.5})
+    assert half.status_code == 422  # a fraction is not an integer, even for FastAPI
+
+
+def test_recency_combines_with_last_updated_filters_but_not_publication_dates(client: httpx2.Client):
+    """The search SDK guide: recency "can combine with the last-updated range but NOT with" publication dates."""
+    ok = {'search_recency_filter': 'month', 'last_updated_after_filter': '1/1/2026'}
+    assert client.post('/search', json={'query': 'EU AI Act', **ok}).status_code == 200
+    tools = [{'type': 'web_search', 'filters': ok}]
+    assert client.post('/v1/agent', json={**OK, 'tools': tools}).status_code == 200
+    bad = {'search_recency_filter': 'month', 'search_before_date_filter': '1/1/2026'}
+    error = error_of(client.post('/v1/agent', json={**OK, 'tools': [{'type': 'web_search', 'filters': bad}]}), 400)
+    assert error['param'] == 'search_recency_filter' and 'search_before_date_filter' in error['message']
+
+
+def test_documented_model_ids_are_served_and_a_user_can_add_more(client: httpx2.Client):
+    """Ids used by Perplexity's own migration guide and guides; `Emulator(models=...)` extends the table."""
+    ids = {m['id'] for m in client.get('/v1/models').json()['data']}
+    documented = {
+        'openai/gpt-5.1',
+        'openai/gpt-5.2',
+        'anthropic/claude-opus-4-6',
+        'anthropic/claude-sonnet-4-5',
+        'google/gemini-3.1-flash-lite',
+        'nvidia/nemotron-3-super-120b-a12b',
+        'openai/gpt-6-luna',
+    }
+    assert documented <= ids
+    for model in documented - {'anthropic/claude-opus-4-6', 'anthropic/claude-sonnet-4-5'}:
+        assert client.post('/v1/agent', json={'input': 'q', 'model': model}).status_code == 200, model
+    with (
+        Emulator(time_scale=0, models={'acme/research-1': (1.0, 2.0)}) as emu,
+        httpx2.Client(base_url=emu.base_url, headers={'Authorization': f'Bearer {emu.api_key}'}) as c,
+    ):
+        assert 'acme/research-1' in {m['id'] for m in c.get('/v1/models').json()['data']}
+        run = c.post('/v1/agent', json={'input': 'EU AI Act', 'model': 'acme/research-1'}).json()
+        assert run['model'] == 'acme/research-1' and run['usage']['cost']['input_cost'] > 0
+    with pytest.raises(ValueError, match='provider/model'):
+        Emulator(models={'nameless': (1.0, 1.0)})
+
+
+def test_a_blocked_key_is_a_403_forbidden():
+    """The migration guide maps both 401 and 403 to `forbidden`; a blocked key is the 403."""
+    with (
+        Emulator(time_scale=0, api_key='pplx-ok', blocked_keys=['pplx-blocked']) as emu,
+        httpx2.Client(base_url=emu.base_url) as c,
+    ):
+        blocked = c.post('/v1/agent', json=OK, headers={'Authorization': 'Bearer pplx-blocked'})
+        assert error_of(blocked, 403)['type'] == 'forbidden'
+        assert c.post('/v1/agent', json=OK, headers={'Authorization': 'Bearer pplx-ok'}).status_code == 200
+
+
+def test_a_405_names_the_allowed_methods(client: httpx2.Client):
+    """RFC 9110: a 405 carries `Allow`."""
+    response = client.get('/v1/agent')
+    assert error_of(response, 405)['type'] == 'method_not_allowed'
+    assert response.headers['allow'] == 'POST'
+    retrieve = client.delete('/v1/responses/resp_x')
+    assert set(retrieve.headers['allow'].replace(' ', '').split(',')) >= {'GET'}
+
+
+def test_top_logprobs_is_accepted_with_no_effect(client: httpx2.Client):
+    """The migration guide: `logprobs`, `top_logprobs`: "Some such fields are accepted but have no effect"."""
+    response = client.post('/v1/agent', json={**OK, 'top_logprobs': 5})
+    assert response.status_code == 200 and response.json()['top_logprobs'] == 0

@@ -12,7 +12,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import wraps
@@ -27,9 +27,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._corpus import MODELS, search_corpus
+from ._corpus import search_corpus
 from ._errors import ApiError, json_bytes
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
+from ._models import ModelInfo, model_table
 from ._runs import Run, Step, build_run
 from ._validation import McpTool, SearchRequest, input_text, parse_create, parse_search
 
@@ -109,6 +110,8 @@ class EmulatorState:
         partial_output: bool,
         retention_seconds: float | None,
         resume_window_seconds: float | None,
+        models: Mapping[str, tuple[float, float] | ModelInfo] | None = None,
+        blocked_keys: Iterable[str] = (),
     ) -> None:
         """Hold the settings; `api_key=None` draws a random `pplx-emulator-…` key."""
         if time_scale < 0:
@@ -119,6 +122,8 @@ class EmulatorState:
         self.partial_output = partial_output
         self.retention_seconds = retention_seconds
         self.resume_window_seconds = resume_window_seconds
+        self.models = model_table(models)
+        self.blocked_keys = frozenset(blocked_keys)
         self.requests: list[RecordedRequest] = []
         self.runs: dict[str, Run] = {}
         self.closing = False
@@ -350,7 +355,7 @@ def _not_found(response_id: str) -> ApiError:
 async def create_response(request: Request) -> Any:
     """`POST /v1/agent` (and `/v1/responses`): validate, apply faults, then answer blocking, background or SSE."""
     state = _state(request)
-    req = parse_create(await _read_body(request))
+    req = parse_create(await _read_body(request), state.models)
     raw_text = input_text(req)
     cleaned, in_text = parse_directives(raw_text)
     decision = state.faults.decide_create(raw_text, in_text)
@@ -367,7 +372,7 @@ async def create_response(request: Request) -> Any:
                 424, 'external_connector_error', f'MCP server "{tool.server_label}" could not be initialized'
             )
     query = cleaned.replace(state.api_key, '[redacted]')
-    run = build_run(req, query, directives, time_scale=state.time_scale)
+    run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models)
     state.add_run(run)
     if req.stream:
         return _EventStream(state, run, -1)
@@ -560,7 +565,8 @@ async def search(request: Request) -> Any:
 
 async def list_models(request: Request) -> Response:
     """`GET /v1/models` (no key needed): the models the emulator serves, `provider/model` ids."""
-    data = [{'id': m.id, 'object': 'model', 'created': 0, 'owned_by': m.owned_by} for m in MODELS.values()]
+    models = _state(request).models.values()
+    data = [{'id': m.id, 'object': 'model', 'created': 0, 'owned_by': m.owned_by} for m in models]
     return _json({'object': 'list', 'data': data})
 
 
@@ -576,9 +582,10 @@ async def retired(request: Request) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     if status == 405:
-        return ApiError(
-            405, 'method_not_allowed', f'method {request.method} is not allowed on {request.url.path}'
-        ).response()
+        headers: Mapping[str, str] = (exc.headers or {}) if isinstance(exc, HTTPException) else {}
+        allow = headers.get('Allow', '')
+        message = f'method {request.method} is not allowed on {request.url.path}' + (f': use {allow}' if allow else '')
+        return ApiError(405, 'method_not_allowed', message, headers={'Allow': allow} if allow else None).response()
     if status == 404:
         return ApiError(404, 'not_found', f'no such endpoint: {request.method} {request.url.path}').response()
     return ApiError(status, 'invalid_request', str(getattr(exc, 'detail', 'error'))).response()
@@ -619,19 +626,23 @@ class _Outer:
         if path.rstrip('/') != '/v1/models':
             problem = self._auth_problem(scope)
             if problem is not None:
-                await ApiError(401, 'authentication_error', problem).response()(scope, receive, send_wrapper)
+                await problem.response()(scope, receive, send_wrapper)
                 return
         await self.app(scope, receive, send_wrapper)
 
-    def _auth_problem(self, scope: Scope) -> str | None:
+    def _auth_problem(self, scope: Scope) -> ApiError | None:
+        """401 `forbidden` for a missing or wrong key, 403 `forbidden` for a blocked one (the migration guide)."""
         values = [v for k, v in scope.get('headers', []) if k.lower() == b'authorization']
         if not values:
-            return 'Missing API key: send the header "Authorization: Bearer <your key>".'
+            return ApiError(401, 'forbidden', 'Missing API key: send the header "Authorization: Bearer <your key>".')
         scheme, _, token = bytes(values[0]).decode('latin-1').strip().partition(' ')
+        token = token.strip()
+        if scheme.casefold() == 'bearer' and token in self.state.blocked_keys:
+            return ApiError(403, 'forbidden', 'This API key is blocked.')
         if scheme.casefold() != 'bearer' or not hmac.compare_digest(
-            token.strip().encode('latin-1'), self.state.api_key.encode('latin-1')
+            token.encode('latin-1'), self.state.api_key.encode('latin-1')
         ):
-            return 'Invalid API key provided.'
+            return ApiError(401, 'forbidden', 'Invalid API key provided.')
         return None
 
 
@@ -643,6 +654,8 @@ def create_app(
     partial_output: bool = False,
     retention_seconds: float | None = None,
     resume_window_seconds: float | None = 600.0,
+    models: Mapping[str, tuple[float, float] | ModelInfo] | None = None,
+    blocked_keys: Iterable[str] = (),
 ) -> Starlette:
     """The emulator as an ASGI app (for embedding); its state, key included, is at `app.state.emulator`."""
     state = EmulatorState(
@@ -652,6 +665,8 @@ def create_app(
         partial_output=partial_output,
         retention_seconds=retention_seconds,
         resume_window_seconds=resume_window_seconds,
+        models=models,
+        blocked_keys=blocked_keys,
     )
     routes = [
         Route('/v1/models', list_models, methods=['GET']),

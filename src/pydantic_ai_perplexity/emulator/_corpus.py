@@ -1,4 +1,6 @@
-"""The emulator's offline world: a small corpus of invented web pages, the model catalogue and its prices.
+"""The emulator's offline world: a small corpus of invented web pages and its BM25 index.
+
+The model table lives in `_models.py` (re-exported here for older imports).
 
 Everything here is sample data written for the emulator. The pages are not copies of real pages (their URLs
 merely look plausible), and the prices are the emulator's own, not Perplexity's: real prices must always be
@@ -12,6 +14,8 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from urllib.parse import urlsplit
+
+from ._models import EFFORT_MODELS, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
 
 __all__ = (
     'CORPUS',
@@ -49,52 +53,6 @@ class Document:
     def sentences(self) -> list[str]:
         """The page text split into sentences (used to write answers)."""
         return [s.strip() for s in re.split(r'(?<=[.!?])\s+', self.text) if s.strip()]
-
-
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
-    """A model the emulator serves, with its emulated prices in USD per million tokens."""
-
-    id: str
-    input_per_million: float
-    output_per_million: float
-
-    @property
-    def owned_by(self) -> str:
-        """The provider part of the `provider/model` id."""
-        return self.id.split('/', 1)[0]
-
-
-#: Emulator prices (USD per 1M tokens). Only `perplexity/sonar` matches a published Perplexity price; the
-#: others are plausible stand-ins so that costs look realistic. Never use them to bill anything real.
-MODELS: dict[str, ModelInfo] = {
-    m.id: m
-    for m in (
-        ModelInfo('perplexity/sonar', 0.25, 2.50),
-        ModelInfo('openai/gpt-5.5', 1.75, 14.00),
-        ModelInfo('openai/gpt-5.4', 1.25, 10.00),
-        ModelInfo('openai/gpt-5-mini', 0.25, 2.00),
-        ModelInfo('anthropic/claude-opus-4-7', 5.00, 25.00),
-        ModelInfo('anthropic/claude-sonnet-4-6', 3.00, 15.00),
-        ModelInfo('anthropic/claude-haiku-4-5', 1.00, 5.00),
-        ModelInfo('google/gemini-3.1-pro-preview', 2.00, 12.00),
-        ModelInfo('google/gemini-3-flash-preview', 0.50, 3.00),
-        ModelInfo('xai/grok-4-1-fast-non-reasoning', 0.20, 0.50),
-    )
-}
-
-#: The model each effort level resolves to in the emulator (the live mapping moves; see docs/emulator.md).
-EFFORT_MODELS: dict[str, str] = {
-    'fast': 'xai/grok-4-1-fast-non-reasoning',
-    'low': 'openai/gpt-5.4',
-    'medium': 'openai/gpt-5.5',
-    'high': 'anthropic/claude-opus-4-7',
-    'xhigh': 'anthropic/claude-opus-4-7',
-}
-
-#: Emulated tool fees in USD per call (Perplexity's documented list prices for these tools).
-SEARCH_WEB_PRICE = 0.005
-FETCH_URL_PRICE = 0.0005
 
 
 def _doc(url: str, title: str, snippet: str, published: str, updated: str, text: str) -> Document:

@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-__all__ = ('ApiError', 'error_body', 'json_bytes')
+__all__ = ('ApiError', 'ValidationDetail', 'error_body', 'json_bytes')
 
 
 def json_bytes(data: Any) -> bytes:
@@ -51,3 +51,18 @@ class ApiError(Exception):
             headers=self.headers,
             media_type='application/json',
         )
+
+
+class ValidationDetail(ApiError):
+    """A 422 in FastAPI's shape, `{"detail": [{loc, msg, type}, ...]}`: how the Search API refuses a bad body."""
+
+    def __init__(self, detail: list[dict[str, Any]]) -> None:
+        first: dict[str, Any] = detail[0] if detail else {'msg': 'invalid request body', 'loc': ['body']}
+        loc: list[Any] = list(first['loc'])
+        param = next((part for part in reversed(loc) if isinstance(part, str)), None)
+        super().__init__(422, 'validation_error', str(first['msg']), param=param)
+        self.detail = detail
+
+    def response(self) -> Response:
+        """The 422 response with the `detail` list."""
+        return Response(json_bytes({'detail': self.detail}), status_code=422, media_type='application/json')

@@ -11,14 +11,16 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
-from ._corpus import EFFORT_MODELS, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, Document, relevance, search_corpus
+from ._corpus import Document, relevance, search_corpus
 from ._faults import Directives, StatusFault
+from ._models import EFFORT_MODELS, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
 from ._validation import (
     CreateRequest,
     FetchUrlTool,
@@ -42,18 +44,20 @@ class _Level:
     per_batch: int
     bullets: int
     reasoning_tokens: int
+    reasoning_events: bool  # whether the stream has `response.reasoning.started` / `.stopped`
 
 
-#: What each effort level does in the emulator (durations are emulated seconds).
+#: What each effort level does in the emulator (durations are emulated seconds). `fast` follows the newest live
+#: capture (vercel/ai `agent-web-search`): one search of 10 results, no `reasoning.started`/`stopped` events.
 _LEVELS: dict[str, _Level] = {
-    'fast': _Level(5, 1, 5, 0, 0, 2, 0),
-    'low': _Level(20, 2, 4, 1, 1, 3, 96),
-    'medium': _Level(60, 2, 4, 1, 2, 4, 256),
-    'high': _Level(240, 3, 4, 2, 2, 5, 768),
-    'xhigh': _Level(600, 3, 5, 2, 3, 6, 1536),
+    'fast': _Level(5, 1, 10, 0, 0, 2, 0, reasoning_events=False),
+    'low': _Level(20, 2, 4, 1, 1, 3, 96, reasoning_events=True),
+    'medium': _Level(60, 2, 4, 1, 2, 4, 256, reasoning_events=True),
+    'high': _Level(240, 3, 4, 2, 2, 5, 768, reasoning_events=True),
+    'xhigh': _Level(600, 3, 5, 2, 3, 6, 1536, reasoning_events=True),
 }
 #: A run with an explicit model and no effort: one search if `web_search` is offered, one fetch if `fetch_url` is.
-_MODEL_ONLY = _Level(10, 1, 5, 1, 1, 3, 0)
+_MODEL_ONLY = _Level(10, 1, 5, 1, 1, 3, 0, reasoning_events=True)
 #: Emulated seconds between a cancel request and the run's `cancelled` status.
 _CANCEL_DELAY = 1.0
 #: Tokens of the (emulated) system prompt every run starts with.
@@ -429,14 +433,13 @@ def _mcp_tools(allowed: list[str]) -> list[dict[str, Any]]:
 
 
 def _usage(
-    model: str,
+    info: ModelInfo,
     input_tokens: int,
     output_tokens: int,
     reasoning_tokens: int,
     searches: int,
     fetched: int,
 ) -> dict[str, Any]:
-    info = MODELS[model]
     input_cost = _round(input_tokens * info.input_per_million / 1_000_000)
     output_cost = _round(output_tokens * info.output_per_million / 1_000_000)
     details: dict[str, dict[str, Any]] = {}
@@ -739,6 +742,7 @@ def build_run(
     *,
     time_scale: float,
     now: float | None = None,
+    models: Mapping[str, ModelInfo] = MODELS,
 ) -> Run:
     """Plan and time a whole run for a validated request; `query` is the question with directives removed.
 
@@ -753,12 +757,15 @@ def build_run(
     duration = directives.duration if directives.duration is not None else plan.level.duration
     base = _base(req, response_id, int(wall), who.effort)
     timeline = _Timeline(duration)
-    timeline.opening({**base, 'status': 'in_progress', 'model': who.running_model}, reasoning=True)
+    timeline.opening(
+        {**base, 'status': 'in_progress', 'model': who.running_model}, reasoning=plan.level.reasoning_events
+    )
     listed = timeline.mcp_listings(plan.mcp_servers)
     timeline.searches(plan.searches)
     timeline.fetches(plan.fetches)
     mcp_tokens = timeline.mcp_calls(listed, query)
-    timeline.reasoning_stopped()
+    if plan.level.reasoning_events:
+        timeline.reasoning_stopped()
     ended = {**base, 'model': who.model, 'completed_at': int(wall + duration * time_scale)}
     if directives.fail:
         terminal = {**ended, 'status': 'failed', 'error': _FAILURE}
@@ -769,7 +776,7 @@ def build_run(
         timeline.message(message.text, status)
         reasoning_tokens = plan.level.reasoning_tokens
         usage = _usage(
-            who.model,
+            models[who.model],
             _input_tokens(req, plan, mcp_tokens),
             tokens(message.text) + reasoning_tokens,
             reasoning_tokens,

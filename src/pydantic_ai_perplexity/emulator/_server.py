@@ -7,7 +7,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Self
 
@@ -17,6 +17,7 @@ from uvicorn.config import LOGGING_CONFIG
 
 from ._app import EmulatorState, RecordedRequest, create_app, new_api_key
 from ._faults import FaultPlan
+from ._models import ModelInfo
 
 __all__ = ('Emulator', 'serve')
 
@@ -90,6 +91,8 @@ class Emulator:
         host: str = '127.0.0.1',
         port: int = 0,
         resume_window_seconds: float | None = 600.0,
+        models: Mapping[str, tuple[float, float] | ModelInfo] | None = None,
+        blocked_keys: Iterable[str] = (),
     ) -> None:
         """Configure (nothing starts until `start()` or entering the context).
 
@@ -103,6 +106,8 @@ class Emulator:
             host: Interface to bind; loopback by default.
             port: Port to bind; 0 picks a free one.
             resume_window_seconds: Real seconds after a run ends during which its stream can be resumed.
+            models: Models to serve besides the built-in table, `{'acme/model-1': (in, out USD per 1M tokens)}`.
+            blocked_keys: Keys answered with 403 `forbidden` (a blocked key), to exercise that path.
         """
         self.app = create_app(
             api_key=api_key,
@@ -111,6 +116,8 @@ class Emulator:
             partial_output=partial_output,
             retention_seconds=retention_seconds,
             resume_window_seconds=resume_window_seconds,
+            models=models,
+            blocked_keys=blocked_keys,
         )
         self._state: EmulatorState = self.app.state.emulator
         self.host = host

@@ -8,19 +8,21 @@ envelope (`invalid request body: json: unknown field "X"` with `param: "X"` for 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from ipaddress import ip_address
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 from pydantic_core import ErrorDetails
 
-from ._corpus import MODELS
-from ._errors import ApiError
+from ._errors import ApiError, ValidationDetail
+from ._models import MODELS, ModelInfo
 
 __all__ = (
     'EFFORTS',
+    'MAX_SEARCH_QUERIES',
     'CreateRequest',
     'McpTool',
     'SearchRequest',
@@ -46,6 +48,7 @@ _RESERVED_FUNCTION_NAMES = frozenset(
 _LABEL = re.compile(r'^[a-zA-Z0-9_-]{1,64}$')
 _SCHEMA_NAME = r'^[A-Za-z0-9_-]{1,64}$'
 _LOOPBACK_NAMES = frozenset({'localhost', 'localhost.localdomain'})
+_PUBLICATION_DATES = ('search_after_date_filter', 'search_before_date_filter')
 
 
 class _Strict(BaseModel):
@@ -505,6 +508,8 @@ class CreateRequest(_Strict):
     language_preference: str | None = None
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, ge=0, le=1)
+    #: Accepted with no effect, as the migration guide says ("some such fields are accepted but have no effect").
+    top_logprobs: int | None = Field(None, ge=0, le=20)
     service_tier: Literal['auto', 'default', 'flex', 'priority', 'fast'] | None = None
     step_budget_reminder: bool | None = None
     skills: (
@@ -525,16 +530,26 @@ class CreateRequest(_Strict):
     stream_options: StreamOptions | None = None
 
 
-class SearchRequest(_Strict):
-    """The body of `POST /search` (the Search API has its own, different field set)."""
+#: Search API limits that the server clamps instead of refusing (the search SDK guide: "the server silently
+#: clamps oversized values instead of rejecting them"); the maxima are the OpenAPI schema's.
+_SEARCH_CLAMPS = {'max_results': 20, 'max_tokens': 1_000_000, 'max_tokens_per_page': 1_000_000}
+#: Reformulations one `/search` request may carry (the search SDK guide: "up to 10 reformulation variants").
+MAX_SEARCH_QUERIES = 10
 
-    query: Annotated[
-        Annotated[str, Tag('~str')] | Annotated[list[str], Tag('~list')],
-        _str_or('list'),
-    ]
-    max_results: int | None = Field(None, ge=1, le=20)
-    max_tokens: int | None = Field(None, ge=1, le=1_000_000)
-    max_tokens_per_page: int | None = Field(None, ge=1)
+
+def _clamp(field: str) -> Any:
+    return AfterValidator(lambda value: None if value is None else min(value, _SEARCH_CLAMPS[field]))
+
+
+class SearchRequest(BaseModel):
+    """The body of `POST /search`: a FastAPI service, so JSON numbers like `5.0` are coerced (lax), not refused."""
+
+    model_config = ConfigDict(extra='forbid', defer_build=True)
+
+    query: str | list[str]
+    max_results: Annotated[int | None, Field(ge=1), _clamp('max_results')] = None
+    max_tokens: Annotated[int | None, Field(ge=1), _clamp('max_tokens')] = None
+    max_tokens_per_page: Annotated[int | None, Field(ge=1), _clamp('max_tokens_per_page')] = None
     search_context_size: Literal['low', 'medium', 'high'] | None = None
     search_domain_filter: list[str] | None = None
     search_language_filter: list[str] | None = None
@@ -667,7 +682,7 @@ def check_filters(
     recency: str | None,
     dates: dict[str, str | None],
 ) -> None:
-    """Domain filter size, date formats, and that recency is not combined with date filters."""
+    """Domain filter size, date formats, and that recency is not combined with publication-date filters."""
     if domains is not None:
         if len(domains) > 20:
             raise ApiError(
@@ -688,11 +703,14 @@ def check_filters(
                 )
     for field, value in dates.items():
         _check_date(value, field)
-    if recency is not None and any(value is not None for value in dates.values()):
+    published = [name for name in _PUBLICATION_DATES if dates.get(name) is not None]
+    if recency is not None and published:
+        # The search SDK guide: recency "can combine with the last-updated range but NOT with" publication dates.
         raise ApiError(
             400,
             'invalid_parameter',
-            'search_recency_filter cannot be combined with date filters',
+            f'search_recency_filter cannot be combined with {" or ".join(published)} (publication dates); '
+            'it can be combined with the last-updated filters',
             param='search_recency_filter',
         )
 
@@ -735,12 +753,12 @@ def _check_mcp(tools: list[McpTool]) -> None:
             )
 
 
-def _check_input(req: CreateRequest) -> None:
+def _check_input(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     if (isinstance(req.input, str) and not req.input.strip()) or (isinstance(req.input, list) and not req.input):
         raise ApiError(400, 'invalid_request', 'input must not be empty', param='input')
 
 
-def _check_target(req: CreateRequest) -> None:
+def _check_target(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     """One of `model`, `models`, `effort` or `preset` names what answers; efforts must be known names or pins."""
     if req.model is None and req.models is None and req.effort is None and req.preset is None:
         raise ApiError(400, 'invalid_request', 'one of model, models, effort or preset is required', param='model')
@@ -754,11 +772,11 @@ def _requested_models(req: CreateRequest) -> list[str]:
     return list(req.models or ()) + ([req.model] if req.model is not None else [])
 
 
-def _check_models(req: CreateRequest) -> None:
+def _check_models(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     """Every model id is listed by `/v1/models` (a bare `sonar` gets a hint)."""
     for name in _requested_models(req):
-        if name not in MODELS:
-            hint = f' (did you mean "perplexity/{name}"?)' if '/' not in name and f'perplexity/{name}' in MODELS else ''
+        if name not in models:
+            hint = f' (did you mean "perplexity/{name}"?)' if '/' not in name and f'perplexity/{name}' in models else ''
             raise ApiError(
                 400,
                 'invalid_model',
@@ -767,7 +785,7 @@ def _check_models(req: CreateRequest) -> None:
             )
 
 
-def _check_anthropic(req: CreateRequest) -> None:
+def _check_anthropic(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     """Anthropic models need `max_output_tokens` (the live message, word for word)."""
     if req.max_output_tokens is None and any(name.startswith('anthropic/') for name in _requested_models(req)):
         raise ApiError(
@@ -778,7 +796,7 @@ def _check_anthropic(req: CreateRequest) -> None:
         )
 
 
-def _check_metadata(req: CreateRequest) -> None:
+def _check_metadata(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     """At most 16 keys, keys up to 64 characters, values up to 512."""
     metadata = req.metadata or {}
     if len(metadata) > 16:
@@ -790,7 +808,7 @@ def _check_metadata(req: CreateRequest) -> None:
             raise ApiError(400, 'invalid_parameter', 'metadata values can be at most 512 characters', param='metadata')
 
 
-def _check_response_format(req: CreateRequest) -> None:
+def _check_response_format(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     if req.response_format is not None and req.response_format.json_schema is None:
         raise ApiError(
             400,
@@ -827,7 +845,7 @@ def _check_web_search(tool: WebSearchTool) -> None:
         )
 
 
-def _check_tools(req: CreateRequest) -> None:
+def _check_tools(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     """Each tool's own rules, in the order the tools are listed."""
     for tool in req.tools or ():
         if isinstance(tool, FunctionTool):
@@ -836,7 +854,7 @@ def _check_tools(req: CreateRequest) -> None:
             _check_web_search(tool)
 
 
-def _check_mcp_tools(req: CreateRequest) -> None:
+def _check_mcp_tools(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     _check_mcp([tool for tool in req.tools or () if isinstance(tool, McpTool)])
 
 
@@ -853,17 +871,22 @@ _CREATE_CHECKS = (
 )
 
 
-def _check_create(req: CreateRequest) -> None:
+def _check_create(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     for check in _CREATE_CHECKS:
-        check(req)
+        check(req, models)
 
 
 def _check_search(req: SearchRequest) -> None:
     queries = [req.query] if isinstance(req.query, str) else req.query
     if not queries or any(not q.strip() for q in queries):
         raise ApiError(400, 'invalid_request', 'query must not be empty', param='query')
-    if len(queries) > 5:
-        raise ApiError(400, 'invalid_parameter', 'at most 5 queries are allowed in one request', param='query')
+    if len(queries) > MAX_SEARCH_QUERIES:
+        raise ApiError(
+            400,
+            'invalid_parameter',
+            f'at most {MAX_SEARCH_QUERIES} queries (rewordings of one question) are allowed in one request',
+            param='query',
+        )
     check_filters(
         req.search_domain_filter,
         req.search_recency_filter,
@@ -888,23 +911,41 @@ def _check_search(req: SearchRequest) -> None:
         )
 
 
-def parse_create(body: bytes) -> CreateRequest:
-    """Validate a create body, or raise the `ApiError` the live API would answer."""
+def parse_create(body: bytes, models: Mapping[str, ModelInfo] = MODELS) -> CreateRequest:
+    """Validate a create body against the model table `models`, or raise the `ApiError` the live API would answer."""
     try:
         req = CreateRequest.model_validate_json(body)
     except ValidationError as exc:
         raise _to_api_error(exc) from None
-    _check_create(req)
+    _check_create(req, models)
     return req
 
 
+def _detail(exc: ValidationError) -> list[dict[str, Any]]:
+    """Pydantic's errors as FastAPI lists them: `loc` from `body`, `msg`, `type`, `input`."""
+    return [
+        {
+            'loc': ['body', *(part for part in error['loc'] if not (isinstance(part, str) and part.startswith('~')))],
+            'msg': error['msg'],
+            'type': error['type'],
+            'input': error.get('input'),
+        }
+        for error in exc.errors(include_url=False)
+    ]
+
+
 def parse_search(body: bytes) -> SearchRequest:
-    """Validate a `POST /search` body, or raise the `ApiError` the live API would answer."""
+    """Validate a `POST /search` body, or raise a 422 with FastAPI's `{"detail": [...]}` as the Search API does."""
     try:
         req = SearchRequest.model_validate_json(body)
     except ValidationError as exc:
-        raise _to_api_error(exc) from None
-    _check_search(req)
+        raise ValidationDetail(_detail(exc)) from None
+    try:
+        _check_search(req)
+    except ApiError as exc:
+        raise ValidationDetail(
+            [{'loc': ['body', exc.param or 'body'], 'msg': exc.message, 'type': 'value_error'}]
+        ) from None
     return req
 
 
