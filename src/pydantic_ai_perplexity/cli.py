@@ -16,7 +16,7 @@ import time
 from collections.abc import Generator
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -34,7 +34,24 @@ _CONTEXT = {'help_option_names': ['-h', '--help'], 'max_content_width': 110}
 
 
 def _err(message: str) -> None:
-    click.echo(message, err=True)
+    """A notice on stderr, without the escape sequences or invisible characters a caller or a page may have put in."""
+    from ._terminal import for_terminal
+
+    click.echo(for_terminal(message), err=True)
+
+
+def _out(text: str) -> None:
+    """A result on stdout, made safe for a terminal the same way (newlines and tabs kept)."""
+    from ._terminal import for_terminal
+
+    click.echo(for_terminal(text))
+
+
+def _out_json(text: str) -> None:
+    """JSON on stdout with every character a terminal could act on or hide written as a `\\uXXXX` escape."""
+    from ._terminal import json_for_terminal
+
+    click.echo(json_for_terminal(text))
 
 
 def _configure_tracing() -> None:
@@ -61,8 +78,57 @@ def _fail(exc: BaseException) -> None:
     from .errors import PerplexityError
 
     if isinstance(exc, PerplexityError):
-        raise click.ClickException(str(exc)) from None
+        from ._redact import redact_urls_in
+        from ._terminal import for_terminal
+
+        raise click.ClickException(for_terminal(redact_urls_in(str(exc)))) from None
     raise exc
+
+
+#: Longer than any run id the API gives (`resp_` and a few dozen characters), short enough to show in a message.
+_MAX_ID_CHARS = 256
+
+
+def _response_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A RESPONSE_ID argument checked before it reaches a URL: printable text of a sane length."""
+    if len(value) > _MAX_ID_CHARS:
+        raise click.BadParameter(
+            f'{len(value):,} characters is too long for a run id (ids look like resp_…, at most {_MAX_ID_CHARS} '
+            'characters); copy it again from `pydantic-ai-perplexity jobs list`.'
+        )
+    if not value.strip() or not value.isprintable():
+        raise click.BadParameter(
+            'a run id is printable text such as resp_…; copy it again from `pydantic-ai-perplexity jobs list`.'
+        )
+    return value
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A number of seconds, finite and 0 or more, checked as PERPLEXITY_WAIT_SECONDS is."""
+    if value is None:
+        return None
+    from .errors import ConfigurationError
+    from .settings import check_seconds
+
+    try:
+        return check_seconds(value)
+    except ConfigurationError:
+        raise click.BadParameter(f'{value:g} is not a number of seconds: give 0 or more, e.g. 600.') from None
+
+
+def _budget(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A budget in USD, finite and 0 or more, checked as PERPLEXITY_BUDGET_USD is."""
+    if value is None:
+        return None
+    from .errors import ConfigurationError
+    from .settings import check_budget
+
+    try:
+        return check_budget(value)
+    except ConfigurationError:
+        raise click.BadParameter(
+            f'{value:g} is not a budget: give a number of US dollars, 0 or more, e.g. --budget 5.'
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -73,7 +139,9 @@ class _StepDisplay:
     """Research progress on stderr: a live rich display on a terminal, one plain line per step otherwise."""
 
     def __init__(self, title: str) -> None:
-        self.title = title
+        from ._terminal import line_for_terminal
+
+        self.title = line_for_terminal(title)
         self.live = sys.stderr.isatty()
         self.started = time.monotonic()
         self._bar: Any = None
@@ -105,6 +173,9 @@ class _StepDisplay:
 
     def __call__(self, progress: Progress, step: str) -> None:
         """The `on_progress` callback."""
+        from ._terminal import line_for_terminal
+
+        step = line_for_terminal(step)  # search queries and page titles come from the model and the web
         if self._bar is not None:
             from rich.text import Text
 
@@ -177,7 +248,7 @@ def _mcp_server(value: str) -> dict[str, str]:
 @click.option('--recency', type=click.Choice(RECENCIES), help='Only pages from the last hour/day/week/month/year.')
 @click.option('--after', help='Only pages published on or after this date (YYYY-MM-DD).')
 @click.option('--before', help='Only pages published on or before this date (YYYY-MM-DD).')
-@click.option('--fetch-pages', type=click.IntRange(1, 20), help='Let the run read up to N pages in full.')
+@click.option('--fetch-pages', type=click.IntRange(1, 10), help='Let the run read up to N pages in full (1-10).')
 @click.option('--max-steps', type=click.IntRange(1, 100), help='Stop the run after this many steps.')
 @click.option(
     '--schema',
@@ -187,8 +258,20 @@ def _mcp_server(value: str) -> dict[str, str]:
 @click.option(
     '--mcp-server', 'mcp_servers', multiple=True, metavar='LABEL=URL', help='A remote MCP server the run may call.'
 )
-@click.option('--budget', 'budget_usd', type=float, help='Refuse the run if recorded spend would pass this many USD.')
-@click.option('--wait', 'wait_seconds', type=float, help='Wait at most this many seconds, then print the run id.')
+@click.option(
+    '--budget',
+    'budget_usd',
+    type=float,
+    callback=_budget,
+    help='Refuse the run if recorded spend would pass this many USD.',
+)
+@click.option(
+    '--wait',
+    'wait_seconds',
+    type=float,
+    callback=_seconds,
+    help='Wait at most this many seconds, then print the run id.',
+)
 @click.option('--no-wait', is_flag=True, help='Start the run, print its id and exit (collect it with `jobs wait`).')
 @click.option('--json', 'as_json', is_flag=True, help='Print the full result as JSON.')
 def research(
@@ -242,6 +325,8 @@ def research(
         except ValueError as exc:
             raise click.BadParameter(f'{schema} is not JSON: {exc}', param_hint='--schema') from None
 
+    started: list[str] = []  # the run's id, once the API has given it (for a Ctrl-C notice)
+
     async def go(settings: dict[str, str]) -> ResearchResult:
         from .researcher import Researcher
 
@@ -260,9 +345,12 @@ def research(
                 display.summary(result)
             return result
 
+    emulated = not os.environ.get('PERPLEXITY_API_KEY')
     try:
         with _endpoint(no_wait=no_wait) as settings:
             result = anyio.run(go, settings)
+    except KeyboardInterrupt:
+        _interrupted(started[-1] if started else None, emulated=emulated)
     except Exception as exc:
         _fail(exc)
         return
@@ -271,33 +359,57 @@ def research(
         sys.exit(EXIT_RUN_FAILED)
 
 
+#: Exit status after Ctrl-C, as a shell reports a command ended by SIGINT.
+EXIT_INTERRUPTED = 130
+
+
+def _interrupted(response_id: str | None, *, emulated: bool, collecting: bool = False) -> NoReturn:
+    """After Ctrl-C: which run was going and how to collect or cancel it (it goes on server-side), then exit 130."""
+    if response_id is None:
+        _err(
+            "Interrupted before the run's id came back. If it started, it is in the ledger: "
+            'see `pydantic-ai-perplexity jobs list`.'
+        )
+    elif emulated:
+        _err(f'Interrupted. Run {response_id} was on the built-in emulator, which stopped with this command.')
+    else:
+        what = 'Stopped waiting' if collecting else 'Interrupted'
+        _err(
+            f'{what}. Run {response_id} goes on server-side (and is billed) until it ends.\n'
+            f'  Collect it: pydantic-ai-perplexity jobs wait {response_id}\n'
+            f'  Cancel it:  pydantic-ai-perplexity jobs cancel {response_id}'
+        )
+    sys.exit(EXIT_INTERRUPTED)
+
+
 def _print_result(result: ResearchResult, *, as_json: bool) -> None:
     if as_json:
-        click.echo(result.model_dump_json(indent=2))
+        _out_json(result.model_dump_json(indent=2))
         if not result.done:
             _handoff_notice(result)
         return
     if not result.done:
-        click.echo(result.response_id)
+        _out(result.response_id)
         _handoff_notice(result)
         return
+    from ._terminal import line_for_terminal
     from .render import answer_with_source_numbers
 
     if result.error:
         _err(f'The run ended {result.status}: {result.error}')
     if result.data is not None:
-        click.echo(json.dumps(result.data, indent=2, ensure_ascii=False))
+        _out_json(json.dumps(result.data, indent=2, ensure_ascii=False))
     else:
-        click.echo(answer_with_source_numbers(result))
+        _out(answer_with_source_numbers(result))
     if result.sources:
-        click.echo('\nSources:')
+        _out('\nSources:')
         for s in result.sources:
             mark = '' if s.cited else '  (not cited)'
-            click.echo(f'  [{s.n}] {s.title or s.domain} — {s.url}{mark}')
+            _out(f'  [{s.n}] {line_for_terminal(s.title or s.domain)} — {line_for_terminal(s.url)}{mark}')
     if result.orphan_markers:
-        click.echo(f'\nMarkers pointing at no source: {", ".join(result.orphan_markers)}')
+        _out(f'\nMarkers pointing at no source: {", ".join(result.orphan_markers)}')
     cost = f'${result.cost_usd:.4f}' if result.cost_usd is not None else 'cost unknown'
-    click.echo(f'\n{result.status} · {result.effort or "-"} · {result.model or "-"} · {cost} · {result.response_id}')
+    _out(f'\n{result.status} · {result.effort or "-"} · {result.model or "-"} · {cost} · {result.response_id}')
 
 
 def _handoff_notice(result: ResearchResult) -> None:
@@ -349,21 +461,23 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
     with Ledger() as ledger:
         records = ledger.list(status=status, limit=limit)
     if as_json:
-        click.echo(json.dumps([r.model_dump(mode='json') for r in records], indent=2))
+        _out_json(json.dumps([r.model_dump(mode='json') for r in records], indent=2, ensure_ascii=False))
         return
     if not records:
         _err(f'No runs recorded in {ledger.describe()}.')
         return
+    from ._terminal import line_for_terminal
+
     for r in records:
-        query = ' '.join(r.query.split())
-        click.echo(
-            f'{r.response_id}  {r.status:<11} {r.created_at:%Y-%m-%d %H:%M}  {_cost(r):>9}  '
-            f'{r.effort or "-":<6} {query[:60]}'
+        query = line_for_terminal(r.query)  # a question may come from any caller: shown, never acted on
+        _out(
+            f'{line_for_terminal(r.response_id)}  {line_for_terminal(r.status):<11} {r.created_at:%Y-%m-%d %H:%M}  '
+            f'{_cost(r):>9}  {line_for_terminal(r.effort or "-"):<6} {query[:60]}'
         )
 
 
 @jobs.command('show', context_settings=_CONTEXT)
-@click.argument('response_id')
+@click.argument('response_id', callback=_response_id)
 @click.option('--json', 'as_json', is_flag=True, help='Print the record as JSON.')
 def jobs_show(response_id: str, as_json: bool) -> None:
     """One run as the ledger has it (no API call).
@@ -380,7 +494,7 @@ def jobs_show(response_id: str, as_json: bool) -> None:
     if record is None:
         raise click.ClickException(f'No run {response_id!r} in the ledger ({ledger.describe()}).')
     if as_json:
-        click.echo(record.model_dump_json(indent=2))
+        _out_json(record.model_dump_json(indent=2))
         return
     fields = [
         ('run', record.response_id),
@@ -397,12 +511,19 @@ def jobs_show(response_id: str, as_json: bool) -> None:
     if record.error:
         fields.append(('error', record.error))
     for name, value in fields:
-        click.echo(f'{name + ":":<10}{value}')
+        _out(f'{name + ":":<10}{value}')
 
 
 @jobs.command('wait', context_settings=_CONTEXT)
-@click.argument('response_id')
-@click.option('--timeout', type=float, default=600, show_default=True, help='Give up waiting after this many seconds.')
+@click.argument('response_id', callback=_response_id)
+@click.option(
+    '--timeout',
+    type=float,
+    default=600,
+    show_default=True,
+    callback=_seconds,
+    help='Give up waiting after this many seconds.',
+)
 @click.option('--json', 'as_json', is_flag=True, help='Print the full result as JSON.')
 def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
     """Wait for a run (showing its progress) and print its result, as `research` does.
@@ -428,6 +549,8 @@ def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
 
     try:
         result = anyio.run(go)
+    except KeyboardInterrupt:
+        _interrupted(response_id, emulated=False, collecting=True)
     except Exception as exc:
         _fail(exc)
         return
@@ -437,7 +560,7 @@ def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
 
 
 @jobs.command('cancel', context_settings=_CONTEXT)
-@click.argument('response_id')
+@click.argument('response_id', callback=_response_id)
 def jobs_cancel(response_id: str) -> None:
     """Cancel a run that is still going (it stops, and stops costing); prints the id and its status.
 
@@ -458,7 +581,7 @@ def jobs_cancel(response_id: str) -> None:
     except Exception as exc:
         _fail(exc)
         return
-    click.echo(f'{result.response_id} {result.status}')
+    _out(f'{result.response_id} {result.status}')
     if result.done and result.status != 'cancelled':
         _err(f'The run had already ended ({result.status}); nothing to cancel.')
 
@@ -490,11 +613,11 @@ def doctor(as_json: bool) -> None:
     def emit(check: Check) -> None:
         checks.append(check)
         if not as_json:
-            click.echo(check.line())
+            _out(check.line())
 
     ok = anyio.run(run_checks, emit)
     if as_json:
-        click.echo(json.dumps([dataclasses.asdict(c) for c in checks], indent=2))
+        _out_json(json.dumps([dataclasses.asdict(c) for c in checks], indent=2, ensure_ascii=False))
     else:
         failed = sum(not c.ok for c in checks)
         _err(f'{len(checks) - failed} passed, {failed} failed.')
@@ -526,7 +649,7 @@ def config(client: str, write: bool, launcher: str) -> None:
       pydantic-ai-perplexity config pydantic-deep --write
       pydantic-ai-perplexity config cursor --launcher uvx
     """
-    from .mcp.config import UVX_NOTE, add_to_pydantic_deep, client_snippet, missing_extra
+    from .mcp.config import UVX_NOTE, add_to_pydantic_deep, client_snippet, missing_extra, secret_variables
 
     chosen = 'uvx' if launcher == 'uvx' else 'python'
     problem = missing_extra(client, chosen)
@@ -536,8 +659,17 @@ def config(client: str, write: bool, launcher: str) -> None:
         raise click.UsageError('--write is only for pydantic-deep.')
     if chosen == 'uvx':
         _err(f'Note: {UVX_NOTE}')
+    left_out = secret_variables() if client == 'pydantic-deep' else []
+    if left_out:
+        _err(
+            f'Not copied, as they hold secrets and pydantic-deep expands no variables: {", ".join(left_out)}. '
+            'The server then runs without them; give it what it needs another way (e.g. ~/.pgpass for a password).'
+        )
     if write:
-        path = add_to_pydantic_deep(launcher=chosen)
+        try:
+            path = add_to_pydantic_deep(launcher=chosen)
+        except (ValueError, OSError) as exc:  # a symlinked file or directory, a file that is not a JSON object
+            raise click.ClickException(str(exc)) from None
         _err(f'Added the perplexity server to {path} (the key is read from PERPLEXITY_API_KEY, not written).')
         return
     click.echo(client_snippet(client, launcher=chosen))
@@ -587,8 +719,27 @@ def emulator(host: str, port: int, api_key: str | None, time_scale: float) -> No
     serve(host=host, port=port, api_key=api_key, time_scale=time_scale)
 
 
+def _undecodable_argument(args: list[str]) -> str | None:
+    """The first argument that is not valid UTF-8 (Python keeps its bad bytes as surrogates), shown escaped."""
+    from ._terminal import line_for_terminal
+
+    for arg in args:
+        try:
+            arg.encode('utf-8')
+        except UnicodeEncodeError:
+            shown = line_for_terminal(arg.encode('utf-8', 'surrogateescape').decode('utf-8', 'backslashreplace'))
+            return shown if len(shown) <= 60 else shown[:59] + '…'
+    return None
+
+
 def main() -> None:
     """Entry point of the console script."""
+    bad = _undecodable_argument(sys.argv[1:])
+    if bad is not None:
+        _err(
+            f'Error: an argument is not valid UTF-8 text: "{bad}". Pass text in UTF-8 (check the terminal\'s encoding).'
+        )
+        sys.exit(2)
     cli()
 
 

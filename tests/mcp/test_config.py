@@ -76,12 +76,12 @@ def test_config_overrides_and_refusals(parent_env: None) -> None:
 
 def test_environment_for_a_file_leaves_out_anything_secret(parent_env: None) -> None:
     env = child_environment(for_file=True)
+    # SSL_CERT_FILE describes this shell (a CA bundle set for a proxy or a test), so a file does not pin it.
     assert env == {
         'HTTPS_PROXY': 'http://proxy.internal:3128',
         'OTEL_EXPORTER_OTLP_ENDPOINT': 'http://collector:4318',
         'PERPLEXITY_BASE_URL': 'http://127.0.0.1:8787',
         'PERPLEXITY_STATE_DIR': '/var/lib/research',
-        'SSL_CERT_FILE': '/etc/ssl/corp.pem',
     }
 
 

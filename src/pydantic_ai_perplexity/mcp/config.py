@@ -11,7 +11,9 @@ only once the package is published on the package index (`UVX_NOTE`).
 given what it needs explicitly: the non-secret `PERPLEXITY_*` settings, OpenTelemetry/Logfire settings and
 proxy/certificate variables present here. Never `PERPLEXITY_API_KEY` in a written file: pydantic-deep adds it from
 your environment at start (`MCPAuth(kind='env')`), and client snippets reference it the way each client expands
-variables (or leave a placeholder where a client cannot). `PERPLEXITY_WAIT_SECONDS` is not passed on (it is the
+variables (or leave a placeholder where a client cannot). No other secret is written either (a ledger URL with a
+password, a proxy's credentials: referenced the same way, or left out), nor settings that describe only this shell
+(CA bundles, the emulator's settings): see `_config_env`. `PERPLEXITY_WAIT_SECONDS` is not passed on (it is the
 in-process budget); the server answers within 55 s unless you pass `wait_seconds`.
 """
 
@@ -26,7 +28,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from .._safe_write import refuse_link, write_text_no_follow
 from ..settings import DEFAULT_MCP_WAIT_SECONDS
+from ._config_env import reference, split_for_file, vscode_input
 
 if TYPE_CHECKING:
     from pydantic_deep.mcp import MCPServerConfig  # pyright: ignore[reportMissingTypeStubs]
@@ -40,6 +44,7 @@ __all__ = (
     'missing_extra',
     'perplexity_mcp_config',
     'perplexity_mcp_toolset',
+    'secret_variables',
     'server_command',
 )
 
@@ -64,8 +69,6 @@ _PASSED = re.compile(
 _NOT_PASSED = frozenset(
     {KEY_ENV, 'PERPLEXITY_WAIT_SECONDS', 'PERPLEXITY_MCP_TOKEN', 'PERPLEXITY_MCP_TOKENS', 'PERPLEXITY_MCP_TOKENS_FILE'}
 )
-_SECRET_NAME = re.compile(r'(TOKEN|KEY|SECRET|PASSWORD|HEADERS|CREDENTIAL)', re.IGNORECASE)
-_USERINFO = re.compile(r'://[^/@\s]+@')
 
 
 #: What `launcher='uvx'` needs, said next to a snippet that uses it.
@@ -113,22 +116,28 @@ def child_environment(
 ) -> dict[str, str]:
     """The environment the server child needs, taken from `environ` (default `os.environ`).
 
-    With `for_file`, anything that may carry a secret (tokens, OTLP headers, proxy credentials) is left out, since
-    the result is meant to be written to a config file.
+    With `for_file`, anything that may carry a secret (tokens, OTLP headers, proxy credentials, a database URL with
+    a password) and anything that describes only this shell (CA bundles, emulator settings) is left out, since the
+    result is meant to be written to a config file (see `_config_env`).
     """
     source = os.environ if environ is None else environ
     env: dict[str, str] = {}
     for name, value in sorted(source.items()):
         if not _PASSED.match(name) or name in _NOT_PASSED:
             continue
-        if for_file and (_SECRET_NAME.search(name) or _USERINFO.search(value)):
-            continue
         env[name] = value
+    if for_file:
+        env = split_for_file(env)[0]
     if wait_seconds is not None:
         if wait_seconds < 0:
             raise ValueError(f'wait_seconds must be 0 or more, not {wait_seconds}.')
         env['PERPLEXITY_WAIT_SECONDS'] = f'{wait_seconds:g}'
     return env
+
+
+def secret_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The variables the server would get that hold a secret: a config file refers to them or leaves them out."""
+    return split_for_file(child_environment(environ=environ))[1]
 
 
 def perplexity_mcp_config(
@@ -252,11 +261,13 @@ def perplexity_mcp_toolset(
 def client_snippet(client: Client | str, *, launcher: Launcher = 'python') -> str:
     """A ready config snippet for `client` (claude-desktop, claude-code, cursor, vscode or pydantic-deep).
 
-    Paths are absolute; the key is never included: each snippet references `PERPLEXITY_API_KEY` the way that client
-    expands variables, or (Claude Desktop, which expands none) holds a placeholder to replace.
+    Paths are absolute; no secret is included: each snippet references `PERPLEXITY_API_KEY` (and any other variable
+    holding a secret, such as a ledger URL with a password) the way that client expands variables, or (Claude
+    Desktop, which expands none) holds a placeholder to replace. pydantic-deep expands nothing: `secret_variables()`
+    names what it leaves out.
     """
     command, args = server_command(launcher)
-    env = child_environment(for_file=True)
+    env = child_environment(for_file=True) | _references(client)
     if client == 'claude-desktop':
         entry = {'command': command, 'args': args, 'env': {KEY_ENV: '<your Perplexity API key>', **env}}
         return _json({'mcpServers': {SERVER_NAME: entry}})
@@ -280,6 +291,7 @@ def client_snippet(client: Client | str, *, launcher: Launcher = 'python') -> st
                         'description': 'Perplexity API key',
                         'password': True,
                     },
+                    *(vscode_input(name) for name in secret_variables()),
                 ],
                 'servers': {
                     SERVER_NAME: {
@@ -301,12 +313,18 @@ def add_to_pydantic_deep(
 ) -> Path:
     """Add (or replace) the `perplexity` server in pydantic-deep's CLI config file; the key is never written.
 
-    Other servers and settings in the file are kept. Returns the file's path.
+    Other servers and settings in the file are kept. No secret is written (`secret_variables()` names those left
+    out), and no link is followed: a target or directory that is a symlink raises `UnsafePathError` (a `ValueError`).
+    Returns the file's path.
     """
     target = Path(path)
+    refuse_link(target)
     data: dict[str, Any] = {}
     if target.exists():
-        loaded: Any = json.loads(target.read_text(encoding='utf-8') or '{}')
+        try:
+            loaded: Any = json.loads(target.read_text(encoding='utf-8') or '{}')
+        except ValueError as exc:
+            raise ValueError(f'{target} is not valid JSON ({exc}); fix or move it first.') from None
         if not isinstance(loaded, dict):
             raise ValueError(f'{target} does not hold a JSON object; fix or move it first.')
         data = cast('dict[str, Any]', loaded)
@@ -315,11 +333,14 @@ def add_to_pydantic_deep(
     servers.append(_deep_entry(launcher))
     data['user_servers'] = servers
     data.setdefault('builtin_state', {})
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + '.tmp')
-    tmp.write_text(_json(data) + '\n', encoding='utf-8')
-    tmp.replace(target)
-    return target
+    # A new file made exclusively next to the target, then renamed over it: no planted link is ever followed.
+    return write_text_no_follow(target, _json(data) + '\n')
+
+
+def _references(client: str) -> dict[str, str]:
+    """For each variable holding a secret, the client's reference to it (none for a client that expands nothing)."""
+    refs = {name: reference(client, name) for name in secret_variables()}
+    return {name: ref for name, ref in refs.items() if ref is not None}
 
 
 def _name_of(entry: Any) -> Any:

@@ -1,0 +1,142 @@
+"""`config <client>` and `config pydantic-deep --write` copy no secret and follow no link (through the command)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_support import cli_env, run, run_each
+
+from pydantic_ai_perplexity.mcp import client_snippet
+from pydantic_ai_perplexity.mcp.config import child_environment
+
+PASSWORD = 'SENTINEL-pw/with-slash'
+QUERY_PASSWORD = 'SENTINEL-query-pw'
+SSL_PASSWORD = 'SENTINEL-sslpw'
+LEDGER_URLS = {
+    'userinfo': f'postgresql://research:{PASSWORD}@db.example:5432/runs?sslmode=require',
+    'parameter': f'postgresql://db.example/runs?user=research&password={QUERY_PASSWORD}&sslpassword={SSL_PASSWORD}',
+}
+SHELL_ONLY = {
+    'CURL_CA_BUNDLE': '/tmp/SENTINEL-curl-ca.pem',
+    'REQUESTS_CA_BUNDLE': '/tmp/SENTINEL-requests-ca.pem',
+    'SSL_CERT_FILE': '/tmp/SENTINEL-cert-file.pem',
+    'SSL_CERT_DIR': '/tmp/SENTINEL-cert-dir',
+    'PERPLEXITY_EMULATOR_TIME_SCALE': '0.000123',
+}
+#: How each client refers to PERPLEXITY_LEDGER_URL instead of holding it (None: left out).
+REFERENCE = {
+    'claude-desktop': '<PERPLEXITY_LEDGER_URL: not copied because it holds a secret; paste its value here>',
+    'claude-code': '${PERPLEXITY_LEDGER_URL}',
+    'cursor': '${env:PERPLEXITY_LEDGER_URL}',
+    'vscode': '${input:perplexity-ledger-url}',
+    'pydantic-deep': None,
+}
+
+
+def _env(tmp_path: Path, ledger_url: str) -> dict[str, str]:
+    return cli_env(tmp_path, PERPLEXITY_LEDGER_URL=ledger_url, PERPLEXITY_BASE_URL='http://127.0.0.1:8787') | SHELL_ONLY
+
+
+def _server_env(client: str, stdout: str) -> dict[str, Any]:
+    """The env block the client would give the server, read from the printed snippet."""
+    if client == 'claude-code':
+        add = stdout.strip().rsplit('\n', 1)[-1]
+        return json.loads(shlex.split(add)[-1])['env']
+    data = json.loads(stdout)
+    if client == 'vscode':
+        return data['servers']['perplexity']['env']
+    if client == 'pydantic-deep':
+        return data['user_servers'][0]['env']
+    return data['mcpServers']['perplexity']['env']
+
+
+def _check_snippet(client: str, stdout: str, stderr: str) -> None:
+    everything = stdout + stderr
+    for secret in (PASSWORD, QUERY_PASSWORD, SSL_PASSWORD, 'pw/with-slash', *SHELL_ONLY.values()):
+        assert secret not in everything, (client, secret)
+    server_env = _server_env(client, stdout)
+    assert server_env['PERPLEXITY_BASE_URL'] == 'http://127.0.0.1:8787', client  # a plain setting is copied
+    assert not set(SHELL_ONLY) & set(server_env), client
+    assert server_env.get('PERPLEXITY_LEDGER_URL') == REFERENCE[client], client
+    if client == 'vscode':
+        inputs = {i['id']: i for i in json.loads(stdout)['inputs']}
+        assert inputs['perplexity-ledger-url']['password'] is True
+
+
+def test_config_commands_refer_to_secrets_and_copy_no_shell_only_setting(tmp_path: Path) -> None:
+    env = _env(tmp_path, LEDGER_URLS['parameter'])
+    clients = list(REFERENCE)
+    done = run_each(*((('config', client), env) for client in clients))
+    for client, result in zip(clients, done, strict=True):
+        assert result.returncode == 0, (client, result.stderr)
+        _check_snippet(client, result.stdout, result.stderr)
+    assert 'PERPLEXITY_LEDGER_URL' in done[-1].stderr and 'Not copied' in done[-1].stderr  # pydantic-deep says so
+
+
+@pytest.mark.parametrize('client', list(REFERENCE))
+def test_a_password_in_the_user_info_is_not_copied_either(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+) -> None:
+    for name in [n for n in os.environ if child_environment(environ={n: 'x'})]:
+        monkeypatch.delenv(name)
+    for name, value in _env(tmp_path, LEDGER_URLS['userinfo']).items():
+        monkeypatch.setenv(name, value)
+    _check_snippet(client, client_snippet(client), '')
+
+
+def test_write_for_pydantic_deep_holds_no_secret(tmp_path: Path) -> None:
+    env = _env(tmp_path, LEDGER_URLS['parameter'])
+    done = _write(tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / '.pydantic-deep' / 'mcp.json').read_text()
+    for secret in (QUERY_PASSWORD, SSL_PASSWORD, *SHELL_ONLY.values()):
+        assert secret not in text
+    assert 'PERPLEXITY_LEDGER_URL' in done.stderr
+
+
+def _write(cwd: Path, env: dict[str, str]) -> Any:
+    here = Path.cwd()
+    os.chdir(cwd)
+    try:
+        return run('config', 'pydantic-deep', '--write', env=env)
+    finally:
+        os.chdir(here)
+
+
+def test_write_never_follows_a_planted_link(tmp_path: Path) -> None:
+    victim = tmp_path / 'victim.txt'
+    victim.write_text('precious\n')
+    folder = tmp_path / 'repo' / '.pydantic-deep'
+    folder.mkdir(parents=True)
+    (folder / 'mcp.json.tmp').symlink_to(victim)  # what a cloned repository could ship
+    done = _write(tmp_path / 'repo', cli_env(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == 'precious\n'
+    assert (folder / 'mcp.json.tmp').is_symlink()
+    assert json.loads((folder / 'mcp.json').read_text())['user_servers'][0]['name'] == 'perplexity'
+    assert sorted(p.name for p in folder.iterdir()) == ['mcp.json', 'mcp.json.tmp']  # no temporary file left
+
+
+@pytest.mark.parametrize('linked', ['file', 'directory'])
+def test_write_refuses_a_target_that_is_a_link(tmp_path: Path, linked: str) -> None:
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    victim = elsewhere / 'mcp.json'
+    victim.write_text('{"user_servers": []}\n')
+    repo = tmp_path / 'repo'
+    repo.mkdir()
+    if linked == 'file':
+        (repo / '.pydantic-deep').mkdir()
+        (repo / '.pydantic-deep' / 'mcp.json').symlink_to(victim)
+    else:
+        (repo / '.pydantic-deep').symlink_to(elsewhere, target_is_directory=True)
+    done = _write(repo, cli_env(tmp_path))
+    assert done.returncode == 1, done.stderr
+    assert 'is a symbolic link' in done.stderr and 'Traceback' not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.startswith('Error:')]) == 1
+    assert victim.read_text() == '{"user_servers": []}\n'
