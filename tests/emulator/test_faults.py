@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx2
@@ -221,3 +222,15 @@ def test_stream_frames_after_faults_are_still_well_formed(client: httpx2.Client)
     ) as r:
         events = frames(r.read())
     assert events[-1]['type'] == 'response.completed'
+
+
+@pytest.mark.parametrize(('directive', 'prefix'), [('grouped', ''), ('grouped=web', 'web:')])
+def test_grouped_cites_two_sources_in_one_marker(client: httpx2.Client, directive: str, prefix: str):
+    body = post(client, f'What is the EU AI Act? [[emulate: {directive}]]').json()
+    ids = [r['id'] for i in body['output'] if i['type'] == 'search_results' for r in i['results']]
+    text = next(i for i in body['output'] if i['type'] == 'message')['content'][0]['text']
+    grouped = re.findall(r'\[((?:web:)?\d+), ((?:web:)?\d+)\]', text)
+    assert len(grouped) == 1, text
+    a, b = grouped[0]
+    assert a.startswith(prefix) and b.startswith(prefix)
+    assert {int(a.removeprefix('web:')), int(b.removeprefix('web:'))} <= set(ids)

@@ -54,10 +54,19 @@ def _topic(query: str) -> str:
     return topic if len(topic) <= 90 else topic[:87].rstrip() + '…'
 
 
-def compose_answer(query: str, cited: list[Cited], *, injected: Cited | None = None, searched: bool = True) -> str:
+def compose_answer(
+    query: str,
+    cited: list[Cited],
+    *,
+    injected: Cited | None = None,
+    searched: bool = True,
+    grouped: str | None = None,
+) -> str:
     """The answer text: a lead line and one bullet per cited source ending in its `[n]` marker.
 
     When the searches found nothing on the question, the answer says so plainly, with no marker and no filler.
+    With `grouped` (`plain` or `web`), the first two sources share one bullet and one grouped marker,
+    `[a, b]` or `[web:a, web:b]`, as live answers sometimes write them.
     """
     topic = _topic(query) or 'your question'
     if not cited and injected is None:
@@ -71,6 +80,11 @@ def compose_answer(query: str, cited: list[Cited], *, injected: Cited | None = N
             'The emulator answers without searching when the request offers no search tool.'
         )
     lines = [f'Here is what the sources say about "{topic}":', '']
+    if grouped and len(cited) >= 2:
+        first, second, *cited = cited
+        prefix = 'web:' if grouped == 'web' else ''
+        marker = f'[{prefix}{first.id}, {prefix}{second.id}]'
+        lines.append(f'- {" ".join(first.sentences + second.sentences)}{marker}')
     lines.extend(f'- {" ".join(source.sentences)}[{source.id}]' for source in cited)
     if injected is not None:
         lines.append(f'- A forum post titled "{injected.title}" makes claims no other source supports.[{injected.id}]')

@@ -21,7 +21,7 @@ _STATUS = re.compile(r'^(429|500|502|503|504)(?:x(\d+))?(?:@(create|retrieve))?$
 _NUMBER = r'(\d+(?:\.\d+)?)'
 _KNOWN = (
     'NNNxN (429, 500, 502, 503, 504; @retrieve), retry_after=S, drop@S, slow=T, malformed, fail, incomplete, '
-    'duration=N, inject, mcp'
+    'duration=N, inject, mcp, grouped, grouped=web'
 )
 
 #: The `type` of the error envelope for each injectable status.
@@ -62,6 +62,7 @@ class Directives:
     duration: float | None = None
     inject: bool = False
     mcp: bool = False
+    grouped: Literal['plain', 'web'] | None = None  # cite two sources in one marker: `[a, b]` or `[web:a, web:b]`
 
     @property
     def create_faults(self) -> tuple[StatusFault, ...]:
@@ -86,6 +87,7 @@ class Directives:
             duration=other.duration if other.duration is not None else self.duration,
             inject=self.inject or other.inject,
             mcp=self.mcp or other.mcp,
+            grouped=other.grouped or self.grouped,
         )
 
     def has_run_effects(self) -> bool:
@@ -103,6 +105,9 @@ def _parse_token(token: str, into: dict[str, object], faults: list[StatusFault])
         return
     if word in {'malformed', 'fail', 'incomplete', 'inject', 'mcp'}:
         into[word] = True
+        return
+    if word in {'grouped', 'grouped=plain', 'grouped=web'}:
+        into['grouped'] = 'web' if word.endswith('=web') else 'plain'
         return
     for name, pattern, key, cast in (
         ('drop', r'^drop@(\d+)$', 'drop_at', int),

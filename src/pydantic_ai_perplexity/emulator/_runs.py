@@ -572,7 +572,7 @@ def _citations(query: str, plan: _Plan) -> tuple[list[Cited], Cited | None]:
 def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Directives) -> _Text:
     """The answer (or a JSON instance of the requested schema), cut to `max_output_tokens` when it is too long."""
     cited, injected = _citations(query, plan)
-    answer = compose_answer(query, cited, injected=injected, searched=bool(plan.searches))
+    answer = compose_answer(query, cited, injected=injected, searched=bool(plan.searches), grouped=directives.grouped)
     first_url = plan.searches[0][1][0]['url'] if plan.searches and plan.searches[0][1] else 'https://example.com/'
     text = answer
     if req.response_format is not None and req.response_format.json_schema is not None:
