@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,17 +46,26 @@ class HttpServer:
         )
         assert self.proc.stderr is not None
         self.url = ''
+        self.stderr: list[bytes] = []
         for line in iter(self.proc.stderr.readline, b''):
+            self.stderr.append(line)
             if b'listening on ' in line:
                 self.url = line.decode().split('listening on ', 1)[1].strip()
                 break
         assert self.url, 'the HTTP server did not start'
+        self._drained = threading.Thread(target=self._drain, daemon=True)
+        self._drained.start()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in iter(self.proc.stderr.readline, b''):
+            self.stderr.append(line)
+        self.proc.stderr.close()
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=DEADLINE)
-        assert self.proc.stderr is not None
-        self.proc.stderr.close()
+        self._drained.join(DEADLINE)
 
 
 @pytest.fixture(scope='module')
@@ -164,3 +174,172 @@ def test_a_client_that_disconnects_mid_call_leaves_the_run_going_and_in_the_ledg
     with Ledger(state_dir / 'ledger.sqlite3') as ledger:
         record = ledger.get(response_id)
     assert record is not None and record.origin == 'mcp' and record.status != 'cancelled'
+
+
+# -- answers: every request with a readable id gets one with that id, in both protocol eras ------------------------
+
+MODERN_META = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': {},
+    'io.modelcontextprotocol/clientInfo': {'name': 'http-test', 'version': '1'},
+}
+ERAS = {
+    'legacy': {'MCP-Protocol-Version': '2025-06-18'},
+    'modern': {'MCP-Protocol-Version': '2026-07-28'},
+}
+
+
+def answer(server: HttpServer, body: bytes | dict[str, Any], era: str) -> tuple[int, dict[str, Any]]:
+    """The status and the one JSON-RPC answer (a JSON body or the last SSE event) to `body`."""
+    headers = dict(ERAS[era])
+    if era == 'modern' and isinstance(body, dict):  # the routing headers of the 2026-07-28 revision
+        headers['Mcp-Method'] = body['method']
+        params = body.get('params')
+        if isinstance(params, dict) and isinstance(name := params.get('name', params.get('uri')), str):
+            headers['Mcp-Name'] = name
+    reply = post(server, body, Authorization=f'Bearer {TOKEN}', **headers)
+    if reply.headers.get('content-type', '').startswith('text/event-stream'):
+        events = [json.loads(line[5:]) for line in reply.text.splitlines() if line.startswith('data:')]
+        return reply.status_code, [e for e in events if 'method' not in e][-1]
+    return reply.status_code, reply.json()
+
+
+@pytest.mark.parametrize('era', ['legacy', 'modern'])
+@pytest.mark.parametrize('params', [False, 1e30, 'x', [1, 2]], ids=['false', '1e30', 'string', 'list'])
+def test_a_request_whose_params_is_not_an_object_is_answered_with_its_id(
+    http_server: HttpServer, era: str, params: Any
+) -> None:
+    for request_id in (7, 'seven', 'l' * 20_000):
+        status, reply = answer(
+            http_server, {'jsonrpc': '2.0', 'id': request_id, 'method': 'tools/call', 'params': params}, era
+        )
+        assert status == 400 and reply['id'] == request_id, reply
+        assert reply['error']['code'] == -32602 and '"params" must be an object' in reply['error']['message']
+    lone = b'{"jsonrpc":"2.0","id":"\\ud800","method":"ping"}'
+    status, reply = answer(http_server, lone, era)
+    assert reply['id'] == '\ud800' and reply['error']['code'] in (-32600, -32602)  # modern: no envelope either
+
+
+@pytest.mark.parametrize('era', ['legacy', 'modern'])
+def test_an_unknown_prompt_or_run_is_invalid_params_without_a_traceback(http_server: HttpServer, era: str) -> None:
+    meta = {'_meta': MODERN_META} if era == 'modern' else {}
+    prompt = {'jsonrpc': '2.0', 'id': 1, 'method': 'prompts/get', 'params': {'name': 'nope', **meta}}
+    _, reply = answer(http_server, prompt, era)
+    assert reply['id'] == 1 and reply['error']['code'] == -32602 and 'nope' in reply['error']['message']
+    uri = 'perplexity://runs/resp_does-not-exist'
+    run = {'jsonrpc': '2.0', 'id': 2, 'method': 'resources/read', 'params': {'uri': uri, **meta}}
+    _, reply = answer(http_server, run, era)
+    assert reply['id'] == 2 and reply['error']['code'] == -32602
+    assert 'No research run has that response_id' in reply['error']['message']
+    assert not any(b'Traceback' in line for line in http_server.stderr), b''.join(http_server.stderr)[-2000:]
+
+
+# -- binding off loopback: only with strong tokens -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    'tokens',
+    [
+        {'PERPLEXITY_MCP_TOKENS': ','},
+        {'PERPLEXITY_MCP_TOKEN': 'x'},
+        {'PERPLEXITY_MCP_TOKENS': 'alice:aaaaaaaaaaaaaaaaaaaaaaaa'},
+        {'PERPLEXITY_MCP_TOKENS': f'alice:{TOKEN},bob:short-secret'},
+    ],
+    ids=['zero tokens', 'one character', 'one repeated character', 'one of two weak'],
+)
+def test_zero_or_weak_tokens_do_not_protect_a_non_loopback_bind(tmp_path: Path, tokens: dict[str, str]) -> None:
+    done = subprocess.run(
+        [*SERVER, '--transport', 'http', '--host', '0.0.0.0', '--port', '0'],
+        env=server_env(None, tmp_path, **tokens),
+        capture_output=True,
+        timeout=DEADLINE,
+    )
+    assert done.returncode == 2, done.stderr
+    assert b'Refusing to serve MCP on 0.0.0.0' in done.stderr and b'16 characters' in done.stderr
+    for value in tokens.values():
+        secret = value.rsplit(':', 1)[-1].encode()
+        assert len(secret) < 3 or secret not in done.stderr  # names only, never a token
+    assert done.stdout == b''
+
+
+def test_a_token_added_to_the_file_later_must_be_strong_too(emu: Emulator, tmp_path: Path) -> None:
+    file = tmp_path / 'tokens'
+    file.write_text(f'alice:{TOKEN}\n')
+    server = HttpServer(server_env(emu, tmp_path, PERPLEXITY_MCP_TOKENS_FILE=str(file)), '--host', '0.0.0.0')
+    try:
+        url = server.url.replace('0.0.0.0', '127.0.0.1')
+        replacement = tmp_path / 'tokens.new'
+        replacement.write_text('alice:short\n')
+        replacement.replace(file)
+        reply = httpx2.post(
+            url, content=json.dumps(INITIALIZE), headers={**MCP_HEADERS, 'Authorization': 'Bearer short'}
+        )
+        assert reply.status_code == 401
+        still = httpx2.post(
+            url, content=json.dumps(INITIALIZE), headers={**MCP_HEADERS, 'Authorization': f'Bearer {TOKEN}'}
+        )
+        assert still.status_code == 200  # the last good file stays in force
+        assert any(b'too weak' in line for line in server.stderr)
+    finally:
+        server.stop()
+
+
+# -- browsers (CORS): an explicit allow-list, off by default -------------------------------------------------------
+
+APP = 'https://app.example.com'
+
+
+def preflight(url: str, origin: str | None) -> httpx2.Response:
+    headers = {
+        'Access-Control-Request-Method': 'POST',
+        'Access-Control-Request-Headers': 'authorization, content-type, mcp-protocol-version',
+    }
+    if origin is not None:
+        headers['Origin'] = origin
+    return httpx2.options(url, headers=headers, timeout=DEADLINE)
+
+
+def test_browser_clients_are_refused_by_default(http_server: HttpServer) -> None:
+    for origin in (APP, 'http://localhost:5173'):
+        refused = preflight(http_server.url, origin)
+        assert refused.status_code == 403 and 'PERPLEXITY_MCP_CORS_ORIGINS' in refused.json()['error_description']
+        assert 'access-control-allow-origin' not in refused.headers
+    plain = preflight(http_server.url, None)
+    assert plain.status_code == 204 and 'POST' in plain.headers['allow']
+
+
+def test_listed_origins_get_cors_answers_and_others_do_not(emu: Emulator, tmp_path: Path) -> None:
+    env = server_env(
+        emu, tmp_path, PERPLEXITY_MCP_TOKEN=TOKEN, PERPLEXITY_MCP_CORS_ORIGINS=f'{APP}, http://localhost:5173'
+    )
+    server = HttpServer(env)
+    try:
+        allowed = preflight(server.url, APP)
+        assert allowed.status_code == 204
+        assert allowed.headers['access-control-allow-origin'] == APP
+        assert 'POST' in allowed.headers['access-control-allow-methods']
+        granted = allowed.headers['access-control-allow-headers'].lower()
+        assert all(h in granted for h in ('authorization', 'content-type', 'mcp-protocol-version'))
+        assert 'origin' in allowed.headers['vary'].lower()
+        assert preflight(server.url, 'https://evil.example').status_code == 403
+        call = post(server, INITIALIZE, Authorization=f'Bearer {TOKEN}', Origin=APP)
+        assert call.status_code == 200 and call.headers['access-control-allow-origin'] == APP
+        unauthorized = post(server, INITIALIZE, Origin=APP)  # the page can read why it was refused
+        assert unauthorized.status_code == 401 and unauthorized.headers['access-control-allow-origin'] == APP
+        foreign = post(server, INITIALIZE, Authorization=f'Bearer {TOKEN}', Origin='https://evil.example')
+        assert foreign.status_code == 403 and 'access-control-allow-origin' not in foreign.headers
+    finally:
+        server.stop()
+
+
+def test_a_wildcard_or_malformed_origin_list_is_refused_at_start(tmp_path: Path) -> None:
+    for value in ('*', 'https://app.example.com/path', 'app.example.com'):
+        done = subprocess.run(
+            [*SERVER, '--transport', 'http', '--port', '0'],
+            env=server_env(None, tmp_path, PERPLEXITY_MCP_CORS_ORIGINS=value),
+            capture_output=True,
+            timeout=DEADLINE,
+        )
+        assert (
+            done.returncode == 2 and b'PERPLEXITY_MCP_CORS_ORIGINS' in done.stderr and b'scheme://host' in done.stderr
+        )

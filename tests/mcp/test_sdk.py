@@ -11,10 +11,10 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
+from mcp import Client
 from pydantic_ai_perplexity.mcp import _sdk
 from pydantic_ai_perplexity.mcp._tools import build_server
 

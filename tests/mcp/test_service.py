@@ -119,31 +119,37 @@ async def test_named_tokens_record_the_caller_and_a_revoked_one_is_refused_witho
     emu: Emulator, tmp_path: Path
 ) -> None:
     file = tmp_path / 'tokens'
-    file.write_text('alice:tok-alice\nbob:tok-bob\n')
+    file.write_text('alice:tok-alice-7c1e9a4f\nbob:tok-bob-7c1e9a4f\n')
     env = server_env(
         emu,
         tmp_path,
-        PERPLEXITY_MCP_TOKEN='tok-default',
+        PERPLEXITY_MCP_TOKEN='tok-default-7c1e9a4f',
         PERPLEXITY_MCP_TOKENS_FILE=str(file),
         PERPLEXITY_WAIT_SECONDS='20',
     )
-    # Named tokens alone protect a non-loopback bind.
+    # Named tokens alone protect a non-loopback bind (each strong: 16+ characters, 8+ different ones).
     instance = Instance(env, '--host', '0.0.0.0')
     try:
         instance.wait_listening(DEADLINE)
         question = {'query': 'What does the EU AI Act regulate?', 'effort': 'fast'}
         async with httpx2.AsyncClient(timeout=DEADLINE) as client:
             ids: dict[str, str] = {}
-            for token, name in (('tok-alice', 'alice'), ('tok-bob', 'bob'), ('tok-default', 'default')):
+            for token, name in (
+                ('tok-alice-7c1e9a4f', 'alice'),
+                ('tok-bob-7c1e9a4f', 'bob'),
+                ('tok-default-7c1e9a4f', 'default'),
+            ):
                 outcome = await call_tool(client, instance.url, 'perplexity_research', question, token=token)
                 assert outcome.ok, outcome
                 ids[name] = outcome.structured['response_id']
-            refused = await call_tool(client, instance.url, 'perplexity_research', question, token='tok-nobody')
+            refused = await call_tool(
+                client, instance.url, 'perplexity_research', question, token='tok-nobody-7c1e9a4f'
+            )
             assert refused.status == 401
-            write_atomically(file, 'alice:tok-alice\n')
-            revoked = await call_tool(client, instance.url, 'perplexity_research', question, token='tok-bob')
+            write_atomically(file, 'alice:tok-alice-7c1e9a4f\n')
+            revoked = await call_tool(client, instance.url, 'perplexity_research', question, token='tok-bob-7c1e9a4f')
             assert revoked.status == 401
-            for token in ('tok-alice', 'tok-default'):
+            for token in ('tok-alice-7c1e9a4f', 'tok-default-7c1e9a4f'):
                 assert (await call_tool(client, instance.url, 'perplexity_research_list', {}, token=token)).ok
         assert instance.proc.poll() is None  # the same process throughout
     finally:

@@ -84,6 +84,74 @@ def test_malformed_lines_get_a_parse_error_and_the_server_reads_on(server: RawSe
     assert server.request('ping')['result'] == {}
 
 
+NOT_OBJECTS = [False, 1e30, 'x', [1, 2], 0, None]
+MODERN_META = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': {},
+    'io.modelcontextprotocol/clientInfo': {'name': 'raw-test', 'version': '1'},
+}
+
+
+def answers_to(server: RawServer, request_id: Any) -> list[dict[str, Any]]:
+    """Every answer to `request_id`, once a ping sent after it came back (answers come in order of completion)."""
+    barrier = f'barrier-after-{request_id}'
+    server.send({'jsonrpc': '2.0', 'id': barrier, 'method': 'ping'})
+    server.wait_for(lambda m: m.get('id') == barrier)
+    return [m for m in server._seen if m.get('id') == request_id and 'method' not in m]
+
+
+@pytest.mark.parametrize('method', ['ping', 'tools/list', 'tools/call', 'resources/read', 'initialize'])
+def test_a_request_whose_params_is_not_an_object_is_answered_with_its_id(server: RawServer, method: str) -> None:
+    for n, params in enumerate(NOT_OBJECTS):
+        request_id = f'{method}-{n}'
+        server.send({'jsonrpc': '2.0', 'id': request_id, 'method': method, 'params': params})
+        [answer] = answers_to(server, request_id)
+        if params is None:  # no params at all: the request stands
+            continue
+        assert answer['error']['code'] == -32602, answer
+        assert '"params" must be an object' in answer['error']['message']
+    assert b'Traceback' not in b''.join(server.stderr)
+
+
+def test_odd_ids_are_answered_with_themselves(server: RawServer) -> None:
+    long_id = 'i' * 100_000
+    for request_id, line in (
+        (long_id, None),
+        ('\ud800 lone', b'{"jsonrpc":"2.0","id":"\\ud800 lone","method":"ping"}'),
+        ('\x1b]0;title\x07', None),
+        (2**80, None),
+        (-1, None),
+    ):
+        server.send(line + b'\n' if line else {'jsonrpc': '2.0', 'id': request_id, 'method': 'ping', 'params': False})
+        assert len(answers_to(server, request_id)) == 1, request_id
+    assert server.request('ping')['result'] == {}
+
+
+def test_the_modern_era_answers_bad_params_with_the_id_too(
+    raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
+) -> None:
+    process = raw_server_factory(server_env(emu, tmp_path))
+    listed = process.request('tools/list', {'_meta': MODERN_META})
+    assert len(listed['result']['tools']) == 5  # served in the 2026-07-28 era: no initialize
+    for n, params in enumerate(NOT_OBJECTS[:4]):
+        process.send({'jsonrpc': '2.0', 'id': n, 'method': 'tools/call', 'params': params})
+        [answer] = answers_to(process, n)
+        assert answer['error']['code'] == -32602
+    unknown = process.request('prompts/get', {'name': 'nope', '_meta': MODERN_META})
+    assert unknown['error']['code'] == -32602 and 'nope' in unknown['error']['message']
+    assert process.close() == 0
+    assert b'Traceback' not in b''.join(process.stderr)
+
+
+def test_an_unknown_prompt_or_run_is_invalid_params_without_a_traceback(server: RawServer) -> None:
+    prompt = server.request('prompts/get', {'name': 'no-such-prompt'})
+    assert prompt['error']['code'] == -32602 and 'no-such-prompt' in prompt['error']['message']
+    run = server.request('resources/read', {'uri': 'perplexity://runs/resp_does-not-exist'})
+    assert run['error']['code'] == -32602
+    assert 'No research run has that response_id' in run['error']['message']
+    assert b'Traceback' not in b''.join(server.stderr)
+
+
 def test_unknown_method_is_method_not_found(server: RawServer) -> None:
     assert server.request('no/such/method')['error']['code'] == -32601
 

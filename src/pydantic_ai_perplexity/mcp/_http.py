@@ -1,8 +1,8 @@
 """Serving MCP over Streamable HTTP: stateless, loopback by default, named bearer tokens, Host/Origin checks, size
 limit, a health endpoint for load balancers, and a graceful shutdown.
 
-- **Bind.** `127.0.0.1` unless told otherwise. Any other address needs a bearer token (see below); without one the
-  server refuses to start.
+- **Bind.** `127.0.0.1` unless told otherwise. Any other address needs at least one bearer token, each of at least
+  16 characters with 8 different ones (`_tokens.is_weak`); without that the server refuses to start.
 - **Tokens** (`_tokens.py`). `PERPLEXITY_MCP_TOKEN` (named `default`), named ones in `PERPLEXITY_MCP_TOKENS`, or a
   file in `PERPLEXITY_MCP_TOKENS_FILE` that is read again when it changes (revocation without a restart). With any
   configured, every request to `/mcp` must carry `Authorization: Bearer <token>` of one of them (401 otherwise);
@@ -11,6 +11,13 @@ limit, a health endpoint for load balancers, and a graceful shutdown.
 - **DNS rebinding.** `Host` must name this server (421 otherwise) and a browser `Origin` must be this server's
   (403 otherwise). Loopback names are always allowed; add the names clients use behind a proxy or balancer with
   `PERPLEXITY_MCP_ALLOWED_HOSTS` (comma-separated, e.g. `research.internal,research.internal:443`).
+- **Browsers (CORS).** Off by default: a preflight (`OPTIONS` with `Origin`) is refused with 403. Origins listed in
+  `PERPLEXITY_MCP_CORS_ORIGINS` (comma-separated `scheme://host[:port]`, no wildcard) get 204 with the
+  `Access-Control-*` headers, may send requests (their `Origin` passes the rebinding check) and read the answers.
+  A browser client still needs a bearer token when tokens are configured.
+- **Answers.** A JSON-RPC request whose id can be read is answered with that id, even when the SDK refuses its
+  envelope (it answers those with id null), and a handler's unexpected failure is a JSON-RPC error without a
+  traceback (`_sdk.answer_errors_cleanly`).
 - **Size.** Request bodies over 1 MiB are refused (413).
 - **Stateless.** No session lives in the process (every request stands alone, in both protocol eras, and runs are
   shared through the ledger), so any instance behind a load balancer serves any call. Progress streams over SSE.
@@ -28,14 +35,16 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import re
 import signal
 import socket
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from ._tokens import CALLER_SCOPE_KEY, Tokens
+from . import _jsonrpc
+from ._tokens import CALLER_SCOPE_KEY, STRENGTH_RULE, Tokens, is_weak
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -45,12 +54,14 @@ if TYPE_CHECKING:
     from ._tools import Drain
 
 __all__ = (
+    'CORS_ORIGINS_ENV',
     'HEALTH_PATH',
     'MAX_BODY_BYTES',
     'SHUTDOWN_DEADLINE_SECONDS',
     'SHUTDOWN_GRACE_SECONDS',
     'http_app',
     'is_loopback',
+    'parse_origins',
     'refuse_unsafe_bind',
     'run_http',
 )
@@ -63,6 +74,28 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 SHUTDOWN_DEADLINE_SECONDS = 10.0
 _HEALTH_TIMEOUT_SECONDS = 3.0
 _LOOPBACK_HOSTS = ('127.0.0.1', 'localhost', '[::1]')
+#: Origins whose browser pages may call the server (CORS), comma-separated; none by default.
+CORS_ORIGINS_ENV = 'PERPLEXITY_MCP_CORS_ORIGINS'
+_CORS_METHODS = 'GET, POST, DELETE'
+_CORS_HEADERS = ('authorization', 'content-type', 'accept', 'last-event-id', 'mcp-protocol-version', 'mcp-session-id')
+_CORS_EXPOSE = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate'
+_CORS_MAX_AGE = '600'
+_ORIGIN = re.compile(r'^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$')
+
+
+def parse_origins(text: str) -> list[str]:
+    """The origins of `PERPLEXITY_MCP_CORS_ORIGINS`; ValueError naming a bad entry (a wildcard, a path...)."""
+    origins: list[str] = []
+    for entry in (e.strip() for e in text.split(',')):
+        if not entry:
+            continue
+        if not _ORIGIN.match(entry):
+            raise ValueError(
+                f'{CORS_ORIGINS_ENV}: {entry[:80]!r} is not an origin; list each one as scheme://host[:port], '
+                'e.g. https://app.example.com (no wildcard, no path).'
+            )
+        origins.append(entry.lower())
+    return origins
 
 
 def is_loopback(host: str) -> bool:
@@ -123,12 +156,21 @@ class LedgerProbe:
 
 
 class _Front:
-    """What sits before the MCP app: `/healthz` (no token), then the bearer check, which names the caller."""
+    """What sits before the MCP app: `/healthz` (no token), CORS, then the bearer check, which names the caller."""
 
-    def __init__(self, app: ASGIApp, tokens: Tokens | None, probe: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tokens: Tokens | None,
+        probe: Callable[[], bool],
+        cors_origins: list[str] | None = None,
+        path: str = '/mcp',
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.probe = probe
+        self.cors_origins = frozenset(cors_origins or ())
+        self.path = path
         self.draining = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -136,13 +178,56 @@ class _Front:
             if scope['path'] == HEALTH_PATH:
                 await self._health(scope, receive, send)
                 return
+            origin = _header(scope, b'origin')
+            if scope['method'] == 'OPTIONS':
+                await self._preflight(scope, receive, send, origin)
+                return
+            if origin is not None and origin.lower() in self.cors_origins:
+                send = _with_cors(send, origin)
             if self.tokens is not None:
                 caller = self._caller(scope)
                 if caller is None:
                     await self._unauthorized(scope, receive, send)
                     return
                 scope[CALLER_SCOPE_KEY] = caller
+            if scope['method'] == 'POST':
+                await _answer_with_ids(self.app, scope, receive, send)
+                return
         await self.app(scope, receive, send)
+
+    async def _preflight(self, scope: Scope, receive: Receive, send: Send, origin: str | None) -> None:
+        """A CORS preflight: 204 with the `Access-Control-*` headers for a listed origin, 403 for any other."""
+        from starlette.responses import JSONResponse, Response
+
+        allow = 'GET, POST, DELETE, OPTIONS'
+        if origin is None:  # not a browser's preflight: say what the endpoint takes
+            response = Response(status_code=204, headers={'Allow': allow})
+        elif origin.lower() not in self.cors_origins:
+            response = JSONResponse(
+                {
+                    'error': 'origin not allowed',
+                    'error_description': (
+                        'Browser clients are not allowed from this origin. The operator can list it in '
+                        f'{CORS_ORIGINS_ENV} (e.g. https://app.example.com).'
+                    ),
+                },
+                status_code=403,
+                headers={'Vary': 'Origin'},
+            )
+        else:
+            asked = _header(scope, b'access-control-request-headers') or ''
+            names = [n.strip().lower() for n in asked.split(',') if n.strip()]
+            granted = [n for n in names if n in _CORS_HEADERS or n.startswith('mcp-')]
+            headers = {
+                'Access-Control-Allow-Origin': origin,
+                'Access-Control-Allow-Methods': _CORS_METHODS,
+                'Access-Control-Allow-Headers': ', '.join(dict.fromkeys([*_CORS_HEADERS, *granted])),
+                'Access-Control-Max-Age': _CORS_MAX_AGE,
+                'Vary': 'Origin, Access-Control-Request-Headers',
+                'Allow': allow,
+            }
+            response = Response(status_code=204, headers=headers)
+        await response(scope, receive, send)
 
     def _caller(self, scope: Scope) -> str | None:
         assert self.tokens is not None
@@ -181,6 +266,89 @@ class _Front:
         await response(scope, receive, send)
 
 
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get('headers', ()):
+        if key == name:
+            return bytes(value).decode('latin-1')
+    return None
+
+
+def _with_cors(send: Send, origin: str) -> Send:
+    """`send` with the CORS headers that let a listed origin's page read the answer."""
+
+    async def cors_send(message: Any) -> None:
+        if message['type'] == 'http.response.start':
+            headers = [(k, v) for k, v in message.get('headers', ()) if not k.lower().startswith(b'access-control-')]
+            headers += [
+                (b'access-control-allow-origin', origin.encode('latin-1')),
+                (b'access-control-expose-headers', _CORS_EXPOSE.encode()),
+                (b'vary', b'Origin'),
+            ]
+            message = {**message, 'headers': headers}
+        await send(message)
+
+    return cors_send
+
+
+async def _answer_with_ids(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    """Serve a POST; an answer the SDK gives with id null to a request whose id can be read gets that id.
+
+    The SDK refuses a request whose envelope it cannot validate (`params` that is not an object, a lone surrogate)
+    with a JSON-RPC error without an id, so the client would wait for its answer forever. Only such error answers
+    (400, JSON, id null) are read and rewritten; everything else passes through untouched.
+    """
+    body = bytearray()
+
+    async def tee() -> Any:
+        message = await receive()
+        if message['type'] == 'http.request' and len(body) <= MAX_BODY_BYTES:
+            body.extend(message.get('body', b''))
+        return message
+
+    held: dict[str, Any] | None = None
+    chunks: list[bytes] = []
+
+    async def patched(message: Any) -> None:
+        nonlocal held
+        if message['type'] == 'http.response.start' and message['status'] == 400:
+            kind = dict(message.get('headers', ())).get(b'content-type', b'')
+            if kind.startswith(b'application/json'):
+                held = message
+                return
+        if held is None or message['type'] != 'http.response.body':
+            await send(message)
+            return
+        chunks.append(message.get('body', b''))
+        if message.get('more_body', False):
+            return
+        data = _with_request_id(b''.join(chunks), bytes(body))
+        headers = [(k, v) for k, v in held.get('headers', ()) if k.lower() != b'content-length']
+        headers.append((b'content-length', str(len(data)).encode()))
+        await send({**held, 'headers': headers})
+        await send({'type': 'http.response.body', 'body': data})
+
+    await app(scope, tee, patched)
+
+
+def _with_request_id(answer: bytes, request: bytes) -> bytes:
+    """`answer` (a JSON-RPC error) with the request's id when it had none; unchanged otherwise."""
+    try:
+        reply = _jsonrpc.loads(answer)
+        parsed = _jsonrpc.loads(request) if len(request) <= MAX_BODY_BYTES else None
+    except ValueError:
+        return answer
+    request_id = _jsonrpc.readable_id(parsed)
+    if not isinstance(reply, dict) or request_id is None:
+        return answer
+    fields = cast('dict[str, Any]', reply)
+    if fields.get('id') is not None or not isinstance(fields.get('error'), dict):
+        return answer
+    frame = _jsonrpc.refusal_for(parsed) or _jsonrpc.error(
+        request_id, _jsonrpc.INVALID_REQUEST, 'Invalid Request: not a valid JSON-RPC request for this server.'
+    )
+    return _jsonrpc.dumps(frame)
+
+
 def http_app(
     server: MCPServer[Any],
     *,
@@ -190,16 +358,22 @@ def http_app(
     allowed_hosts: list[str] | None = None,
     path: str = '/mcp',
     probe: Callable[[], bool] | None = None,
+    cors_origins: list[str] | None = None,
 ) -> ASGIApp:
     """The ASGI app serving `server` at `path`, with `/healthz` and the protections above.
 
     `tokens` (or a single `token`, named `default`) turns the bearer check on; `probe` answers whether the ledger
-    is reachable (default: the ledger the environment configures).
+    is reachable (default: the ledger the environment configures); `cors_origins` lists the origins whose browser
+    pages may call it (see `parse_origins`).
     """
     from mcp.server.transport_security import TransportSecuritySettings
 
+    from ._sdk import answer_errors_cleanly
+
+    answer_errors_cleanly(server)
     hosts = _allowed_hosts(host, allowed_hosts or [])
     origins = [f'{scheme}://{name}' for name in hosts for scheme in ('http', 'https')]
+    origins += cors_origins or []
     # Passed explicitly: the SDK turns this protection off when given None for a non-loopback host.
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
@@ -214,17 +388,29 @@ def http_app(
     )
     if tokens is None and token:
         tokens = Tokens.from_config(token=token, tokens_file=None)
-    return _Front(app, tokens, probe or LedgerProbe())
+    return _Front(app, tokens, probe or LedgerProbe(), cors_origins, path)
 
 
 def refuse_unsafe_bind(host: str, tokens: Tokens | str | None) -> None:
-    """Exit 2 with a clear message when `host` is reachable from other machines and no token protects it."""
-    if is_loopback(host) or (tokens is not None and tokens != ''):
+    """Exit 2 with a clear message when `host` is reachable from other machines and no strong token protects it.
+
+    Off loopback, at least one token is needed and each must be strong (`_tokens.is_weak`); tokens added to a
+    watched file later are held to the same rule.
+    """
+    if is_loopback(host):
+        return
+    if tokens is None or tokens == '':
+        problem = 'a non-loopback address needs a bearer token'
+    elif isinstance(tokens, str):
+        problem = f'the token is too weak: it needs {STRENGTH_RULE}' if is_weak(tokens) else None
+    else:
+        problem = tokens.require_strength()
+    if problem is None:
         return
     sys.stderr.write(
-        f'Refusing to serve MCP on {host}: a non-loopback address needs a bearer token. Set PERPLEXITY_MCP_TOKEN '
-        '(or pass --token) to a long random secret, or name tokens in PERPLEXITY_MCP_TOKENS or '
-        'PERPLEXITY_MCP_TOKENS_FILE; or bind 127.0.0.1.\n'
+        f'Refusing to serve MCP on {host}: {problem}. Set PERPLEXITY_MCP_TOKEN (or pass --token) to a long random '
+        f'secret ({STRENGTH_RULE}), or name such tokens in PERPLEXITY_MCP_TOKENS or PERPLEXITY_MCP_TOKENS_FILE; '
+        'or bind 127.0.0.1.\n'
     )
     raise SystemExit(2)
 
@@ -248,7 +434,12 @@ def run_http(
 
     refuse_unsafe_bind(host, tokens)
     extra = [h.strip() for h in (allowed_hosts or os.environ.get('PERPLEXITY_MCP_ALLOWED_HOSTS', '').split(','))]
-    front = http_app(server, host=host, tokens=tokens, allowed_hosts=[h for h in extra if h])
+    try:
+        cors = parse_origins(os.environ.get(CORS_ORIGINS_ENV, ''))
+    except ValueError as exc:
+        sys.stderr.write(f'Cannot serve MCP: {exc}\n')
+        raise SystemExit(2) from None
+    front = http_app(server, host=host, tokens=tokens, allowed_hosts=[h for h in extra if h], cors_origins=cors)
     assert isinstance(front, _Front)
 
     class _Server(uvicorn.Server):

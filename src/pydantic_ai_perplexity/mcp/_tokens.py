@@ -10,6 +10,11 @@ Sources, merged (each name and each token may appear once across them):
   the file, without a restart; the other tokens are not affected. A file that no longer parses is reported in the
   log and the last good contents stay in force until it is fixed; a deleted file revokes every token it held.
 
+**Strength.** A server reachable from other machines (bound off loopback) starts only with at least one token, and
+every token it accepts there is at least `MIN_TOKEN_CHARS` (16) characters long with at least `MIN_DISTINCT_CHARS`
+(8) different characters (`openssl rand -hex 32` or `python -c "import secrets; print(secrets.token_urlsafe(32))"`
+make good ones). A tokens file changed later to hold a weaker token is refused like a file that does not parse.
+
 Only SHA-256 digests of the tokens are kept. A presented token is hashed and compared with every digest with
 `hmac.compare_digest`, without stopping at a match, so the time taken tells nothing about which token (or which
 part of it) matched. The name of the matching token is the caller, recorded on every run it starts.
@@ -30,11 +35,14 @@ from typing import Any, cast
 __all__ = (
     'CALLER_SCOPE_KEY',
     'DEFAULT_NAME',
+    'MIN_DISTINCT_CHARS',
+    'MIN_TOKEN_CHARS',
     'TOKENS_ENV',
     'TOKENS_FILE_ENV',
     'TOKEN_ENV',
     'TokenConfigError',
     'Tokens',
+    'is_weak',
     'parse_tokens',
 )
 
@@ -49,6 +57,18 @@ DEFAULT_NAME = 'default'
 CALLER_SCOPE_KEY = 'pydantic_ai_perplexity.caller'
 
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$')
+#: Off loopback, every token is at least this long...
+MIN_TOKEN_CHARS = 16
+#: ... and has at least this many different characters (so `aaaaaaaaaaaaaaaa` is refused).
+MIN_DISTINCT_CHARS = 8
+STRENGTH_RULE = (
+    f'at least {MIN_TOKEN_CHARS} characters with {MIN_DISTINCT_CHARS} different ones, e.g. `openssl rand -hex 32`'
+)
+
+
+def is_weak(token: str) -> bool:
+    """Whether `token` is too easy to guess to protect a server reachable from other machines."""
+    return len(token) < MIN_TOKEN_CHARS or len(set(token)) < MIN_DISTINCT_CHARS
 
 
 class TokenConfigError(ValueError):
@@ -142,13 +162,16 @@ class Tokens:
         self._file = file
         self._signature: tuple[int, int, int] | None = None
         self._entries: list[tuple[str, bytes]] = list(self._fixed.items())
+        self._weak = _weak_names(fixed)
+        self._fixed_weak = self._weak
+        self.strong_only = False
         if file is not None:
             self._signature = _signature(file)
             try:
                 text = file.read_text(encoding='utf-8')
             except OSError as exc:
                 raise TokenConfigError(f'{TOKENS_FILE_ENV}: cannot read {file} ({exc.strerror or exc}).') from None
-            self._entries = self._combine(text)
+            self._entries, self._weak = self._combine(text)
 
     @classmethod
     def from_config(cls, token: str | None = None, tokens_file: str | os.PathLike[str] | None = None) -> Tokens | None:
@@ -194,16 +217,37 @@ class Tokens:
         self._signature = signature
         if signature is None:
             _log.warning('%s %s is gone: every token it held is revoked', TOKENS_FILE_ENV, self._file)
-            self._entries = list(self._fixed.items())
+            self._entries, self._weak = list(self._fixed.items()), self._fixed_weak
             return
         try:
-            entries = self._combine(self._file.read_text(encoding='utf-8'))
+            entries, weak = self._combine(self._file.read_text(encoding='utf-8'))
         except (OSError, TokenConfigError) as exc:
             _log.error('%s The tokens read before stay in force until the file is fixed.', exc)
             return
-        self._entries = entries
+        self._entries, self._weak = entries, weak
         _log.warning('Read %s again: %d token(s) accepted', self._file, len(entries))
 
-    def _combine(self, text: str) -> list[tuple[str, bytes]]:
+    def require_strength(self) -> str | None:
+        """Why these tokens cannot protect a server reachable from other machines, or None (then weak tokens added
+        to the file later are refused)."""
+        self.refresh()
+        if not self._entries:
+            return 'no token is configured (the sources given list none)'
+        if self._weak:
+            names = ', '.join(repr(n) for n in self._weak)
+            return f'the token of {names} is too weak: each token needs {STRENGTH_RULE}'
+        self.strong_only = True
+        return None
+
+    def _combine(self, text: str) -> tuple[list[tuple[str, bytes]], list[str]]:
         source = f'{TOKENS_FILE_ENV} ({self._file})'
-        return list(_merge([*self._fixed_sources, (source, parse_tokens(text, source))]).items())
+        from_file = parse_tokens(text, source)
+        weak = _weak_names([*self._fixed_sources, (source, from_file)])
+        if self.strong_only and weak:
+            names = ', '.join(repr(n) for n in weak)
+            raise TokenConfigError(f'{source}: the token of {names} is too weak: each token needs {STRENGTH_RULE}.')
+        return list(_merge([*self._fixed_sources, (source, from_file)]).items()), weak
+
+
+def _weak_names(sources: list[tuple[str, Mapping[str, str]]]) -> list[str]:
+    return [name for _, tokens in sources for name, token in tokens.items() if is_weak(token)]
