@@ -1,0 +1,156 @@
+"""A DBOS worker process for the durable tests: started, SIGKILLed mid-research, and started again.
+
+    python durable_worker.py agent <dir>      # one agent workflow (DBOSDurability + PerplexityToolset), SQLite
+    python durable_worker.py pipeline <dir>   # one workflow calling durable_research(), SQLite
+    python durable_worker.py queue <dir>      # a ResearchQueue worker on PostgreSQL, until killed
+
+The emulator runs in the test process: `PERPLEXITY_API_KEY` and `PERPLEXITY_BASE_URL` point at it. Spans go to
+`<dir>/spans-<pid>.jsonl` as each ends, so those of a killed process are kept. A workflow's result goes to
+`<dir>/result.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+WORKFLOW_ID = 'ask-1'
+QUESTION = 'How do heat pumps work in cold climates?'
+
+
+class JsonlExporter(SpanExporter):
+    """Appends each ended span (name, ids, parent, links) to a file, flushed at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self.path.open('a') as f:
+            for span in spans:
+                context = span.get_span_context()
+                assert context is not None
+                row = {
+                    'name': span.name,
+                    'trace_id': format(context.trace_id, '032x'),
+                    'span_id': format(context.span_id, '016x'),
+                    'parent': format(span.parent.span_id, '016x') if span.parent else None,
+                    'parent_trace': format(span.parent.trace_id, '032x') if span.parent else None,
+                    'links': [
+                        [format(link.context.trace_id, '032x'), format(link.context.span_id, '016x')]
+                        for link in span.links
+                    ],
+                    'pid': os.getpid(),
+                }
+                f.write(json.dumps(row) + '\n')
+                f.flush()
+        return SpanExportResult.SUCCESS
+
+
+def tracing(directory: Path) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonlExporter(directory / f'spans-{os.getpid()}.jsonl')))
+    trace.set_tracer_provider(provider)
+
+
+def scripted_model() -> Any:
+    """Calls perplexity_research once, then answers with the response id the tool result carries."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        for message in messages:
+            for part in message.parts:
+                if isinstance(part, ToolReturnPart):
+                    found = re.search(r'resp_[0-9a-f-]+', str(part.content))
+                    return ModelResponse(parts=[TextPart(found.group(0) if found else 'no id')])
+        args = {'query': QUESTION, 'effort': 'low'}
+        return ModelResponse(parts=[ToolCallPart('perplexity_research', args)])
+
+    return FunctionModel(respond, model_name='scripted')
+
+
+def config(name: str, url: str, executor: str | None = None) -> Any:
+    from dbos import DBOSConfig
+
+    settings: DBOSConfig = {'name': name, 'system_database_url': url, 'log_level': 'WARNING'}
+    if executor:
+        settings['executor_id'] = executor
+    return settings
+
+
+async def one_workflow(directory: Path, mode: str) -> None:
+    from dbos import DBOS, SetWorkflowID
+
+    tracer = trace.get_tracer('durable_worker')
+    if mode == 'agent':
+        from pydantic_ai import Agent
+        from pydantic_ai.durable_exec.dbos import DBOSDurability
+
+        from pydantic_ai_perplexity import PerplexityToolset
+
+        toolset = PerplexityToolset(ledger=directory / 'ledger.sqlite3')
+        agent = Agent(scripted_model(), name='researcher', toolsets=[toolset], capabilities=[DBOSDurability()])
+
+        @DBOS.workflow(name='ask')
+        async def ask(question: str) -> str:
+            with tracer.start_as_current_span('ask'):
+                return (await agent.run(question)).output
+
+    else:
+        from pydantic_ai_perplexity import Researcher
+        from pydantic_ai_perplexity.durable import durable_research
+
+        researcher = Researcher(ledger=directory / 'ledger.sqlite3')
+
+        @DBOS.workflow(name='ask')
+        async def ask(question: str) -> str:
+            with tracer.start_as_current_span('ask'):
+                return (await durable_research(question, researcher=researcher, effort='low')).response_id
+
+    DBOS(config=config('durable-test', f'sqlite:///{directory / "dbos.sqlite3"}'))
+    DBOS.launch()  # recovers the workflow a killed process left pending
+    if await DBOS.get_workflow_status_async(WORKFLOW_ID) is None:
+        with SetWorkflowID(WORKFLOW_ID):
+            handle = await DBOS.start_workflow_async(ask, QUESTION)
+    else:
+        handle = await DBOS.retrieve_workflow_async(WORKFLOW_ID)
+    output = await handle.get_result()
+    (directory / 'result.json').write_text(json.dumps({'output': output, 'pid': os.getpid()}))
+    DBOS.destroy()
+
+
+def queue_worker(directory: Path, executor: str) -> None:
+    from dbos import DBOS
+
+    from pydantic_ai_perplexity.durable import ResearchQueue
+
+    queue = ResearchQueue('questions', tier=None, worker_concurrency=6, polling_interval_sec=0.1)
+    DBOS(config=config('durable-queue', os.environ['DURABLE_SYSTEM_DB'], executor))
+    DBOS.launch()
+    queue.declare()
+    (directory / f'ready-{executor}-{os.getpid()}').touch()
+    threading.Event().wait()
+
+
+def main() -> None:
+    mode, directory = sys.argv[1], Path(sys.argv[2])
+    tracing(directory)
+    if mode == 'queue':
+        queue_worker(directory, sys.argv[3])
+    else:
+        asyncio.run(one_workflow(directory, mode))
+
+
+if __name__ == '__main__':
+    main()
