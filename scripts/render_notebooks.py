@@ -30,6 +30,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -132,9 +133,40 @@ def to_html(executed: Path, html_dir: Path) -> Path:
     return page
 
 
+@dataclass
+class Lab:
+    """A JupyterLab server being started: where it listens, its token, and the environment that holds its trust."""
+
+    base: str
+    token: str
+    env: dict[str, str]
+    log: Path
+    process: subprocess.Popen[bytes]
+
+    def trust(self, notebooks: list[Path]) -> None:
+        """Sign the notebooks: outputs you produce yourself are trusted, and a saved notebook once it is signed."""
+        import nbformat
+        from nbformat.sign import NotebookNotary
+
+        notary = NotebookNotary(data_dir=self.env['JUPYTER_DATA_DIR'])  # where the server looks for signatures
+        for notebook in notebooks:
+            notary.sign(nbformat.read(notebook, as_version=4))
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            try:
+                with urllib.request.urlopen(f'{self.base}/api/status?token={self.token}', timeout=2):
+                    return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    sys.exit('JupyterLab did not start:\n' + self.log.read_text(errors='replace')[-3000:])
+                time.sleep(0.2)
+
+
 @contextmanager
-def jupyterlab(notebook_dir: Path, home: Path) -> Iterator[str]:
-    """A JupyterLab server on loopback serving `notebook_dir`, its notebooks trusted; yields the base URL with token."""
+def jupyterlab(notebook_dir: Path, home: Path) -> Iterator[Lab]:
+    """Start a JupyterLab server on loopback serving `notebook_dir`, with its own settings, data and runtime dirs."""
     token, port = secrets.token_hex(16), _free_port()
     env = {
         **os.environ,
@@ -144,39 +176,25 @@ def jupyterlab(notebook_dir: Path, home: Path) -> Iterator[str]:
         'JUPYTERLAB_SETTINGS_DIR': str(home / 'settings'),
         'JUPYTERLAB_WORKSPACES_DIR': str(home / 'workspaces'),
     }
-    settings = home / 'settings'
     for plugin, values in {
         '@jupyterlab/notebook-extension/tracker': {'windowingMode': 'none'},  # render every cell, not just visible
         '@jupyterlab/apputils-extension/notification': {'fetchNews': 'false', 'checkForUpdates': False},
     }.items():
-        path = settings / f'{plugin}.jupyterlab-settings'
+        path = home / 'settings' / f'{plugin}.jupyterlab-settings'
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(values), encoding='utf-8')
-    # Outputs you produce yourself are trusted; a saved notebook is trusted once signed.
-    for notebook in notebook_dir.glob('*.ipynb'):
-        subprocess.run(
-            [sys.executable, '-m', 'jupyter', 'trust', str(notebook)], env=env, check=True, capture_output=True
-        )
+    notebook_dir.mkdir(parents=True, exist_ok=True)
+    log = home / 'lab.log'
     server = subprocess.Popen(
         [
             sys.executable, '-m', 'jupyter', 'lab', '--no-browser', f'--ServerApp.port={port}',
             '--ServerApp.ip=127.0.0.1', f'--IdentityProvider.token={token}', f'--ServerApp.root_dir={notebook_dir}',
             '--ServerApp.port_retries=0', '--LabApp.news_url=', '--allow-root',
         ],
-        env=env, stdout=subprocess.DEVNULL, stderr=(home / 'lab.log').open('wb'),
+        env=env, stdout=subprocess.DEVNULL, stderr=log.open('wb'),
     )  # fmt: skip
-    base = f'http://127.0.0.1:{port}'
     try:
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            try:
-                with urllib.request.urlopen(f'{base}/api/status?token={token}', timeout=2):
-                    break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    sys.exit('JupyterLab did not start:\n' + (home / 'lab.log').read_text(errors='replace')[-3000:])
-                time.sleep(0.2)
-        yield f'{base}|{token}'
+        yield Lab(f'http://127.0.0.1:{port}', token, env, log, server)
     finally:
         server.terminate()
         try:
@@ -201,17 +219,25 @@ _COUNT_JS = """() => [document.querySelectorAll('.jp-OutputArea-output').length,
   document.querySelectorAll('mjx-container, .MathJax').length, document.querySelectorAll('[class*="pplx-"]').length]"""
 
 
-def render(executed: list[Path], html_dir: Path, lab: str, shots: Path | None) -> list[str]:
+def render(executed: list[Path], html_dir: Path, lab: Lab, shots: Path | None) -> list[str]:
     """Show each notebook in nbconvert's HTML and in JupyterLab; the problems found, and screenshots if asked."""
     from playwright.sync_api import sync_playwright
 
-    base, token = lab.split('|')
+    base, token = lab.base, lab.token
+    lab.trust(executed)
+    lab.wait_ready()
     problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=['--no-sandbox'])
         context = browser.new_context(viewport={'width': 1280, 'height': 900})
+        # Offline, as CI is: nbconvert's page asks a CDN for MathJax and require.js; fail those at once.
+        context.route(
+            lambda url: url.startswith(('http://', 'https://')) and not url.startswith(base),
+            lambda route: route.abort(),
+        )
         page = context.new_page()
         for notebook in executed:
+            began = time.perf_counter()
             page.goto(to_html(notebook, html_dir).as_uri())
             _settled(page, _COUNT_JS)
             ours = notebook.stem in EXPECT_OURS
@@ -221,9 +247,13 @@ def render(executed: list[Path], html_dir: Path, lab: str, shots: Path | None) -
             page.goto(f'{base}/lab/tree/{notebook.name}?token={token}&reset')
             page.wait_for_selector('.jp-Notebook .jp-OutputArea-output', timeout=DEADLINE_S * 1000)
             _settled(page, _COUNT_JS)
+            if page.locator('#jp-left-stack:visible').count():  # the file browser off: the width goes to the notebook
+                page.keyboard.press('Control+b')
+                page.locator('#jp-left-stack').wait_for(state='hidden')
             panel = page.locator('.jp-NotebookPanel:visible .jp-Notebook').first
             found = panel.evaluate(CHECKS_JS, ours)
             problems += [f'{notebook.stem}, JupyterLab: {p}' for p in found]
+            print(f'rendered {notebook.stem} ({time.perf_counter() - began:.0f} s)')
             if shots is not None:
                 page.add_style_tag(content='.jp-Toast-Container, .Toastify { display: none !important; }')
                 for name, selector, index in SHOTS.get(notebook.stem, []):
@@ -246,12 +276,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix='render-notebooks-') as tmp:
         work = args.keep or Path(tmp)
         (work / 'html').mkdir(parents=True, exist_ok=True)
-        reuse = sorted((work / 'executed').glob('*.ipynb')) if args.reuse else []
-        executed = reuse or execute(work / 'executed')
-        print(f'executed {len(executed)} notebooks ({time.perf_counter() - started:.0f} s)')
         if args.screenshots:
             args.screenshots.mkdir(parents=True, exist_ok=True)
-        with jupyterlab(work / 'executed', work / 'jupyter') as lab:
+        with jupyterlab(work / 'executed', work / 'jupyter') as lab:  # starts while the notebooks run
+            reuse = sorted((work / 'executed').glob('*.ipynb')) if args.reuse else []
+            executed = reuse or execute(work / 'executed')
+            print(f'executed {len(executed)} notebooks ({time.perf_counter() - started:.0f} s)')
             problems = render(executed, work / 'html', lab, args.screenshots)
     for problem in problems:
         print(f'FAIL {problem}')
