@@ -7,95 +7,18 @@ Real parts only: the emulator serves HTTP on loopback, each worker is a separate
 from __future__ import annotations
 
 import json
-import os
 import signal
-import sqlite3
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
+from durable_support import DEADLINE, creates, log_of, spans, started_run, wait_for, worker
 
-from pydantic_ai_perplexity.durable import START_STEP
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
 
 pytest.importorskip('dbos')
-
-WORKER = Path(__file__).with_name('durable_worker.py')
-DEADLINE = 60.0
-CREATE_PATHS = ('/v1/agent', '/v1/responses')
-
-
-def creates(emu: Emulator) -> int:
-    return sum(1 for r in emu.requests if r.method == 'POST' and r.path in CREATE_PATHS and r.status == 200)
-
-
-def wait_for(what: str, check: Callable[[], Any], *, deadline: float = DEADLINE, proc: Any = None) -> Any:
-    """Poll `check` until it returns something truthy; fail naming `what` at the deadline or if `proc` exits."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        found = check()
-        if found:
-            return found
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f'the worker exited ({proc.returncode}) before {what}:\n{log_of(proc)}')
-        time.sleep(0.05)
-    pytest.fail(f'timed out after {deadline} s waiting for {what}')
-
-
-def worker(mode: str, directory: Path, emu: Emulator, *extra: str, env: dict[str, str] | None = None) -> Any:
-    environment = {
-        **os.environ,
-        'PERPLEXITY_API_KEY': emu.api_key,
-        'PERPLEXITY_BASE_URL': emu.base_url,
-        'PERPLEXITY_STATE_DIR': str(directory / 'state'),
-        **(env or {}),
-    }
-    environment.pop('PERPLEXITY_BUDGET_USD', None)
-    log = directory / f'worker-{time.monotonic_ns()}.log'
-    with log.open('w') as out:
-        proc = subprocess.Popen(
-            [sys.executable, str(WORKER), mode, str(directory), *extra],
-            env=environment,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    proc.log = log  # type: ignore[attr-defined]
-    return proc
-
-
-def log_of(proc: Any) -> str:
-    return proc.log.read_text()[-3000:]
-
-
-def started_run(directory: Path) -> str | None:
-    """The response id the start step checkpointed, once DBOS has recorded it."""
-    path = directory / 'dbos.sqlite3'
-    if not path.exists():
-        return None
-    try:
-        with sqlite3.connect(f'file:{path}?mode=ro', uri=True, timeout=5) as db:
-            row = db.execute(
-                'SELECT output FROM operation_outputs WHERE function_name = ? AND output IS NOT NULL', (START_STEP,)
-            ).fetchone()
-    except sqlite3.OperationalError:  # the schema is not there yet
-        return None
-    if row is None:
-        return None
-    import base64
-    import pickle
-
-    output = pickle.loads(base64.b64decode(row[0]))
-    return output['response_id']
-
-
-def spans(directory: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in directory.glob('spans-*.jsonl') for line in path.read_text().splitlines()]
 
 
 @pytest.fixture
