@@ -40,6 +40,13 @@ if TYPE_CHECKING:
 __all__ = ('build_mcp_server', 'main', 'serve')
 
 _MCP_MISSING = 'The MCP server needs the MCP SDK: install it with `pip install "pydantic-ai-perplexity[mcp]"`.\n'
+#: Said on stderr when stdin is a terminal: a person typed the command, and stdio waits for a client's JSON-RPC.
+_TTY_NOTE = (
+    'Waiting for an MCP client on stdio: this server is meant to be started by an MCP client (Claude Desktop, '
+    'Cursor, pydantic-ai ...), which speaks JSON-RPC to it. To connect one, print its config with '
+    '`pydantic-ai-perplexity config claude-desktop` (or claude-code, cursor, vscode, pydantic-deep); to try it by '
+    'hand, pipe the self-test in docs/mcp.md into this command. Ctrl-D or Ctrl-C ends it.\n'
+)
 _DRAIN_MARGIN_SECONDS = 30.0
 
 
@@ -99,6 +106,9 @@ def serve(
     _log_to_stderr()
     try:
         if transport == 'stdio':
+            if sys.stdin.isatty():
+                sys.stderr.write(_TTY_NOTE)
+                sys.stderr.flush()
             from ._stdio import serve_stdio
 
             serve_stdio(wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS)
