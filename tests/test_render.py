@@ -111,6 +111,27 @@ def test_orphan_markers_are_called_out():
     assert 'markers [9] point at no source' in text
 
 
+def test_grouped_markers_are_renumbered_like_single_ones_everywhere():
+    # Result ids 11, 12 and 13 are sources [1], [2] and [3]; 99 points at no source.
+    results = [
+        {'id': 11, 'url': 'https://a.example/1', 'title': 'Page A'},
+        {'id': 12, 'url': 'https://b.example/2', 'title': 'Page B'},
+        {'id': 13, 'url': 'https://a.example/1?utm_source=x', 'title': 'Page A again'},
+    ]
+    answer = 'Both [11, 12]. Web [web:11, web:12]. Mixed [12, web:99]. Same page twice [11, 13]. One [web:12].'
+    result = make_result(answer=answer, results=results)
+    expected = 'Both [1, 2]. Web [1, 2]. Mixed [2, web:99]. Same page twice [1]. One [2].'
+    assert render.answer_with_source_numbers(result) == expected
+    assert expected in render.for_model(result, spotlight=False)
+    assert render.structured_for_model(result, spotlight=False)['answer'] == expected
+    assert expected in result.to_markdown()
+    assert result.orphan_markers == ['[99]']
+    page = result._repr_html_()
+    cites = re.findall(r'<a class="pplx-cite" href="[^"]+"[^>]*>\[(\d+)\]</a>', page)
+    assert cites == ['1', '2', '1', '2', '2', '1', '1', '2']
+    assert '<span class="pplx-orphan" title="points at no source">[web:99]</span>' in page
+
+
 def test_failed_run_text_says_how_it_ended():
     result = ResearchResult(response_id='resp_f', status='failed', error='upstream broke')
     assert render.for_model(result).startswith('The research run ended failed: upstream broke.')

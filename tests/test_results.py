@@ -33,7 +33,7 @@ def run_with(answer: str, *batches: list[dict[str, Any]], status: str = 'complet
 
 
 def test_completed_fixture_reads_answer_sources_citations_and_cost():
-    result = parse_response(load('response-completed.json')).to_result()
+    result = ResearchResult.from_response(parse_response(load('response-completed.json')))
     assert result.done and result.status == 'completed'
     assert result.answer.startswith('- The AI Act has applied in stages')
     assert [(s.n, s.ids, s.cited) for s in result.sources] == [(1, [1], True), (2, [2], True)]
@@ -53,11 +53,11 @@ def test_output_text_is_rebuilt_from_message_items_not_read_from_the_wire():
     data = load('response-completed.json')
     assert 'output_text' not in data
     response = parse_response(data)
-    assert response.output_text == response.to_result().answer != ''
+    assert response.output_text == ResearchResult.from_response(response).answer != ''
 
 
 def test_failed_run_is_a_result_with_its_error_not_an_exception():
-    result = parse_response(load('response-failed.json')).to_result()
+    result = ResearchResult.from_response(parse_response(load('response-failed.json')))
     assert result.done and result.status == 'failed'
     assert result.error == 'The model provider returned an error while generating the response.'
     assert result.answer == '' and result.sources == []
@@ -67,7 +67,7 @@ def test_incomplete_run_reports_its_reason():
     response = parse_response(
         {'id': 'resp_i', 'status': 'incomplete', 'incomplete_details': {'reason': 'max_output_tokens'}, 'output': []}
     )
-    assert response.to_result().error == 'incomplete: max_output_tokens'
+    assert ResearchResult.from_response(response).error == 'incomplete: max_output_tokens'
 
 
 def test_sources_are_deduplicated_by_normalised_url_across_batches_keeping_every_api_id():
@@ -79,7 +79,7 @@ def test_sources_are_deduplicated_by_normalised_url_across_batches_keeping_every
             {'id': 3, 'url': 'http://example.com/a#section', 'title': 'A again'},
         ],
     )
-    result = response.to_result()
+    result = ResearchResult.from_response(response)
     assert [(s.n, s.url, s.ids) for s in result.sources] == [
         (1, 'https://www.Example.com/a/?utm_source=x', [1, 3]),
         (2, 'https://other.org/b', [2]),
@@ -89,17 +89,17 @@ def test_sources_are_deduplicated_by_normalised_url_across_batches_keeping_every
 
 
 def test_markers_without_a_source_are_flagged_never_invented():
-    result = run_with(
-        'Fact [1]. Made up [7]. Also [7] and [9, 1].', [{'id': 1, 'url': 'https://a.example/x'}]
-    ).to_result()
+    result = ResearchResult.from_response(
+        run_with('Fact [1]. Made up [7]. Also [7] and [9, 1].', [{'id': 1, 'url': 'https://a.example/x'}])
+    )
     assert result.orphan_markers == ['[7]', '[9]']
     assert [c.source_id for c in result.citations] == [1, 1]
 
 
 def test_uncited_sources_are_kept_and_marked():
-    result = run_with(
-        'Only [2].', [{'id': 1, 'url': 'https://a.example/1'}, {'id': 2, 'url': 'https://b.example/2'}]
-    ).to_result()
+    result = ResearchResult.from_response(
+        run_with('Only [2].', [{'id': 1, 'url': 'https://a.example/1'}, {'id': 2, 'url': 'https://b.example/2'}])
+    )
     assert [(s.n, s.cited) for s in result.sources] == [(1, False), (2, True)]
     assert [s.n for s in result.cited_sources] == [2]
 
@@ -148,7 +148,7 @@ def test_stream_fixture_events_parse_and_track_progress():
     assert tracker.progress.searches == 1 and tracker.progress.results_seen == 1
     final = events[-1].response_
     assert final is not None and final.done
-    assert final.to_result().citations[0].source_id == 1
+    assert ResearchResult.from_response(final).citations[0].source_id == 1
     assert tracker.progress.answer_chars == len(final.output_text)
 
 

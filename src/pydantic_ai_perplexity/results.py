@@ -302,7 +302,7 @@ class ResearchResult(_Model):
 
     def to_markdown(self) -> str:
         """The answer with numbered sources and a status line, as Markdown (for people, not models)."""
-        from .render import result_to_markdown
+        from .display import result_to_markdown  # presentation, imported when used: no import-time cycle
 
         return result_to_markdown(self)
 
@@ -310,6 +310,6 @@ class ResearchResult(_Model):
         return self.to_markdown()
 
     def _repr_html_(self) -> str:
-        from .render import result_to_html
+        from .display import result_to_html  # presentation, imported when used: no import-time cycle
 
         return result_to_html(self)

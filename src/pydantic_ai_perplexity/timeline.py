@@ -163,7 +163,7 @@ class Timeline:
 
     def to_svg(self, *, width: int = 720) -> str:
         """The picture: one lane per kind of step, a bar per step over a time axis (an SVG document fragment)."""
-        from .render import timeline_to_svg
+        from .display import timeline_to_svg  # presentation, imported when used: no import-time cycle
 
         title = self.title or 'Research timeline'
         if self.status:
@@ -171,7 +171,7 @@ class Timeline:
         return timeline_to_svg(self.bars(), total_s=self.elapsed_s, title=title, width=width)
 
     def _repr_html_(self) -> str:
-        from .render import timeline_steps_html
+        from .display import timeline_steps_html
 
         return self.to_svg() + timeline_steps_html(self.steps)
 

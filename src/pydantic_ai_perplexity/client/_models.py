@@ -8,12 +8,9 @@ the API adds types without notice, and a client must not break on them. Always s
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
-
-if TYPE_CHECKING:
-    from ..results import ResearchResult
 
 __all__ = (
     'TERMINAL_STATUSES',
@@ -269,7 +266,7 @@ class Response(WireModel):
     """A run of the Agent API, as `POST /v1/agent` and `GET /v1/agent/{id}` return it.
 
     There is no `output_text` on the wire: `output_text` rebuilds it from the `message` items. The run's
-    sources, citations and cost in one reading come from `to_result()`.
+    sources, citations and cost in one reading come from `results.ResearchResult.from_response(response)`.
     """
 
     id: str
@@ -301,12 +298,6 @@ class Response(WireModel):
     def items(self, kind: type[Any]) -> list[Any]:
         """The output items of one model class, e.g. `response.items(SearchResultsItem)`."""
         return [item for item in self.output if isinstance(item, kind)]
-
-    def to_result(self) -> ResearchResult:
-        """Read this response as a `ResearchResult`: answer, deduplicated sources, resolved citations, cost."""
-        from ..results import ResearchResult
-
-        return ResearchResult.from_response(self)
 
 
 class CancelAck(WireModel):

@@ -1,0 +1,241 @@
+"""How results look to people: Markdown and HTML of a run (answer with linked markers, sources, cost) and the
+SVG of its timeline. Nothing here is read by a model: model-facing text, with spotlighting, is in `render.py`.
+
+Notebook reprs (`ResearchResult._repr_html_`, `Timeline._repr_html_`) import this module when they are called, so
+the domain modules never import their presentation at import time.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .render import answer_with_source_numbers
+from .results import MARKER, marker_refs
+from .timeline import LANES
+
+if TYPE_CHECKING:
+    from .results import ResearchResult
+    from .timeline import Bar, TimelineStep
+
+__all__ = ('result_to_html', 'result_to_markdown', 'timeline_steps_html', 'timeline_to_svg')
+
+
+def _footer(result: ResearchResult) -> str:
+    parts = [result.status]
+    if result.effort:
+        parts.append(result.effort)
+    if result.model:
+        parts.append(result.model)
+    if result.cost_usd is not None:
+        parts.append(f'${result.cost_usd:.4f}')
+    parts.append(result.response_id)
+    return ' · '.join(parts)
+
+
+def result_to_markdown(result: ResearchResult) -> str:
+    """Answer, numbered sources (cited ones marked) and a status line, as Markdown."""
+    if not result.done:
+        return f'*Research still going* ({result.progress.summary()}) · `{result.response_id}`'
+    lines: list[str] = []
+    if result.error:
+        lines.append(f'> **{result.status}**: {result.error}\n')
+    lines.append(answer_with_source_numbers(result) or '*(no answer)*')
+    if result.sources:
+        lines.append('\n**Sources**\n')
+        for s in result.sources:
+            mark = '' if s.cited else ' *(not cited)*'
+            lines.append(f'{s.n}. [{s.title or s.domain}]({s.url}){mark}')
+    if result.orphan_markers:
+        lines.append(f'\n*Markers pointing at no source: {", ".join(result.orphan_markers)}*')
+    lines.append(f'\n<sub>{_footer(result)}</sub>')
+    return '\n'.join(lines)
+
+
+def _safe_href(url: str) -> str | None:
+    """A URL fit for `href`: http(s) only, so a source cannot smuggle `javascript:` into a notebook."""
+    return url if url.strip().lower().startswith(('https://', 'http://')) else None
+
+
+def _linked_answer(result: ResearchResult) -> str:
+    """The answer as HTML: text escaped, each marker resolved to its source's `[n]` link in one pass."""
+    esc = html.escape
+    by_id = {i: s for s in result.sources for i in s.ids}
+    out: list[str] = []
+    last = 0
+    for m in MARKER.finditer(result.answer):
+        out.append(esc(result.answer[last : m.start()]))
+        last = m.end()
+        for written, number in marker_refs(m.group(0)):  # a group such as [7, 9] links each of its sources
+            source = by_id.get(number)
+            if source is None:
+                out.append(f'<span class="pplx-orphan" title="points at no source">[{esc(written)}]</span>')
+                continue
+            href = _safe_href(source.url)
+            title = esc(source.title or source.domain, quote=True)
+            if href is None:
+                out.append(f'<span class="pplx-cite" title="{title}">[{source.n}]</span>')
+            else:
+                out.append(f'<a class="pplx-cite" href="{esc(href, quote=True)}" title="{title}">[{source.n}]</a>')
+    out.append(esc(result.answer[last:]))
+    return ''.join(out)
+
+
+def _cost_html(result: ResearchResult) -> str:
+    usage = result.usage
+    if usage.cost_usd is None:
+        return 'cost not reported'
+    parts = [
+        f'{name} ${value:.4f}'
+        for name, value in (
+            ('input', usage.input_cost_usd),
+            ('output', usage.output_cost_usd),
+            ('tools', usage.tool_calls_cost_usd),
+        )
+        if value
+    ]
+    detail = f' ({", ".join(parts)})' if parts else ''
+    return f'<strong>${usage.cost_usd:.4f}</strong>{html.escape(detail)}'
+
+
+_STYLE = (
+    '<style>.pplx-result{font-family:system-ui,sans-serif;line-height:1.45;max-width:60em}'
+    '.pplx-answer{white-space:pre-wrap;margin:.3em 0 .8em}'
+    '.pplx-cite{text-decoration:none;font-size:.85em;vertical-align:super}'
+    '.pplx-orphan{color:#b00;font-size:.85em;vertical-align:super}'
+    '.pplx-sources{border-collapse:collapse;font-size:.9em}'
+    '.pplx-sources td,.pplx-sources th{padding:.15em .6em;text-align:left;border-bottom:1px solid #ddd}'
+    '.pplx-uncited{opacity:.6}.pplx-footer{color:#555;font-size:.85em}.pplx-error{color:#b00}</style>'
+)
+
+
+def result_to_html(result: ResearchResult) -> str:
+    """Answer with linked citation markers, a sources table and cost, as a self-contained HTML fragment."""
+    esc = html.escape
+    if not result.done:
+        return (
+            f'<div class="pplx-result"><em>Research still going</em> ({esc(result.progress.summary())}) '
+            f'<code>{esc(result.response_id)}</code></div>'
+        )
+    rows: list[str] = []
+    for s in result.sources:
+        href = _safe_href(s.url)
+        name = esc(s.title or s.domain or s.url)
+        cell = f'<a href="{esc(href, quote=True)}">{name}</a>' if href else name
+        rows.append(
+            f'<tr class="{"pplx-cited" if s.cited else "pplx-uncited"}"><td>{s.n}</td><td>{cell}</td>'
+            f'<td>{esc(s.domain)}</td><td>{esc(s.date or "")}</td><td>{"yes" if s.cited else ""}</td></tr>'
+        )
+    table = (
+        '<table class="pplx-sources"><thead><tr><th>#</th><th>Source</th><th>Domain</th><th>Date</th><th>Cited</th>'
+        f'</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        if rows
+        else ''
+    )
+    error = (
+        f'<p class="pplx-error"><strong>{esc(result.status)}</strong>: {esc(result.error)}</p>' if result.error else ''
+    )
+    orphans = (
+        f'<p class="pplx-error"><small>Markers pointing at no source: {esc(", ".join(result.orphan_markers))}'
+        '</small></p>'
+        if result.orphan_markers
+        else ''
+    )
+    question = f'<p><strong>{esc(result.query)}</strong></p>' if result.query else ''
+    counts = f'{len(result.cited_sources)} of {len(result.sources)} sources cited'
+    return (
+        f'{_STYLE}<div class="pplx-result">{question}{error}<div class="pplx-answer">{_linked_answer(result)}</div>'
+        f'{orphans}{table}<p class="pplx-footer">{_cost_html(result)} · {esc(counts)} · {esc(_footer(result))}</p>'
+        '</div>'
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Timeline picture
+
+_LANE_COLOURS = {'run': '#bbbbbb', 'search': '#4c78a8', 'fetch': '#f58518', 'mcp': '#54a24b', 'answer': '#b279a2'}
+_FAILED_COLOUR = '#e45756'
+_NICE_STEPS = (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + '…'
+
+
+def _tick_step(total: float, most: int = 8) -> float:
+    return next((s for s in _NICE_STEPS if total / s <= most), _NICE_STEPS[-1])
+
+
+def timeline_to_svg(bars: Sequence[Bar], *, total_s: float, title: str, width: int = 720) -> str:
+    """Bars in lanes (run, search, fetch, remote tools, answer) over a time axis, as an inline SVG element.
+
+    Drawn by hand rather than with matplotlib: a few rectangles need no optional dependency, stay crisp at any
+    zoom, render the same in Jupyter, VS Code and on GitHub, and carry each step's detail as a hover title.
+    """
+    esc = html.escape
+    lanes = [(key, name) for key, name in LANES if any(b.lane == key for b in bars)]
+    steps = [b for b in bars if b.lane != 'run']
+    left, right, top, lane_h, axis_h = 110, 20, 30, 28, 26
+    plot_w = width - left - right
+    rows = len(lanes) + (0 if steps else 1)  # a row for the note when no step streamed
+    height = top + rows * lane_h + axis_h
+    total = max(total_s, max((b.end_s for b in bars), default=0.0), 0.001)
+
+    def x(seconds: float) -> float:
+        return round(left + plot_w * seconds / total, 1)
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="pplx-timeline" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="system-ui,sans-serif" font-size="12">',
+        f'<title>{esc(title)}</title>',
+        f'<text x="{left}" y="18" font-weight="bold">{esc(_clip(title, 90))} — {total_s:.1f} s</text>',
+    ]
+    if not steps:
+        note = 'no research steps were streamed (the wait polled)'
+        out.append(f'<text x="{left}" y="{top + lane_h + 18}" fill="#555">{note}</text>')
+    for row, (key, name) in enumerate(lanes):
+        y = top + row * lane_h
+        out.append(f'<text x="{left - 8}" y="{y + 18}" text-anchor="end">{esc(name)}</text>')
+        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y + lane_h}" y2="{y + lane_h}" stroke="#eee"/>')
+        for bar in (b for b in bars if b.lane == key):
+            colour = _LANE_COLOURS.get(key, '#888') if bar.ok else _FAILED_COLOUR
+            tip = esc(f'{bar.label} ({bar.start_s:.2f} to {bar.end_s:.2f} s)')
+            if bar.end_s <= bar.start_s:  # an instant: a diamond
+                cx, cy = x(bar.start_s), y + 14
+                out.append(
+                    f'<path class="pplx-step pplx-{key}" d="M{cx} {cy - 7}L{cx + 7} {cy}L{cx} {cy + 7}L{cx - 7} {cy}Z" '
+                    f'fill="{colour}"><title>{tip}</title></path>'
+                )
+                continue
+            x0 = x(bar.start_s)
+            w = max(x(bar.end_s) - x0, 2.0)
+            bar_y, bar_h = (y + 11, 6) if key == 'run' else (y + 6, 16)  # the whole run: a thin bar behind the steps
+            out.append(
+                f'<rect class="pplx-step pplx-{key}" x="{x0}" y="{bar_y}" width="{w:.1f}" height="{bar_h}" rx="3" '
+                f'fill="{colour}" fill-opacity="0.85"><title>{tip}</title></rect>'
+            )
+    axis_y = top + rows * lane_h
+    out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{axis_y}" y2="{axis_y}" stroke="#888"/>')
+    step = _tick_step(total)
+    tick = 0.0
+    while tick <= total + 1e-9:
+        tx = x(tick)
+        label = f'{tick:g} s'
+        out.append(f'<line x1="{tx}" x2="{tx}" y1="{axis_y}" y2="{axis_y + 4}" stroke="#888"/>')
+        out.append(f'<text x="{tx}" y="{axis_y + 17}" text-anchor="middle" fill="#555">{label}</text>')
+        tick = round(tick + step, 6)
+    out.append('</svg>')
+    return ''.join(out)
+
+
+def timeline_steps_html(steps: Sequence[TimelineStep]) -> str:
+    """The steps as a collapsed table under the picture: time, kind, what happened."""
+    esc = html.escape
+    rows = ''.join(
+        f'<tr><td>{s.elapsed_s:.2f} s</td><td>{esc(s.kind)}</td><td>{esc(s.detail)}</td></tr>' for s in steps
+    )
+    return (
+        f'<details class="pplx-steps"><summary>{len(steps)} steps</summary>'
+        f'<table><thead><tr><th>at</th><th>kind</th><th>step</th></tr></thead><tbody>{rows}</tbody></table></details>'
+    )
