@@ -94,12 +94,14 @@ async def test_tools_and_descriptions_as_the_model_sees_them(emulator: Emulator)
 
 async def test_a_run_past_the_wait_budget_hands_off_then_is_collected(emulator: Emulator):
     toolset = toolset_for(emulator, wait_seconds=0.05)
-    agent = Agent(scripted_research_model(effort='high', collect_wait_seconds=30), toolsets=[toolset])
+    # The model asks to wait 30 s; a call never waits past the toolset's budget, so it collects a few times.
+    agent = Agent(scripted_research_model(effort='high', collect_wait_seconds=30, max_collects=400), toolsets=[toolset])
     result = await agent.run('A broad survey [[emulate: duration=300]]')
     rets = returns(result.all_messages())
-    assert len(rets) >= 2
+    assert len(rets) >= 3
     assert 'still going' in rets[0].content and 'perplexity_research_result' in rets[0].content
     assert rets[0].tool_name == 'perplexity_research'
+    assert 'still going' in rets[1].content  # capped at the 0.05 s budget, not the 30 s asked for
     assert rets[-1].tool_name == 'perplexity_research_result'
     assert rets[-1].metadata['research_result'].done  # type: ignore[index]
     creates = [r for r in emulator.requests if r.method == 'POST' and r.path.endswith('/v1/agent')]

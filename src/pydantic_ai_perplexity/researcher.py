@@ -12,21 +12,20 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, Unpack, cast
 
 import anyio
 import anyio.to_thread
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from . import tracing
 from .client import PerplexityClient
 from .client._models import AgentEvent, Response, SearchResponse
-from .client._params import AgentRequest, McpTool, SearchRequest, Tool, WebSearchFilters, WebSearchTool
+from .client._params import AgentRequest, SearchRequest
 from .errors import (
     BadRequestError,
     ConfigurationError,
@@ -38,95 +37,31 @@ from .errors import (
     RunMayHaveStartedError,
 )
 from .ledger import RESERVED, Ledger, Origin, Recorder, RunRecord, estimate_cost
+from .options import (
+    EFFORTS,
+    ResearchOptions,
+    ResearchOptionsDict,
+    check_domains,
+    check_recency,
+    check_wait,
+    response_format,
+    wire_date,
+)
 from .results import Progress, ProgressTracker, ResearchResult
 from .settings import Settings
 
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ('EFFORTS', 'OnProgress', 'Researcher', 'research')
-
-#: The run depths the API knows, fastest first. A pin like `fast@2026-10-16.0` is accepted too.
-EFFORTS = ('fast', 'low', 'medium', 'high', 'xhigh')
-_LEGACY_PRESETS = {
-    'fast-search': 'fast',
-    'pro-search': 'low',
-    'deep-research': 'medium',
-    'advanced-deep-research': 'high',
-}
-_EFFORT = re.compile(r'^(fast|low|medium|high|xhigh)(@\d{4}-\d{2}-\d{2}\.\d+)?$')
-_DOMAIN = re.compile(r'^-?(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$')
-_RECENCY = ('hour', 'day', 'week', 'month', 'year')
-_SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
+__all__ = ('EFFORTS', 'OnProgress', 'OnStarted', 'Researcher', 'research')
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
 OnProgress = Callable[[Progress, str], Awaitable[None] | None]
 """Called with the run's progress so far and a short description of each research step."""
 
-Recency = Literal['hour', 'day', 'week', 'month', 'year']
-
-
-def normalize_effort(effort: str) -> str:
-    """Check an effort name and return it (legacy preset names mapped to today's); raise with the choices."""
-    value = effort.strip().lower()
-    value = _LEGACY_PRESETS.get(value, value)
-    if not _EFFORT.match(value):
-        raise InvalidArgumentError(
-            f'Unknown effort {effort!r}: use one of {", ".join(EFFORTS)} '
-            '(fast for a quick fact, low/medium for a question needing a few sources, high/xhigh for a survey), '
-            'optionally pinned like "fast@2026-10-16.0".',
-            argument='effort',
-        )
-    return value
-
-
-def _wire_date(value: str | date, argument: str) -> str:
-    if isinstance(value, date):
-        day = value
-    else:
-        try:
-            day = date.fromisoformat(value.strip())
-        except ValueError:
-            raise InvalidArgumentError(
-                f'{argument}={value!r} is not a date: give it as YYYY-MM-DD, e.g. "2026-01-31".', argument=argument
-            ) from None
-    return day.strftime('%m/%d/%Y')
-
-
-def _domains(domains: Sequence[str]) -> list[str]:
-    if isinstance(domains, str):
-        domains = [domains]
-    cleaned: list[str] = []
-    for raw in domains:
-        value = raw.strip().lower()
-        deny = value.startswith('-')
-        host = value.removeprefix('-')
-        host = re.sub(r'^[a-z]+://', '', host).split('/', 1)[0].removeprefix('www.')
-        candidate = f'-{host}' if deny else host
-        if not _DOMAIN.match(candidate):
-            raise InvalidArgumentError(
-                f'{raw!r} is not a domain: give bare domains like "nature.com" to search only those, '
-                'or "-reddit.com" to exclude one.',
-                argument='domains',
-            )
-        cleaned.append(candidate)
-    if len(cleaned) > 20:
-        raise InvalidArgumentError(f'{len(cleaned)} domains given; at most 20 are allowed.', argument='domains')
-    return cleaned
-
-
-def _response_format(output_type: type[BaseModel] | dict[str, Any]) -> tuple[dict[str, Any], TypeAdapter[Any] | None]:
-    if isinstance(output_type, dict):
-        schema = output_type
-        name = str(schema.get('title') or 'research_result')
-        adapter = None
-    else:
-        schema = output_type.model_json_schema()
-        name = output_type.__name__
-        adapter = TypeAdapter(output_type)
-    name = _SCHEMA_NAME.sub('_', name)[:64] or 'research_result'
-    return {'type': 'json_schema', 'json_schema': {'name': name, 'schema': schema}}, adapter
+OnStarted = Callable[[str], Awaitable[None] | None]
+"""Called with a run's id as soon as the create answered and the id is in the ledger, before any waiting."""
 
 
 @dataclass
@@ -137,6 +72,7 @@ class _Run:
     adapter: TypeAdapter[Any] | None
     structured: bool
     trace: tracing.RunTrace = tracing.NO_TRACE
+    model: str | None = None
 
 
 class Researcher:
@@ -235,104 +171,52 @@ class Researcher:
     # -- research ----------------------------------------------------------------------------------------------
 
     def build_request(
-        self,
-        *,
-        effort: str | None = None,
-        model: str | None = None,
-        instructions: str | None = None,
-        domains: Sequence[str] | None = None,
-        recency: str | None = None,
-        after: str | date | None = None,
-        before: str | date | None = None,
-        fetch_pages: bool | int | None = None,
-        output_type: type[BaseModel] | dict[str, Any] | None = None,
-        mcp_servers: Sequence[McpTool] | None = None,
-        max_steps: int | None = None,
-        extra: AgentRequest | None = None,
+        self, options: ResearchOptions | None = None, /, **given: Unpack[ResearchOptionsDict]
     ) -> AgentRequest:
         """The create request for these options, checked; raises `InvalidArgumentError` naming what to fix."""
-        request: AgentRequest = {}
-        request['effort'] = normalize_effort(effort) if effort else self.effort
-        if model:
-            if '/' not in model:
-                raise InvalidArgumentError(
-                    f'model={model!r} is not a model id: use "provider/model", e.g. "openai/gpt-5.4", or leave it out '
-                    'to let the effort choose.',
-                    argument='model',
-                )
-            request['model'] = model
-        if instructions:
-            request['instructions'] = instructions
-        if max_steps is not None:
-            if not 1 <= max_steps <= 100:
-                raise InvalidArgumentError(f'max_steps={max_steps} is out of range 1..100.', argument='max_steps')
-            request['max_steps'] = max_steps
-        filters: WebSearchFilters = {}
-        if domains:
-            filters['search_domain_filter'] = _domains(domains)
-        if recency:
-            if recency not in _RECENCY:
-                raise InvalidArgumentError(
-                    f'recency={recency!r} is not one of {", ".join(_RECENCY)}.', argument='recency'
-                )
-            if after or before:
-                raise InvalidArgumentError(
-                    'recency cannot be combined with after/before: use one or the other.', argument='recency'
-                )
-            filters['search_recency_filter'] = recency
-        if after:
-            filters['search_after_date_filter'] = _wire_date(after, 'after')
-        if before:
-            filters['search_before_date_filter'] = _wire_date(before, 'before')
-        tools: list[Tool] = []
-        if filters:
-            web: WebSearchTool = {'type': 'web_search', 'filters': filters}
-            tools.append(web)
-        if fetch_pages:
-            tools.append({'type': 'fetch_url', 'max_urls': 5 if fetch_pages is True else int(fetch_pages)})
-        tools.extend(mcp_servers or ())
-        if tools:
-            request['tools'] = tools
-        if output_type is not None:
-            request['response_format'] = cast('Any', _response_format(output_type)[0])
-        if extra:
-            request.update(extra)
-        return request
+        return ResearchOptions.parse(options, **given).to_request(self.effort)
 
     async def start(
         self,
         query: str,
         *,
-        output_type: type[BaseModel] | dict[str, Any] | None = None,
-        **options: Any,
+        options: ResearchOptions | None = None,
+        caller: str | None = None,
+        **given: Unpack[ResearchOptionsDict],
     ) -> ResearchResult:
         """Start a background run and return at once (status `queued`); collect it later by `response_id`.
 
-        Takes the options of `run` (`caller` included).
+        Takes the options of `run`; the run's id is in the ledger when this returns.
         """
         with tracing.research_span(query) as trace:
-            response, run = await self._start(query, output_type=output_type, **options)
-            trace.started(response, effort=run.effort, model=options.get('model'))
+            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller)
+            trace.started(response, effort=run.effort, model=run.model)
             return ResearchResult.from_response(response, effort=response.effort, query=query)
 
     async def run(
         self,
         query: str,
         *,
-        output_type: type[BaseModel] | dict[str, Any] | None = None,
+        options: ResearchOptions | None = None,
         on_progress: OnProgress | None = None,
+        on_started: OnStarted | None = None,
         wait_seconds: float | None = None,
-        **options: Any,
+        caller: str | None = None,
+        **given: Unpack[ResearchOptionsDict],
     ) -> ResearchResult:
         """Start a run and wait up to the wait budget: the finished result, or a hand-off if it is still going.
 
-        Options: `effort`, `model`, `instructions`, `domains` (allow, or `-domain` to deny), `recency`,
-        `after`, `before` (ISO dates), `fetch_pages`, `mcp_servers`, `max_steps`, `extra` (raw request fields),
-        and `caller` (who asked, e.g. an MCP token's name: recorded on the run in the ledger, for spend per caller).
+        The options are `ResearchOptions`' fields, as keywords or `options=` (keywords win). The run's id is in the
+        ledger before any waiting (`on_started` is then called with it), whatever cancels the call. `caller` (who
+        asked, e.g. an MCP token's name) is recorded on the run in the ledger, for spend per caller.
         """
         with tracing.research_span(query) as trace:
-            response, run = await self._start(query, output_type=output_type, **options)
-            run.trace = trace.started(response, effort=run.effort, model=options.get('model'))
+            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller)
+            run.trace = trace.started(response, effort=run.effort, model=run.model)
+            if on_started is not None:
+                outcome = on_started(response.id)
+                if outcome is not None:
+                    await outcome
             result = await self._wait(response.id, run, on_progress=on_progress, wait_seconds=wait_seconds)
             trace.finish(result)
             return result
@@ -401,34 +285,36 @@ class Researcher:
             raise InvalidArgumentError(f'max_results={max_results} is out of range 1..20.', argument='max_results')
         filters: SearchRequest = {'max_results': max_results}
         if domains:
-            filters['search_domain_filter'] = _domains(domains)
+            filters['search_domain_filter'] = check_domains(domains)
         if recency:
-            if recency not in _RECENCY:
-                raise InvalidArgumentError(
-                    f'recency={recency!r} is not one of {", ".join(_RECENCY)}.', argument='recency'
-                )
-            filters['search_recency_filter'] = recency
+            filters['search_recency_filter'] = check_recency(recency)
         if after:
-            filters['search_after_date_filter'] = _wire_date(after, 'after')
+            filters['search_after_date_filter'] = wire_date(after, 'after')
         if before:
-            filters['search_before_date_filter'] = _wire_date(before, 'before')
+            filters['search_before_date_filter'] = wire_date(before, 'before')
         return await self.client.search(query, **filters)
 
     # -- internals ---------------------------------------------------------------------------------------------
 
-    async def _start(
-        self,
-        query: str,
-        *,
-        output_type: type[BaseModel] | dict[str, Any] | None,
-        caller: str | None = None,
-        **options: Any,
-    ) -> tuple[Response, _Run]:
+    async def _begin(self, query: str, options: ResearchOptions, caller: str | None) -> tuple[Response, _Run]:
+        """Create the run and record its id in the ledger (the write flushed), shielded from cancellation.
+
+        Once the create is sent its id must come back and reach the ledger whatever happens to the caller: from
+        here on any process can list and collect the run, even if this one is killed while waiting.
+        """
         if not query or not query.strip():
             raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
-        request = self.build_request(output_type=output_type, **options)
+        started: tuple[Response, _Run] | None = None
+        with anyio.CancelScope(shield=True):
+            started = await self._start(query, options, caller)
+            await self._flush()
+        assert started is not None
+        return started
+
+    async def _start(self, query: str, options: ResearchOptions, caller: str | None) -> tuple[Response, _Run]:
+        request = options.to_request(self.effort)
         effort = request.get('effort') or self.effort
-        adapter = _response_format(output_type)[1] if output_type is not None else None
+        adapter = response_format(options.output_type)[1] if options.output_type is not None else None
         token: str | None = None
         record: RunRecord | None = None
         if self.ledger is not None:
@@ -444,10 +330,7 @@ class Researcher:
                 estimate_usd=estimate_cost(effort),
                 **tracing.current_ids(),
             )
-            if self.budget_usd is not None:
-                # The budget check must finish before anything is spent: this one write waits.
-                await self._flush()
-                token = await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
+            token = await self._reserve(record, request)
         try:
             response = await self.client.start(query, **request)
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
@@ -474,14 +357,24 @@ class Researcher:
                     self.ledger.record_start,
                     record.model_copy(update={'response_id': response.id, 'status': response.status}),
                 )
-        run = _Run(query, effort, time.monotonic(), adapter, output_type is not None)
+        run = _Run(query, effort, time.monotonic(), adapter, options.output_type is not None, model=options.model)
         return response, run
+
+    async def _reserve(self, record: RunRecord, request: AgentRequest) -> str | None:
+        """Hold the run's estimate against the budget before anything is spent; the key of the reservation, if any."""
+        del request  # the estimate comes from the record's effort
+        if self.budget_usd is None or self.ledger is None:
+            return None
+        # The budget check must finish before anything is spent: this one write waits.
+        await self._flush()
+        return await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
 
     async def _wait(
         self, response_id: str, run: _Run, *, on_progress: OnProgress | None, wait_seconds: float | None
     ) -> ResearchResult:
         tracker = ProgressTracker(started=run.started)
-        budget = self.wait_seconds if wait_seconds is None else wait_seconds
+        given = check_wait(wait_seconds)
+        budget = self.wait_seconds if given is None else given
 
         async def on_event(event: AgentEvent) -> None:
             run.trace.observe(event)

@@ -98,7 +98,7 @@ def check_budget(raw: object, name: str = ENV.BUDGET_USD) -> float:
 
 
 def _effort(raw: str, name: str) -> str:
-    from .researcher import normalize_effort
+    from .options import normalize_effort
 
     try:
         return normalize_effort(raw)

@@ -28,14 +28,12 @@ from . import render
 from .client._params import McpTool
 from .errors import PerplexityError
 from .ledger import Ledger
+from .options import Effort, Recency, RunStatus, check_id, check_wait
 from .researcher import Researcher
 from .results import Progress, ResearchResult
 
 __all__ = ('PerplexityToolset', 'ResearchProgress', 'collect_deferred')
 
-Effort = Literal['fast', 'low', 'medium', 'high', 'xhigh']
-Recency = Literal['hour', 'day', 'week', 'month', 'year']
-RunStatus = Literal['queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled']
 
 _INSTRUCTIONS = """\
 You can research the live web with Perplexity. Use perplexity_search for quick lookups of pages, and \
@@ -193,9 +191,7 @@ class PerplexityToolset(FunctionToolset[Any]):
             response_id: The id a previous research call handed back, like "resp_...".
             wait_seconds: Wait at most this long this time (defaults to the usual budget).
         """
-        result = await self._call(
-            self.researcher.collect(_check_id(response_id), wait_seconds=wait_seconds, on_progress=_emitter(ctx))
-        )
+        result = await self._call(self._collect(response_id, wait_seconds, ctx))
         return self._returned(result)
 
     async def perplexity_research_cancel(self, response_id: str) -> str:
@@ -204,7 +200,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         Args:
             response_id: The id of the run to cancel, like "resp_...".
         """
-        result = await self._call(self.researcher.cancel(_check_id(response_id)))
+        result = await self._call(self._cancel(response_id))
         if result.status == 'cancelled':
             return f'Cancelled research run {result.response_id}.'
         if result.done:
@@ -248,6 +244,13 @@ class PerplexityToolset(FunctionToolset[Any]):
 
     # -- helpers -----------------------------------------------------------------------------------------------
 
+    async def _collect(self, response_id: str, wait_seconds: float | None, ctx: RunContext[Any]) -> ResearchResult:
+        wait = check_wait(wait_seconds, cap=self.researcher.wait_seconds)
+        return await self.researcher.collect(check_id(response_id), wait_seconds=wait, on_progress=_emitter(ctx))
+
+    async def _cancel(self, response_id: str) -> ResearchResult:
+        return await self.researcher.cancel(check_id(response_id))
+
     async def _call(self, work: Any) -> Any:
         try:
             return await work
@@ -275,13 +278,6 @@ def _emitter(ctx: RunContext[Any]) -> Any:
         )
 
     return on_progress
-
-
-def _check_id(response_id: str) -> str:
-    value = response_id.strip()
-    if not value:
-        raise ModelRetry('response_id is empty: pass the id a research call handed back, like "resp_...".')
-    return value
 
 
 async def collect_deferred(

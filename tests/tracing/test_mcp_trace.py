@@ -34,7 +34,7 @@ async def test_the_servers_research_span_joins_the_agents_trace_over_stdio(emula
         # The server exits when the toolset closes; its batch processor flushes on the way out.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (
-            collector.named('perplexity.collect') and 'operation.cost' in collector.metric_names()
+            collector.named('perplexity.research') and 'operation.cost' in collector.metric_names()
         ):
             time.sleep(0.05)
 
@@ -56,12 +56,11 @@ async def test_the_servers_research_span_joins_the_agents_trace_over_stdio(emula
     assert chain == ['tools/call perplexity_research']
     assert client_ids[span.parent_span_id].startswith(('MCP send tools/call', 'tools/call'))
 
-    # The server's tool starts the run (shielded) and then collects it: the collection is a sibling, linked back.
-    [collect] = collector.named('perplexity.collect')
-    assert collect.parent_span_id == research.parent_span_id
-    assert collect.links == [(research.trace_id, research.span_id)]
-    assert [name for name, _ in collect.events] == ['perplexity.search']
-    assert collect.attributes['perplexity.status'] == 'completed'
-    assert collect.attributes['gen_ai.usage.output_tokens'] > 0
+    # The server's tool starts the run and waits for it in one `Researcher.run`, as in process: one research span
+    # carrying the steps and the outcome, and no collection span.
+    assert collector.named('perplexity.collect') == []
+    assert [name for name, _ in research.events] == ['perplexity.search']
+    assert research.attributes['perplexity.status'] == 'completed'
+    assert research.attributes['gen_ai.usage.output_tokens'] > 0
     # The server's metrics were exported too.
     assert {'gen_ai.client.token.usage', 'operation.cost', 'perplexity.research.duration'} <= collector.metric_names()

@@ -25,6 +25,7 @@ from typing_extensions import TypedDict
 
 from .. import __version__
 from ..errors import InvalidArgumentError, PerplexityError
+from ..options import check_id, check_wait
 from ..settings import DEFAULT_MCP_WAIT_SECONDS
 
 if TYPE_CHECKING:
@@ -314,23 +315,25 @@ def build_server(
         SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, log_level='WARNING'
     )
 
-    async def collect(ctx: Context[Any, Any], r: Researcher, response_id: str, wait: float | None) -> CallToolResult:
+    async def waited(
+        ctx: Context[Any, Any], r: Researcher, call: Callable[[list[str]], Awaitable[ResearchResult]], ids: list[str]
+    ) -> CallToolResult:
+        """Run a research wait under the drain; `ids` holds the run's id once known (for a hand-off or a cancel)."""
         from .. import render
         from ..results import ResearchResult
 
-        budget = r.wait_seconds if wait is None else max(0.0, min(wait, r.wait_seconds))
         result: ResearchResult | None = None
         with runtime.drain.guard():
             try:
-                result = await r.collect(response_id, wait_seconds=budget, on_progress=_reporter(ctx))
+                result = await call(ids)
             except anyio.get_cancelled_exc_class():
-                if peer_cancelled(ctx):
+                if peer_cancelled(ctx) and ids:
                     # The person stopped the call: stop the run too, or it would go on billing.
                     with anyio.move_on_after(_CANCEL_GRACE_SECONDS, shield=True):
-                        await _cancel_upstream(r, response_id)
+                        await _cancel_upstream(r, ids[-1])
                 raise
         if result is None:  # the server is shutting down: hand the run off now, for any instance to collect
-            result = ResearchResult(response_id=response_id, status='in_progress')
+            result = ResearchResult(response_id=ids[-1], status='in_progress')
         return _text(
             render.for_model(result, **runtime.render_options),
             structured=render.structured_for_model(result, **runtime.render_options),
@@ -351,10 +354,16 @@ def build_server(
     ) -> Annotated[CallToolResult, ResearchOut]:
         async def work() -> CallToolResult:
             r = await runtime.researcher()
-            # Shielded: once the create is sent, its id must come back and reach the ledger whatever happens.
-            started: ResearchResult | None = None
-            with anyio.CancelScope(shield=True):
-                started = await r.start(
+
+            async def call(ids: list[str]) -> ResearchResult:
+                async def started(response_id: str) -> None:
+                    # The run's id is in the ledger already (`Researcher.run` records it before it waits): from
+                    # here on, whatever happens to this process (a SIGKILL included), any instance can collect it.
+                    ids.append(response_id)
+                    with contextlib.suppress(Exception):
+                        await ctx.report_progress(0, None, f'started research run {response_id}')
+
+                return await r.run(
                     query,
                     effort=effort,
                     model=model,
@@ -364,14 +373,11 @@ def build_server(
                     after=after,
                     before=before,
                     caller=caller_of(ctx),
+                    on_progress=_reporter(ctx),
+                    on_started=started,
                 )
-                # The run's id is written to the ledger before the call says it started or waits: from here on,
-                # whatever happens to this process (a SIGKILL included), any instance can list and collect it.
-                await r.flush()
-                with contextlib.suppress(Exception):
-                    await ctx.report_progress(0, None, f'started research run {started.response_id}')
-            assert started is not None
-            return await collect(ctx, r, started.response_id, None)
+
+            return await waited(ctx, r, call, [])
 
         return await _guarded(work)
 
@@ -380,7 +386,14 @@ def build_server(
         response_id: _CollectId, wait_seconds: _WaitSeconds = None, *, ctx: Context[Any, Any]
     ) -> Annotated[CallToolResult, ResearchOut]:
         async def work() -> CallToolResult:
-            return await collect(ctx, await runtime.researcher(), _check_id(response_id), wait_seconds)
+            r = await runtime.researcher()
+            run_id = check_id(response_id)
+            wait = check_wait(wait_seconds, cap=r.wait_seconds)
+
+            async def call(_: list[str]) -> ResearchResult:
+                return await r.collect(run_id, wait_seconds=wait, on_progress=_reporter(ctx))
+
+            return await waited(ctx, r, call, [run_id])
 
         return await _guarded(work)
 
@@ -388,7 +401,7 @@ def build_server(
     async def perplexity_research_cancel(response_id: _CancelId) -> CallToolResult:
         async def work() -> CallToolResult:
             r = await runtime.researcher()
-            result = await r.cancel(_check_id(response_id))
+            result = await r.cancel(check_id(response_id))
             if result.status == 'cancelled':
                 return _text(f'Cancelled research run {result.response_id}.')
             if result.done:
@@ -453,7 +466,7 @@ def build_server(
 
         try:
             r = await runtime.researcher()
-            response = await r.client.retrieve(_check_id(response_id))
+            response = await r.client.retrieve(check_id(response_id))
         except Exception as exc:
             # An id that is empty or names no run is the client's to fix: invalid params (-32602), with the reason.
             unknown = isinstance(exc, NotFoundError | InvalidArgumentError)
@@ -476,12 +489,3 @@ async def _cancel_upstream(r: Researcher, response_id: str) -> None:
         await anyio.to_thread.run_sync(
             lambda: ledger.update(response_id, error='cancelled: the MCP client cancelled the call')
         )
-
-
-def _check_id(response_id: str) -> str:
-    value = response_id.strip()
-    if not value:
-        raise InvalidArgumentError(
-            'response_id is empty: pass the id a research call handed back, like "resp_...".', argument='response_id'
-        )
-    return value
