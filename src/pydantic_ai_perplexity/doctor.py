@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from .client import PerplexityClient
 
 __all__ = ('Check', 'run_checks')
+
+_LOW_DISK_BYTES = 1 << 20  # below this a ledger write (a WAL frame or two per run) may fail
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
 
     report(_settings_check())
     report(_ledger_check())
+    report(_ledger_privacy_check())
     report(_tracing_check())
     return all(check.ok for check in results)
 
@@ -160,6 +164,16 @@ def _ledger_check() -> Check:
         healthy = ledger.check()
     finally:
         ledger.close()
+    if healthy and ledger.path is not None:
+        free = shutil.disk_usage(ledger.path.parent).free
+        if free < _LOW_DISK_BYTES:
+            return Check(
+                'ledger writable',
+                False,
+                f'{ledger.describe()} is degraded: {free:,} bytes free on its disk, so writes fail (they are kept '
+                f'in memory until space is free)',
+                f'free space on the disk of {ledger.path.parent}, or set PERPLEXITY_STATE_DIR to another disk',
+            )
     if healthy:
         return Check('ledger writable', True, ledger.describe())
     return Check(
@@ -167,6 +181,24 @@ def _ledger_check() -> Check:
         False,
         f'{ledger.describe()} cannot be used',
         'set PERPLEXITY_STATE_DIR to a writable directory on a local disk',
+    )
+
+
+def _ledger_privacy_check() -> Check:
+    """Whether other local users can read the SQLite ledger (every stored question is in it)."""
+    from .ledger import Ledger, private_mode_problem
+
+    ledger = Ledger()
+    if ledger.path is None:
+        return Check('ledger private', True, 'on a PostgreSQL server (its own access rules)')
+    problem = private_mode_problem(ledger.path)
+    if problem is None:
+        return Check('ledger private', True, 'readable by this user only')
+    return Check(
+        'ledger private',
+        False,
+        f'other local users can read the stored questions: {problem}',
+        f'chmod 700 {ledger.path.parent} && chmod 600 {ledger.path}*',
     )
 
 

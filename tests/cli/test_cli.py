@@ -146,10 +146,11 @@ def test_doctor_passes_against_the_emulator_and_says_how_to_fix_each_failure(emu
         'key accepted',
         'research settings',
         'ledger writable',
+        'ledger private',
         'tracing',
     }
     assert str(tmp_path) in checks['ledger writable']
-    assert good.stderr.strip() == '7 passed, 0 failed.'
+    assert good.stderr.strip() == '8 passed, 0 failed.'
 
     checks = _checks(no_key.stdout)
     assert no_key.returncode == 1

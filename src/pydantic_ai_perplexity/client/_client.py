@@ -125,6 +125,16 @@ class PerplexityClient:
         """The API's base URL, e.g. `https://api.perplexity.ai`."""
         return self._transport.base_url
 
+    @property
+    def api(self) -> str:
+        """The API's host (and port, if not the default), e.g. `api.perplexity.ai`: where runs are recorded as sent."""
+        return httpx2.URL(self.base_url).netloc.decode('ascii', 'replace')
+
+    @property
+    def emulated(self) -> bool | None:
+        """Whether the base URL answered as an emulator (its `x-pplx-emulator` header); None before any answer."""
+        return self._transport.emulated
+
     def __repr__(self) -> str:
         return f'PerplexityClient(base_url={self.base_url!r})'
 

@@ -33,6 +33,8 @@ logger = logging.getLogger('pydantic_ai_perplexity')
 MAX_EVENT_SIZE = 64 * 1024 * 1024
 _SSE_HEADERS = {'Accept': 'text/event-stream', 'Cache-Control': 'no-store'}
 _JSON_HEADERS = {'Accept': 'application/json'}
+#: The header every answer of the built-in emulator carries (`emulator.EMULATOR_HEADER`); the live API never sends it.
+_EMULATOR_HEADER = 'x-pplx-emulator'
 
 M = TypeVar('M', bound=BaseModel)
 
@@ -56,6 +58,8 @@ class Transport:
         self._timeout = timeout
         self.max_retries = max_retries
         self.retry_deadline = retry_deadline
+        #: Whether the base URL answered as an emulator (the `x-pplx-emulator` header); None until it answered.
+        self.emulated: bool | None = None
 
     @property
     def key(self) -> str | None:
@@ -122,6 +126,7 @@ class Transport:
                 tracing.retry_event(method, path, attempt, delay, type(exc).__name__)
             else:
                 logger.debug('%s %s -> %d (attempt %d)', method, path, response.status_code, attempt + 1)
+                self.emulated = _EMULATOR_HEADER in response.headers
                 if response.is_success:
                     return response
                 try:

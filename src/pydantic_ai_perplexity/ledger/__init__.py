@@ -53,14 +53,15 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
-from ..errors import ConfigurationError
+from ..errors import BudgetExceededError, ConfigurationError
+from ..pricing import PriceTable, Reservation, default_prices, fit, reservation
 from ._engine import MIGRATIONS, SCHEMA_VERSION, Engine, EngineName, Failure, MigrationDB, migration
 from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url
 from ._recorder import Recorder, track
@@ -97,6 +98,7 @@ __all__ = (
     'RESERVED',
     'SCHEMA_VERSION',
     'STATE_DIR_ENV',
+    'Admission',
     'BudgetUnenforceableError',
     'EngineName',
     'Ledger',
@@ -150,6 +152,21 @@ def _engine_for(target: str | os.PathLike[str] | None) -> Engine:
             f'postgresql://user@host:5432/database for PostgreSQL, or a file path or sqlite:///path for SQLite.'
         )
     return SQLiteEngine(Path(target).expanduser())
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A run admitted under the budget: its reservation key, its record, the request to send and its reservation."""
+
+    #: The reservation's key (for `bind`/`release`), or None when no cap applied and nothing was stored yet.
+    token: str | None
+    #: The run's record, its `estimate_usd` set to the reservation.
+    record: RunRecord
+    #: The request to send: tightened where `changes` says, else as given.
+    request: dict[str, Any]
+    reservation: Reservation
+    #: What was tightened to fit the cap (`max_steps`, `max_output_tokens`, `fetch_pages`), empty if nothing.
+    changes: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -368,6 +385,53 @@ class Ledger:
         with self._state:
             self._pending[reserved.response_id] = reserved
         return reserved.response_id
+
+    def admit(
+        self,
+        record: RunRecord,
+        query: Any,
+        request: Mapping[str, Any],
+        *,
+        cap_usd: float | None,
+        prices: PriceTable | None = None,
+        since: datetime | None = None,
+    ) -> Admission:
+        """Reserve the most `request` can cost (`pricing.reservation`), tightened to fit the cap if need be.
+
+        Under a cap, a request whose reservation does not fit what is left is tightened (`pricing.fit`: fewer fetched
+        pages, output tokens, steps) and reserved at that; the returned `request` is the one to send, so that the API
+        enforces the limits the reservation assumed. Without a cap nothing is stored: `record` with its estimate is
+        in `Admission.record`, for `record_start` once the run has an id.
+
+        Raises:
+            BudgetExceededError: even tightened, the run does not fit; the message gives the spend, the cap, the least
+                reservation and what it assumed. Nothing was recorded.
+            BudgetUnenforceableError: a cap is set and the ledger is not working.
+        """
+        table = prices or default_prices()
+        bound = reservation(query, request, table)
+        priced = record.model_copy(update={'estimate_usd': bound.usd})
+        if cap_usd is None:
+            return Admission(None, priced, dict(request), bound, {})
+        try:
+            return Admission(self.reserve(priced, cap_usd=cap_usd, since=since), priced, dict(request), bound, {})
+        except BudgetUnenforceableError:
+            raise
+        except BudgetExceededError as exc:
+            spent = exc.spent_usd
+        fitted = fit(query, request, cap_usd - spent, table)
+        if not fitted.fits:
+            least = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
+            raise refusal(least, spent, cap_usd, fitted.reservation.describe())
+        priced = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
+        token = self.reserve(priced, cap_usd=cap_usd, since=since)  # raises if the spend grew meanwhile
+        _log.info(
+            'A run was tightened to fit the budget (%s left of a %s cap): %s.',
+            usd(cap_usd - spent),
+            usd(cap_usd),
+            ', '.join(f'{k}={v}' for k, v in fitted.changes.items()),
+        )
+        return Admission(token, priced, fitted.request, fitted.reservation, fitted.changes)
 
     def bind(self, token: str, response_id: str, /, **fields: Any) -> None:
         """Give a reservation its real `response_id` and set `fields` (status defaults to `'queued'`).

@@ -222,9 +222,13 @@ def fits(spent: float, estimate: float, cap: float) -> bool:
     return spent + estimate <= cap + EPSILON_USD
 
 
-def refusal(record: RunRecord, spent: float, cap: float) -> BudgetExceededError:
-    """The error for a run that does not fit the cap: the spend, the cap, the estimate and how to allow it."""
-    effort = f' (effort {record.effort!r})' if record.effort else ''
+def refusal(record: RunRecord, spent: float, cap: float, detail: str = '') -> BudgetExceededError:
+    """The error for a run that does not fit the cap: the spend, the cap, the estimate and how to allow it.
+
+    `detail` says what the estimate assumed (e.g. the steps and tokens of the request).
+    """
+    about = '; '.join(part for part in (f'effort {record.effort!r}' if record.effort else '', detail) if part)
+    effort = f' ({about})' if about else ''
     message = (
         f'Budget exceeded: {usd(spent)} already spent (recorded in the ledger) of a {usd(cap)} cap, and this run '
         f'is estimated at {usd(record.estimate_usd)}{effort}, which would bring it to '

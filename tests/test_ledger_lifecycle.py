@@ -1,0 +1,252 @@
+"""The ledger's lifecycle and recovery, with real processes, a real emulator and a really full disk.
+
+A script that never closes its `Researcher` exits cleanly with every row written (the shutdown order is flush, stop
+the recorder, close); a forked child records through its own recorder; a full disk degrades the ledger without
+switching it off, and what could not be stored is stored once space is free; text no store can hold is escaped at
+the edge; the state directory and the ledger files are private to the user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from postgres_support import fresh_schema
+from pydantic_ai_perplexity import Researcher
+from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.ledger import (
+    BudgetUnenforceableError,
+    Ledger,
+    LedgerWarning,
+    RunRecord,
+    private_mode_problem,
+    process_health,
+)
+
+#: A script that researches three questions at once and never closes its researcher (nor the emulator).
+UNCLOSED = """
+import asyncio, sys
+from pydantic_ai_perplexity import Researcher
+from pydantic_ai_perplexity.emulator import Emulator
+
+emu = Emulator(time_scale=0.001).__enter__()
+
+async def main():
+    r = Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=sys.argv[1], effort='fast', wait_seconds=30)
+    results = await asyncio.gather(*(r.run(f'What is solar power? ({i})') for i in range(3)))
+    print(' '.join(result.response_id for result in results), flush=True)
+
+asyncio.run(main())
+"""
+
+#: A process that queues writes, forks, and both parent and child queue more and exit without closing anything.
+FORKING = """
+import functools, os, sys
+from pydantic_ai_perplexity.ledger import Ledger, Recorder, RunRecord
+
+ledger = Ledger(sys.argv[1])
+recorder = Recorder()
+
+def record(key):
+    recorder.submit(functools.partial(ledger.record_start, RunRecord(response_id=key, query='q', origin='api')))
+
+for i in range(40):
+    record(f'resp_parent_{i}')
+pid = os.fork()
+for i in range(40):
+    record(f'resp_{"child" if pid == 0 else "parent_late"}_{i}')
+if pid:
+    _, status = os.waitpid(pid, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def rows(path: Path, sql: str = 'SELECT response_id, status FROM runs') -> dict[str, str]:
+    db = sqlite3.connect(path)
+    try:
+        return {str(k): str(v) for k, v in db.execute(sql).fetchall()}
+    finally:
+        db.close()
+
+
+def python(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, 'PYDANTIC_DISABLE_PLUGINS': 'logfire-plugin'}
+    env.pop('PERPLEXITY_API_KEY', None)
+    return subprocess.Popen(
+        [sys.executable, '-c', *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+# --- lifecycle ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_script_that_never_closes_its_researcher_exits_0_with_every_row_written(tmp_path: Path) -> None:
+    attempts, width = 20, 4
+    for batch in range(attempts // width):
+        procs = {n: python(UNCLOSED, str(tmp_path / f'l{batch}-{n}.sqlite3')) for n in range(width)}
+        for n, proc in procs.items():
+            out, err = proc.communicate(timeout=90)
+            assert proc.returncode == 0, (proc.returncode, err[-2000:])  # was 139 (SIGSEGV) in 2 of 3 runs
+            ids = out.split()
+            assert len(ids) == 3
+            recorded = rows(tmp_path / f'l{batch}-{n}.sqlite3')
+            assert {i: recorded.get(i) for i in ids} == dict.fromkeys(ids, 'completed'), err[-2000:]
+
+
+@pytest.mark.slow
+def test_a_forked_child_records_through_its_own_recorder_and_both_exit_with_every_row(tmp_path: Path) -> None:
+    path = tmp_path / 'ledger.sqlite3'
+    proc = python(FORKING, str(path))
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 0, err[-2000:]
+    recorded = rows(path)
+    expected = {f'resp_{who}_{i}' for who in ('parent', 'child', 'parent_late') for i in range(40)}
+    assert set(recorded) == expected
+    assert rows(path, "SELECT 'integrity', * FROM pragma_integrity_check") == {'integrity': 'ok'}
+
+
+# --- recovery -------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 1 MiB filesystem (tmpfs), so that a write can meet a full disk; needs the right to mount."""
+    mount = tmp_path / 'disk'
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip('mounting a small filesystem needs root')
+    done = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m,mode=0755', 'tmpfs', str(mount)], check=False)
+    if done.returncode != 0:
+        pytest.skip('cannot mount a tmpfs here')
+    try:
+        yield mount
+    finally:
+        subprocess.run(['umount', '-l', str(mount)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Fill the filesystem of `directory` to the last byte; returns the file to delete to free it."""
+    filler = directory / 'filler'
+    with filler.open('wb', buffering=0) as out:
+        for size in (65536, 4096, 512, 1):
+            while True:
+                try:
+                    out.write(b'\0' * size)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+                    break
+    return filler
+
+
+@pytest.mark.anyio
+async def test_a_full_disk_degrades_the_ledger_and_every_run_is_on_disk_once_space_is_free(small_disk: Path) -> None:
+    path = small_disk / 'state' / 'ledger.sqlite3'
+    with Emulator(time_scale=0.001) as emu:
+        async with Researcher(
+            api_key=emu.api_key, base_url=emu.base_url, ledger=str(path), effort='fast', wait_seconds=30
+        ) as researcher:
+            assert researcher.ledger is not None
+            first = await researcher.run('What is solar power? (before)')
+            await researcher.flush()
+            filler = fill(small_disk)
+            with pytest.warns(LedgerWarning, match='full'):
+                second = await researcher.run('What is solar power? (disk full)')
+                await researcher.flush()
+            health = researcher.ledger.health()
+            assert health.status == 'degraded' and health.waiting >= 1, health
+            assert process_health().status == 'degraded'
+            with pytest.raises(BudgetUnenforceableError, match='waiting to be stored'):  # a cap cannot be enforced now
+                researcher.ledger.reserve(RunRecord(query='q', origin='api', effort='fast'), cap_usd=5.0)
+            filler.unlink()
+            third = await researcher.run('What is solar power? (space freed)')
+            await researcher.flush()
+            assert researcher.ledger.health().status == 'ok'
+            listed = {r.response_id: r.status for r in await researcher.list()}
+    ids = [first.response_id, second.response_id, third.response_id]
+    assert {i: listed.get(i) for i in ids} == dict.fromkeys(ids, 'completed')
+    on_disk = rows(path, 'SELECT response_id, cost_usd FROM runs')
+    assert all(on_disk.get(i) not in (None, 'None') for i in ids)  # the actual cost of each billed run
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+def any_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledger]:
+    if request.param == 'sqlite':
+        with Ledger(tmp_path / 'state' / 'ledger.sqlite3') as ledger:
+            yield ledger
+    else:
+        with fresh_schema() as url, Ledger(url) as ledger:
+            yield ledger
+
+
+def test_text_no_store_can_hold_is_escaped_and_the_ledger_goes_on(any_ledger: Ledger) -> None:
+    ledger = any_ledger  # pytest turns any warning into an error here: none may be emitted
+    assert ledger.get('resp_\udcff') is None  # `jobs show $'resp_\\xff'`: once switched the ledger off for good
+    ledger.record_start(RunRecord(response_id='resp_\udcff', query='caf\udce9 \ud800', origin='cli'))
+    ledger.update('resp_\udcff', status='completed', error='bad \udcff byte', cost_usd=0.01)
+    found = ledger.get('resp_\udcff')
+    assert found is not None
+    assert (found.response_id, found.query, found.error) == ('resp_\\udcff', 'caf\\udce9 \\ud800', 'bad \\udcff byte')
+    assert [r.response_id for r in ledger.list(caller=None, status='completed')] == ['resp_\\udcff']
+    assert ledger.health().status == 'ok' and ledger.healthy
+    token = ledger.reserve(RunRecord(query='next', origin='cli', estimate_usd=0.01), cap_usd=1.0)  # a cap still holds
+    assert ledger.spent_usd() == pytest.approx(0.02)
+    ledger.release(token)
+
+
+# --- privacy --------------------------------------------------------------------------------------------------------
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_the_state_directory_and_the_ledger_files_are_private(tmp_path: Path) -> None:
+    path = tmp_path / 'state' / 'ledger.sqlite3'
+    old = os.umask(0o022)  # the usual umask, under which files were 0644 in a 0755 directory
+    try:
+        with Ledger(path) as ledger:
+            ledger.record_start(RunRecord(response_id='resp_1', query='a private question', origin='api'))
+            files = [path, path.with_name('ledger.sqlite3-wal'), path.with_name('ledger.sqlite3-shm')]
+            assert {p.name: mode(p) for p in files} == {p.name: 0o600 for p in files}
+            assert mode(path.parent) == 0o700
+    finally:
+        os.umask(old)
+    assert private_mode_problem(path) is None
+    os.chmod(path, 0o644)
+    os.chmod(path.parent, 0o755)
+    problem = private_mode_problem(path)
+    assert problem is not None and f'{path} is 0644' in problem and f'{path.parent} is 0755' in problem
+
+
+def test_doctor_warns_about_a_world_readable_ledger_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pydantic_ai_perplexity import doctor
+
+    state = tmp_path / 'state'
+    monkeypatch.setenv('PERPLEXITY_STATE_DIR', str(state))
+    monkeypatch.delenv('PERPLEXITY_LEDGER_URL', raising=False)
+    with Ledger() as ledger:
+        ledger.record_start(RunRecord(response_id='resp_1', query='q', origin='api'))
+    os.chmod(state / 'ledger.sqlite3', 0o644)
+    checks: list[Any] = [doctor._ledger_privacy_check()]  # pyright: ignore[reportPrivateUsage]
+    (check,) = checks
+    assert not check.ok
+    assert 'chmod 600' in check.fix and 'chmod 700' in check.fix and str(state) in check.fix and '0644' in check.detail
+    os.chmod(state / 'ledger.sqlite3', 0o600)
+    os.chmod(state, 0o700)
+    with contextlib.suppress(FileNotFoundError):
+        for extra in ('ledger.sqlite3-wal', 'ledger.sqlite3-shm'):
+            os.chmod(state / extra, 0o600)
+    assert doctor._ledger_privacy_check().ok  # pyright: ignore[reportPrivateUsage]
