@@ -189,11 +189,13 @@ class StepReducer:
     def observe(self, event: AgentEvent) -> Step | None:
         """The step one stream event makes, or `None` (a text delta after the first, a lifecycle event, …)."""
         if event.type == 'response.output_text.delta':  # the most frequent event by far: its own fast path
-            self.progress.answer_chars += len(event.delta or '')
             if self._writing:
+                self.progress.answer_chars += len(event.delta or '')
                 return None
             self._writing = True
-            return self._step('answer', 'writing the answer', ref=self._open_answer())
+            step = self._step('answer', 'writing the answer', ref=self._open_answer())  # the counts before it
+            self.progress.answer_chars += len(event.delta or '')
+            return step
         handler = _HANDLERS.get(event.type)
         return handler(self, event) if handler is not None else None
 
