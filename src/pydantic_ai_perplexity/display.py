@@ -8,7 +8,8 @@ the domain modules never import their presentation at import time.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .render import answer_with_source_numbers
@@ -16,19 +17,19 @@ from .results import MARKER, marker_refs
 from .timeline import LANES
 
 if TYPE_CHECKING:
-    from .results import ResearchResult
+    from .results import ResearchResult, Source
     from .timeline import Bar, TimelineStep
 
 __all__ = ('result_to_html', 'result_to_markdown', 'timeline_steps_html', 'timeline_to_svg')
 
 
-def _footer(result: ResearchResult) -> str:
+def _footer(result: ResearchResult, *, cost: bool = True) -> str:
     parts = [result.status]
     if result.effort:
         parts.append(result.effort)
     if result.model:
         parts.append(result.model)
-    if result.cost_usd is not None:
+    if cost and result.cost_usd is not None:
         parts.append(f'${result.cost_usd:.4f}')
     parts.append(result.response_id)
     return ' · '.join(parts)
@@ -58,14 +59,70 @@ def _safe_href(url: str) -> str | None:
     return url if url.strip().lower().startswith(('https://', 'http://')) else None
 
 
+_BULLET = re.compile(r'^\s*[-*•]\s+(.*)$')
+_NUMBERED = re.compile(r'^\s*\d{1,3}[.)]\s+(.*)$')
+_HEADING = re.compile(r'^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$')
+_BOLD = re.compile(r'\*\*(?=\S)(.+?)(?<=\S)\*\*')
+
+
+def _text_html(text: str) -> str:
+    """Plain answer text: escaped, with Markdown `**bold**`."""
+    return _BOLD.sub(r'<strong>\1</strong>', html.escape(text))
+
+
+def _answer_html(answer: str, inline: Callable[[str], str]) -> str:
+    """The answer's Markdown blocks as HTML: paragraphs, `-`/`*` bullets and numbered items as real lists,
+    headings; `inline` renders the text of each (escaping it and linking its markers)."""
+    blocks: list[str] = []
+    lines: list[str] = []
+    items: list[str] = []
+    kind = ''
+
+    def close() -> None:
+        nonlocal kind
+        if lines:
+            blocks.append(f'<p>{"<br>".join(inline(line) for line in lines)}</p>')
+            lines.clear()
+        if items:
+            blocks.append(f'<{kind}>{"".join(f"<li>{inline(item)}</li>" for item in items)}</{kind}>')
+            items.clear()
+
+    for raw in answer.splitlines():
+        bullet, heading = _BULLET.match(raw), _HEADING.match(raw)
+        item = bullet or _NUMBERED.match(raw)
+        if not raw.strip():
+            close()
+        elif heading:
+            close()
+            level = min(len(heading.group(1)) + 3, 6)  # under the notebook's own headings
+            blocks.append(f'<h{level}>{inline(heading.group(2))}</h{level}>')
+        elif item:
+            want = 'ul' if bullet else 'ol'
+            if lines or kind != want:
+                close()
+            kind = want
+            items.append(item.group(1))
+        elif items:  # a wrapped line continues the item
+            items[-1] += ' ' + raw.strip()
+        else:
+            lines.append(raw.strip())
+    close()
+    return ''.join(blocks)
+
+
 def _linked_answer(result: ResearchResult) -> str:
-    """The answer as HTML: text escaped, each marker resolved to its source's `[n]` link in one pass."""
-    esc = html.escape
+    """The answer as HTML: Markdown blocks, text escaped, each marker resolved to its source's `[n]` link."""
     by_id = {i: s for s in result.sources for i in s.ids}
+    return _answer_html(result.answer, lambda text: _linked_text(text, by_id))
+
+
+def _linked_text(text: str, by_id: Mapping[int, Source]) -> str:
+    """One line of answer text as HTML, each marker resolved to its source's `[n]` link in one pass."""
+    esc = html.escape
     out: list[str] = []
     last = 0
-    for m in MARKER.finditer(result.answer):
-        out.append(esc(result.answer[last : m.start()]))
+    for m in MARKER.finditer(text):
+        out.append(_text_html(text[last : m.start()]))
         last = m.end()
         for written, number in marker_refs(m.group(0)):  # a group such as [7, 9] links each of its sources
             source = by_id.get(number)
@@ -78,8 +135,14 @@ def _linked_answer(result: ResearchResult) -> str:
                 out.append(f'<span class="pplx-cite" title="{title}">[{source.n}]</span>')
             else:
                 out.append(f'<a class="pplx-cite" href="{esc(href, quote=True)}" title="{title}">[{source.n}]</a>')
-    out.append(esc(result.answer[last:]))
+    out.append(_text_html(text[last:]))
     return ''.join(out)
+
+
+#: Classes MathJax skips (JupyterLab's and nbconvert's `tex2jax_ignore`, MathJax 3's own): dollar amounts stay text.
+NO_MATH = 'tex2jax_ignore mathjax_ignore'
+#: Inline, so no front end's table style (JupyterLab right-aligns cells) and no stripped `<style>` moves it.
+_LEFT = ' style="text-align:left"'
 
 
 def _cost_html(result: ResearchResult) -> str:
@@ -101,11 +164,12 @@ def _cost_html(result: ResearchResult) -> str:
 
 _STYLE = (
     '<style>.pplx-result{font-family:system-ui,sans-serif;line-height:1.45;max-width:60em}'
-    '.pplx-answer{white-space:pre-wrap;margin:.3em 0 .8em}'
+    '.pplx-answer{margin:.3em 0 .8em}.pplx-answer p{margin:.4em 0}.pplx-answer ul,.pplx-answer ol{margin:.3em 0}'
     '.pplx-cite{text-decoration:none;font-size:.85em;vertical-align:super}'
     '.pplx-orphan{color:#b00;font-size:.85em;vertical-align:super}'
     '.pplx-sources{border-collapse:collapse;font-size:.9em}'
-    '.pplx-sources td,.pplx-sources th{padding:.15em .6em;text-align:left;border-bottom:1px solid #ddd}'
+    '.pplx-result .pplx-sources td,.pplx-result .pplx-sources th{padding:.15em .6em;text-align:left;'
+    'border-bottom:1px solid #ddd}'
     '.pplx-uncited{opacity:.6}.pplx-footer{color:#555;font-size:.85em}.pplx-error{color:#b00}</style>'
 )
 
@@ -115,7 +179,7 @@ def result_to_html(result: ResearchResult) -> str:
     esc = html.escape
     if not result.done:
         return (
-            f'<div class="pplx-result"><em>Research still going</em> ({esc(result.progress.summary())}) '
+            f'<div class="pplx-result {NO_MATH}"><em>Research still going</em> ({esc(result.progress.summary())}) '
             f'<code>{esc(result.response_id)}</code></div>'
         )
     rows: list[str] = []
@@ -124,12 +188,14 @@ def result_to_html(result: ResearchResult) -> str:
         name = esc(s.title or s.domain or s.url)
         cell = f'<a href="{esc(href, quote=True)}">{name}</a>' if href else name
         rows.append(
-            f'<tr class="{"pplx-cited" if s.cited else "pplx-uncited"}"><td>{s.n}</td><td>{cell}</td>'
-            f'<td>{esc(s.domain)}</td><td>{esc(s.date or "")}</td><td>{"yes" if s.cited else ""}</td></tr>'
+            f'<tr class="{"pplx-cited" if s.cited else "pplx-uncited"}"><td{_LEFT}>{s.n}</td><td{_LEFT}>{cell}</td>'
+            f'<td{_LEFT}>{esc(s.domain)}</td><td{_LEFT}>{esc(s.date or "")}</td>'
+            f'<td{_LEFT}>{"yes" if s.cited else ""}</td></tr>'
         )
     table = (
-        '<table class="pplx-sources"><thead><tr><th>#</th><th>Source</th><th>Domain</th><th>Date</th><th>Cited</th>'
-        f'</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        '<table class="pplx-sources"><thead><tr>'
+        + ''.join(f'<th{_LEFT}>{name}</th>' for name in ('#', 'Source', 'Domain', 'Date', 'Cited'))
+        + f'</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         if rows
         else ''
     )
@@ -145,8 +211,9 @@ def result_to_html(result: ResearchResult) -> str:
     question = f'<p><strong>{esc(result.query)}</strong></p>' if result.query else ''
     counts = f'{len(result.cited_sources)} of {len(result.sources)} sources cited'
     return (
-        f'{_STYLE}<div class="pplx-result">{question}{error}<div class="pplx-answer">{_linked_answer(result)}</div>'
-        f'{orphans}{table}<p class="pplx-footer">{_cost_html(result)} · {esc(counts)} · {esc(_footer(result))}</p>'
+        f'{_STYLE}<div class="pplx-result {NO_MATH}">{question}{error}'
+        f'<div class="pplx-answer">{_linked_answer(result)}</div>{orphans}{table}'
+        f'<p class="pplx-footer">{_cost_html(result)} · {esc(counts)} · {esc(_footer(result, cost=False))}</p>'
         '</div>'
     )
 
@@ -233,9 +300,12 @@ def timeline_steps_html(steps: Sequence[TimelineStep]) -> str:
     """The steps as a collapsed table under the picture: time, kind, what happened."""
     esc = html.escape
     rows = ''.join(
-        f'<tr><td>{s.elapsed_s:.2f} s</td><td>{esc(s.kind)}</td><td>{esc(s.detail)}</td></tr>' for s in steps
+        f'<tr><td style="text-align:left;white-space:nowrap">{s.elapsed_s:.2f} s</td><td{_LEFT}>{esc(s.kind)}</td>'
+        f'<td{_LEFT}>{esc(s.detail)}</td></tr>'
+        for s in steps
     )
+    head = ''.join(f'<th{_LEFT}>{name}</th>' for name in ('at', 'kind', 'step'))
     return (
-        f'<details class="pplx-steps"><summary>{len(steps)} steps</summary>'
-        f'<table><thead><tr><th>at</th><th>kind</th><th>step</th></tr></thead><tbody>{rows}</tbody></table></details>'
+        f'<details class="pplx-steps {NO_MATH}"><summary>{len(steps)} steps</summary>'
+        f'<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></details>'
     )

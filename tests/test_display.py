@@ -1,0 +1,42 @@
+"""What people read in a notebook: the answer's Markdown as HTML, the cost said once, nothing for MathJax to
+typeset, cells left-aligned whatever the front end's table style (`scripts/render_notebooks.py`: the same in a browser).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic_ai_perplexity.display import NO_MATH, result_to_html, timeline_steps_html
+from pydantic_ai_perplexity.timeline import TimelineStep
+from test_render import _Collector, make_result
+
+
+def test_markdown_bullets_numbers_headings_and_bold_become_html():
+    answer = '## Summary\nIt **matters** [1].\nSecond line.\n\n- First point [2].\n- Second point\n  goes on.\n'
+    answer += '1. One\n2) Two'
+    page = result_to_html(make_result(answer=answer))
+    parser = _Collector()
+    parser.feed(page)
+    assert parser.errors == [] and parser.stack == []
+    assert '<h5>Summary</h5>' in page and '<strong>matters</strong>' in page
+    assert re.search(
+        r'<ul><li>First point <a class="pplx-cite"[^>]*>\[2\]</a>\.</li><li>Second point goes on\.</li></ul>', page
+    )
+    assert '<ol><li>One</li><li>Two</li></ol>' in page
+    assert '- First' not in page and 'pre-wrap' not in page
+
+
+def test_the_cost_is_said_once_and_no_dollar_pair_reaches_mathjax():
+    page = result_to_html(make_result())
+    assert page.count('$0.0123') == 1
+    root = re.search(r'<div class="pplx-result ([^"]+)">', page)
+    assert root is not None and set(NO_MATH.split()) <= set(root.group(1).split())
+
+
+def test_table_cells_carry_their_left_alignment_inline():
+    page = result_to_html(make_result())
+    cells = re.findall(r'<t[dh]( style="[^"]*")?>', page)
+    assert cells and all('text-align:left' in style for style in cells)
+    steps = timeline_steps_html([TimelineStep(elapsed_s=0.5, kind='search', detail='searching: $5 and $6')])
+    assert NO_MATH in steps
+    assert all('text-align:left' in style for style in re.findall(r'<t[dh]( style="[^"]*")?>', steps))
