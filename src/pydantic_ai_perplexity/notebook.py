@@ -181,7 +181,7 @@ class LiveProgress:
         items = ''.join(f'<li><code>{s.elapsed_s:6.1f} s</code> {esc(s.detail)}</li>' for s in steps)
         more = f'<li>… {hidden} earlier steps</li>' if hidden else ''
         return (
-            f'<div class="pplx-live">{title}{esc(self._summary())}'
+            f'<div class="pplx-live tex2jax_ignore mathjax_ignore">{title}{esc(self._summary())}'
             f'<ul style="margin:.2em 0;list-style:none;padding-left:.5em">{more}{items}</ul></div>'
         )
 
@@ -509,8 +509,8 @@ class _Comparison:
             for name, tree in self.trees.items()
         )
         return (
-            '<div class="pplx-trace-comparison" style="display:flex;flex-wrap:wrap;gap:.5em 2.5em;'
-            f'align-items:flex-start;text-align:left">{boxes}</div>'
+            '<div class="pplx-trace-comparison tex2jax_ignore mathjax_ignore" style="display:flex;flex-wrap:wrap;'
+            f'gap:.5em 2.5em;align-items:flex-start;text-align:left">{boxes}</div>'
         )
 
 
