@@ -340,7 +340,7 @@ def research(
             if no_wait:
                 return await researcher.start(question, **options)
             with _StepDisplay(question) as display:
-                result = await researcher.run(question, on_progress=display, **options)
+                result = await researcher.run(question, on_progress=display, on_started=started.append, **options)
             if result.done:
                 display.summary(result)
             return result
