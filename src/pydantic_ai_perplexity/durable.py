@@ -23,7 +23,7 @@ import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 import anyio.to_thread
 from opentelemetry import context as otel_context
@@ -33,6 +33,7 @@ from pydantic import BaseModel
 from . import errors
 from .errors import AuthenticationError, ConfigurationError, PermissionDeniedError, PerplexityError
 from .ledger import RESERVED
+from .options import ResearchOptions, ResearchOptionsDict, response_format
 from .researcher import Researcher
 from .results import ResearchResult
 
@@ -133,7 +134,7 @@ def _step_key() -> str:
     return f'dbos:{DBOS.workflow_id}:{DBOS.step_id}'
 
 
-async def _start_step(researcher: Researcher, query: str, options: dict[str, Any]) -> _Started:
+async def _start_step(researcher: Researcher, query: str, options: ResearchOptions, caller: str | None) -> _Started:
     """Create the run, unless an earlier attempt of this very step already did (found in the ledger by its key)."""
     from . import tracing
 
@@ -155,7 +156,7 @@ async def _start_step(researcher: Researcher, query: str, options: dict[str, Any
             return found
     ids = tracing.current_ids()
     try:
-        result = await researcher.start(query, **options)
+        result = await researcher.start(query, options=options, caller=caller)
     except PerplexityError as exc:
         return {'failure': _failure(exc)}
     started: _Started = {'response_id': result.response_id, 'status': result.status}
@@ -207,15 +208,15 @@ def _rejoin(started: _Started) -> Generator[None]:
         otel_context.detach(token)
 
 
-def _finished(collected: _Collected, output_type: Any) -> ResearchResult:
+def _finished(collected: _Collected, output_type: type[BaseModel] | dict[str, Any] | None) -> ResearchResult:
     failure = collected.get('failure')
     if failure is not None:
         _raise(failure)
     result = ResearchResult.model_validate(collected.get('result'))
-    data: Any = result.data
-    if isinstance(output_type, type) and issubclass(output_type, BaseModel) and data is not None:
+    adapter = response_format(output_type)[1] if output_type is not None else None
+    if adapter is not None and result.data is not None:
         # The checkpoint holds JSON: the structured answer is validated into the requested type again.
-        result.data = output_type.model_validate(data)
+        result.data = adapter.validate_python(result.data)
     return result
 
 
@@ -223,11 +224,13 @@ async def run(
     researcher: Researcher,
     query: str,
     *,
+    options: ResearchOptions | None = None,
     on_progress: OnProgress | None = None,
     on_started: OnStarted | None = None,
     wait_seconds: float | None = None,
+    caller: str | None = None,
     until_done: bool = False,
-    **options: Any,
+    **given: Unpack[ResearchOptionsDict],
 ) -> ResearchResult:
     """`Researcher.run` as two DBOS steps, *start* then *collect*; call it from workflow code.
 
@@ -237,9 +240,10 @@ async def run(
     """
     from dbos import DBOS
 
+    parsed = ResearchOptions.parse(options, **given)  # a bad option fails here, before any step
     start_slot = DBOS.reserve_step()
     collect_slot = DBOS.reserve_step()
-    started: _Started = await start_slot.run_async({'name': START_STEP}, _start_step, researcher, query, options)
+    started: _Started = await start_slot.run_async({'name': START_STEP}, _start_step, researcher, query, parsed, caller)
     failure = started.get('failure')
     if failure is not None:
         _raise(failure)
@@ -252,7 +256,7 @@ async def run(
         collected: _Collected = await collect_slot.run_async(
             {'name': COLLECT_STEP}, _collect_step, researcher, response_id, wait_seconds, on_progress, until_done
         )
-    return _finished(collected, options.get('output_type'))
+    return _finished(collected, parsed.output_type)
 
 
 async def collect(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -210,6 +211,19 @@ class Researcher:
         ledger before any waiting (`on_started` is then called with it), whatever cancels the call. `caller` (who
         asked, e.g. an MCP token's name) is recorded on the run in the ledger, for spend per caller.
         """
+        if _in_durable_workflow():  # DBOS workflow code: a start step and a collect step (durable.py)
+            from . import durable
+
+            return await durable.run(
+                self,
+                query,
+                options=options,
+                on_progress=on_progress,
+                on_started=on_started,
+                wait_seconds=wait_seconds,
+                caller=caller,
+                **given,
+            )
         with tracing.research_span(query) as trace:
             response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller)
             run.trace = trace.started(response, effort=run.effort, model=run.model)
@@ -225,6 +239,10 @@ class Researcher:
         self, response_id: str, *, wait_seconds: float | None = None, on_progress: OnProgress | None = None
     ) -> ResearchResult:
         """Wait again (up to the wait budget) for a run started earlier, by this or any other process."""
+        if _in_durable_workflow():  # DBOS workflow code: one checkpointed step (durable.py)
+            from . import durable
+
+            return await durable.collect(self, response_id, wait_seconds=wait_seconds, on_progress=on_progress)
         record = await self._ledger_call(self.ledger.get, response_id) if self.ledger else None
         run = _Run(
             query=record.query if record else '',
@@ -450,6 +468,15 @@ class Researcher:
         """A ledger read (or the budget reservation): earlier queued writes land first, so it sees them."""
         await self._flush()
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def _in_durable_workflow() -> bool:
+    """Whether this is DBOS workflow code (not a step): never imports dbos, so free when it is not in use."""
+    if 'dbos' not in sys.modules:
+        return False
+    from .durable import active
+
+    return active()
 
 
 async def research(query: str, **options: Any) -> ResearchResult:

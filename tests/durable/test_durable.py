@@ -29,7 +29,7 @@ def emu() -> Iterator[Emulator]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('mode', ['pipeline'])
+@pytest.mark.parametrize('mode', ['agent', 'pipeline'])
 def test_a_worker_killed_while_research_is_in_flight_collects_the_same_run(
     mode: str, emu: Emulator, tmp_path: Path
 ) -> None:
