@@ -1,10 +1,12 @@
 """Bad input on the MCP wire: raw JSON-RPC lines to the stdio server and raw bodies to the HTTP server.
 
 Lines that are not JSON, JSON that is not JSON-RPC, wrong types, unknown methods, huge and odd ids, deep nesting,
-lone surrogates, and well-formed `tools/call`s whose arguments come from each tool's `inputSchema` or are junk.
-One server process per transport takes them all. Every request is answered with one well-formed result or error
-(notifications get none), stdout never carries anything but JSON-RPC, the process never dies, and it still serves
-a normal `tools/list` and `tools/call` afterwards.
+`params` that is not an object, huge and non-finite numbers, lone surrogates (escaped and raw), control and escape
+sequences, long ids, and well-formed `tools/call`s whose arguments come from each tool's `inputSchema` or are junk;
+over stdio and HTTP, in both protocol eras. The oracle: every request whose id can be read is answered exactly once
+with that id (a line that cannot be read as a request gets at most one answer, with id null; notifications none),
+stdout never carries anything but JSON-RPC, nothing puts a traceback on stderr, the process never dies, and it still
+serves a normal `tools/list` and `tools/call` afterwards.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from reliability_support import (
 )
 
 from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.mcp._jsonrpc import shallow
 
 EXAMPLES = 200
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -73,6 +76,48 @@ def params_for(method: str) -> Any:
     if method == 'notifications/cancelled':
         return st.fixed_dictionaries({'requestId': ids}, optional={'reason': st.text(max_size=20)})
     return json_values()
+
+
+# Values that broke servers before: control and escape sequences, lone surrogates, long and huge values.
+CONTROL = st.sampled_from(
+    ['\x1b]0;TITLE\x07', '\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\', '\x1b[2J\x1b[H', '\x9b31m', '\x00',
+     '\x7f', '\u202e', '\u200b\ufeff', '\r', '\x85', '\u2028']
+)  # fmt: skip
+SURROGATES = st.text(st.characters(categories=['Cs']), min_size=1, max_size=3)
+hostile_text = st.one_of(
+    CONTROL,
+    SURROGATES,
+    st.tuples(st.text(max_size=10), SURROGATES | CONTROL, st.text(max_size=10)).map(''.join),
+    st.integers(1_000, 100_000).map(lambda n: 'i' * n),
+)
+NUMBERS = st.sampled_from(
+    [1e30, -1e30, 1.7976931348623157e308, float('inf'), float('-inf'), float('nan'), 2**63, -(2**63) - 1, 10**400, -0.0]
+)
+hostile_values = st.one_of(hostile_text, NUMBERS, st.booleans(), st.none(), json_values(max_leaves=3))
+hostile_ids = st.one_of(hostile_text, st.integers(-(2**200), 2**200), st.sampled_from([2**63, -(2**63), 0, -1]))
+NOT_OBJECTS = st.one_of(
+    st.booleans(), NUMBERS, hostile_text, st.text(max_size=10), st.lists(hostile_values, max_size=3)
+)
+hostile_params = st.one_of(
+    NOT_OBJECTS,
+    st.fixed_dictionaries(
+        {},
+        optional=dict.fromkeys(('name', 'uri', 'arguments', '_meta', 'cursor', 'protocolVersion'), hostile_values),
+    ),
+)
+
+
+def hostile_messages() -> Any:
+    """Requests with a readable id whose method, params or id carry the values above."""
+    return st.fixed_dictionaries(
+        {'jsonrpc': st.just('2.0'), 'id': hostile_ids, 'method': st.sampled_from(METHODS) | hostile_text},
+        optional={'params': hostile_params},
+    )
+
+
+def escaped(value: Any) -> bytes:
+    """ASCII JSON: lone surrogates and controls as `\\uXXXX` escapes (what most clients' encoders write)."""
+    return json.dumps(value, ensure_ascii=True).encode()
 
 
 def messages() -> Any:
@@ -133,17 +178,34 @@ lines = st.one_of(
     st.integers(0, 2).map(
         lambda n: b'{"jsonrpc":"2.0","id":1e999,"method":"ping","x":"' + b'y' * (200_000 * n) + b'"}'
     ),
+    hostile_messages().map(escaped),
+    hostile_messages().map(escaped),
+    hostile_messages().map(dumps),  # raw: a lone surrogate is then invalid UTF-8
+    st.sampled_from(['1e999', '-1e999', 'NaN', 'Infinity', '-Infinity', '1' + '0' * 5000, '1e-999']).flatmap(
+        lambda number: st.sampled_from(
+            [
+                b'{"jsonrpc":"2.0","id":"num","method":"ping","params":{"a":%s}}' % number.encode(),
+                b'{"jsonrpc":"2.0","id":"num","method":"tools/call","params":%s}' % number.encode(),
+                b'{"jsonrpc":"2.0","id":%s,"method":"ping"}' % number.encode(),
+            ]
+        )
+    ),
 ).map(lambda line: line.replace(b'\n', b' ').replace(b'\r', b' '))  # one line each: newlines split messages
 
 
 def expectation(line: bytes, *, stdio: bool = True) -> tuple[str, Any]:
-    """What must answer `line`: ('one', id) exactly one reply with that id (or null if the server deems the request
-    invalid); ('error', None) exactly one error with id null; ('maybe', id) at most one reply; ('none', None) none."""
+    """What must answer `line`: ('one', id) exactly one reply with that id; ('error', None) exactly one error with
+    id null; ('maybe', id) at most one reply, with that id or null; ('none', None) none."""
     if stdio and not line.strip(b' \t\r\x0b\x0c'):
         return 'none', None  # a blank line separates nothing: it is skipped (a blank HTTP body is a parse error)
     try:
         value = json.loads(line)
-    except (ValueError, RecursionError):
+    except RecursionError:  # valid JSON may nest deeper than a parser's stack: its envelope is still readable
+        try:
+            value = shallow(line.decode())
+        except ValueError:
+            return 'error', None
+    except ValueError:
         return 'error', None
     if not isinstance(value, dict):
         return 'maybe', None
@@ -165,7 +227,10 @@ def check_replies(line: bytes, replies: list[dict[str, Any]], kind: str, request
     if not replies:
         return 'no reply'
     [reply] = replies
-    assert reply['id'] in (request_id, None), (line[:300], reply)
+    if kind == 'one':  # a request whose id can be read: answered with that id, whatever else is wrong with it
+        assert reply['id'] == request_id, (line[:300], reply)
+    else:
+        assert reply['id'] in (request_id, None), (line[:300], reply)
     if kind == 'error' or reply['id'] is None:
         assert 'error' in reply, (line[:300], reply)
     if 'error' in reply:
@@ -179,15 +244,19 @@ def check_replies(line: bytes, replies: list[dict[str, Any]], kind: str, request
 class StdioWire:
     """One server process fed one line at a time; after each, a ping barrier proves it is alive and in step."""
 
-    def __init__(self, server: RawServer) -> None:
+    def __init__(self, server: RawServer, modern: bool = False) -> None:
         self.server = server
         self.n = 0
+        self.modern = modern  # the 2026-07-28 era has no ping and needs its envelope on every request
 
     def exchange(self, line: bytes, kind: str, request_id: Any) -> list[dict[str, Any]]:
         self.n += 1
         barrier = f'barrier-{self.n}'
         self.server.send(line + b'\n')
-        self.server.send({'jsonrpc': '2.0', 'id': barrier, 'method': 'ping'})
+        ping: dict[str, Any] = {'jsonrpc': '2.0', 'id': barrier, 'method': 'ping'}
+        if self.modern:
+            ping.update(method='tools/list', params={'_meta': MODERN_META})
+        self.server.send(ping)
         replies: list[dict[str, Any]] = []
         deadline = time.monotonic() + DEADLINE
         barrier_seen = False
@@ -197,7 +266,8 @@ class StdioWire:
             if 'method' in message:  # the server's own notifications and requests
                 continue
             if message.get('id') == barrier:
-                assert message.get('result') == {}, message
+                result = message.get('result')
+                assert (len(result['tools']) == len(TOOLS)) if self.modern else result == {}, message
                 barrier_seen = True
             else:
                 replies.append(message)
@@ -214,6 +284,31 @@ def stdio(logged_fast: Emulator, module_state: Path) -> Iterator[StdioWire]:
     assert server.close() == 0
     for raw in server.raw_stdout:  # stdout carried JSON-RPC and nothing else
         assert_well_formed(json.loads(raw))
+    assert b'Traceback' not in b''.join(server.stderr), b''.join(server.stderr)[-3000:]
+
+
+MODERN = '2026-07-28'
+MODERN_META = {
+    'io.modelcontextprotocol/protocolVersion': MODERN,
+    'io.modelcontextprotocol/clientCapabilities': {},
+    'io.modelcontextprotocol/clientInfo': {'name': 'fuzz', 'version': '1'},
+}
+
+
+@pytest.fixture(scope='module')
+def stdio_modern(logged_fast: Emulator, module_state: Path) -> Iterator[StdioWire]:
+    """A stdio server in the 2026-07-28 era: its first request carries the per-request envelope, no initialize."""
+    server = RawServer(server_env(logged_fast, module_state, PERPLEXITY_WAIT_SECONDS='10'))
+    assert [t['name'] for t in server.request('tools/list', {'_meta': MODERN_META})['result']['tools']] == TOOLS
+    yield StdioWire(server, modern=True)
+    assert server.proc.poll() is None, b''.join(server.stderr)[-3000:]
+    found = server.request('tools/call', {'name': 'perplexity_search', 'arguments': {'query': 'EU AI Act'},
+                                         '_meta': MODERN_META})  # fmt: skip
+    assert found['result'].get('isError') is not True and '[1]' in text_of(found['result'])
+    assert server.close() == 0
+    for raw in server.raw_stdout:
+        assert_well_formed(json.loads(raw))
+    assert b'Traceback' not in b''.join(server.stderr), b''.join(server.stderr)[-3000:]
 
 
 def still_serves(server: RawServer) -> None:
@@ -237,6 +332,11 @@ EDGES = (
     _nested(100_000),
     _deep_params(5_000),
     b'{"jsonrpc":"2.0","id":' + b'9' * 400 + b',"method":"ping"}',
+    b'{"jsonrpc":"2.0","id":"false-params","method":"tools/call","params":false}',
+    b'{"jsonrpc":"2.0","id":7,"method":"ping","params":1e30}',
+    b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/list","params":"x"}',
+    b'{"jsonrpc":"2.0","id":"' + b'L' * 100_000 + b'","method":"ping","params":[1]}',
+    b'{"jsonrpc":"2.0","id":"\\u001b]0;TITLE\\u0007","method":"prompts/get","params":{"name":"\\u009b31m"}}',
 )
 
 
@@ -245,11 +345,26 @@ EDGES = (
 @example(line=EDGES[1])
 @example(line=EDGES[2])
 @example(line=EDGES[3])
+@example(line=EDGES[4])
+@example(line=EDGES[5])
+@example(line=EDGES[6])
+@example(line=EDGES[7])
+@example(line=EDGES[8])
 @given(line=lines)
 def test_raw_lines_to_the_stdio_server(stdio: StdioWire, line: bytes) -> None:
     kind, request_id = expectation(line)
     outcome = check_replies(line, stdio.exchange(line, kind, request_id), kind, request_id)
     _tallies.setdefault('stdio lines', Counter())[outcome] += 1
+
+
+@settings(FUZZ, max_examples=EXAMPLES // 2)
+@example(line=EDGES[0])
+@example(line=EDGES[3])
+@given(line=lines)
+def test_raw_lines_to_the_stdio_server_in_the_modern_era(stdio_modern: StdioWire, line: bytes) -> None:
+    kind, request_id = expectation(line)
+    outcome = check_replies(line, stdio_modern.exchange(line, kind, request_id), kind, request_id)
+    _tallies.setdefault('stdio lines (2026-07-28)', Counter())[outcome] += 1
 
 
 @FUZZ
@@ -307,9 +422,29 @@ def http(logged_fast: Emulator, module_state: Path) -> Iterator[tuple[HttpServer
     assert not any(b'Traceback' in line for line in server.stderr), b''.join(server.stderr)[-3000:]
 
 
-def post_line(http: tuple[HttpServer, httpx2.Client], line: bytes) -> tuple[int, list[dict[str, Any]]]:
+def era_headers(line: bytes, era: str) -> dict[str, str]:
+    """The 2026-07-28 routing headers for `line` (what a modern client sends), as far as they can be written."""
+    if era != 'modern':
+        return {}
+    headers = {'MCP-Protocol-Version': MODERN}
+    try:
+        body = json.loads(line)
+    except (ValueError, RecursionError):
+        return headers
+    if not isinstance(body, dict):
+        return headers
+    params = body.get('params') if isinstance(body.get('params'), dict) else {}
+    for header, value in (('Mcp-Method', body.get('method')), ('Mcp-Name', params.get('name', params.get('uri')))):
+        if isinstance(value, str) and value.isascii() and value.isprintable() and len(value) < 1000:
+            headers[header] = value
+    return headers
+
+
+def post_line(
+    http: tuple[HttpServer, httpx2.Client], line: bytes, era: str = 'legacy'
+) -> tuple[int, list[dict[str, Any]]]:
     server, client = http
-    reply = client.post(server.url, content=line)
+    reply = client.post(server.url, content=line, headers=era_headers(line, era))
     assert reply.status_code < 500, (line[:300], reply.status_code, reply.text[:500])
     kind = reply.headers.get('content-type', '')
     if reply.status_code >= 400 and not kind.startswith(('application/json', 'text/event-stream')):
@@ -318,14 +453,20 @@ def post_line(http: tuple[HttpServer, httpx2.Client], line: bytes) -> tuple[int,
 
 
 @FUZZ
-@example(line=EDGES[0])
-@example(line=EDGES[1])
-@example(line=EDGES[2])
-@example(line=EDGES[3])
-@given(line=lines)
-def test_raw_bodies_to_the_http_server(http: tuple[HttpServer, httpx2.Client], line: bytes) -> None:
+@example(line=EDGES[0], era='legacy')
+@example(line=EDGES[1], era='legacy')
+@example(line=EDGES[2], era='legacy')
+@example(line=EDGES[3], era='legacy')
+@example(line=EDGES[4], era='legacy')
+@example(line=EDGES[4], era='modern')
+@example(line=EDGES[5], era='modern')
+@example(line=EDGES[6], era='legacy')
+@example(line=EDGES[7], era='modern')
+@example(line=EDGES[8], era='legacy')
+@given(line=lines, era=st.sampled_from(['legacy', 'modern']))
+def test_raw_bodies_to_the_http_server(http: tuple[HttpServer, httpx2.Client], line: bytes, era: str) -> None:
     kind, request_id = expectation(line, stdio=False)
-    status, replies = post_line(http, line)
+    status, replies = post_line(http, line, era)
     if status == 413:  # over the 1 MiB limit
         outcome = 'HTTP 413'
     elif status == 202:  # a notification or a response: accepted, nothing to answer
@@ -354,6 +495,7 @@ def test_zz_record_what_was_fuzzed(stdio: StdioWire, http: tuple[HttpServer, htt
     """Runs last in this file: records the inputs each property sent and how they were answered."""
     for name, surface, case in (
         ('stdio lines', 'mcp-stdio', 'raw JSON-RPC lines (junk, wrong types, unknown methods, huge ids, nesting)'),
+        ('stdio lines (2026-07-28)', 'mcp-stdio', 'the same lines in the 2026-07-28 era (no initialize)'),
         ('stdio tools/call', 'mcp-stdio', 'tools/call with arguments from each inputSchema, and junk'),
         ('http bodies', 'mcp-http', 'raw JSON-RPC bodies (junk, wrong types, unknown methods, huge ids, nesting)'),
         ('http tools/call', 'mcp-http', 'tools/call with arguments from each inputSchema, and junk'),

@@ -332,9 +332,13 @@ async def _answer_with_ids(app: ASGIApp, scope: Scope, receive: Receive, send: S
 
 def _with_request_id(answer: bytes, request: bytes) -> bytes:
     """`answer` (a JSON-RPC error) with the request's id when it had none; unchanged otherwise."""
+    why = 'Invalid Request: not a valid JSON-RPC request for this server.'
     try:
         reply = _jsonrpc.loads(answer)
-        parsed = _jsonrpc.loads(request) if len(request) <= MAX_BODY_BYTES else None
+        try:
+            parsed = _jsonrpc.loads(request) if len(request) <= MAX_BODY_BYTES else None
+        except _jsonrpc.TooDeep as exc:
+            parsed, why = exc.members, 'Invalid Request: nested too deeply.'
     except ValueError:
         return answer
     request_id = _jsonrpc.readable_id(parsed)
@@ -343,9 +347,7 @@ def _with_request_id(answer: bytes, request: bytes) -> bytes:
     fields = cast('dict[str, Any]', reply)
     if fields.get('id') is not None or not isinstance(fields.get('error'), dict):
         return answer
-    frame = _jsonrpc.refusal_for(parsed) or _jsonrpc.error(
-        request_id, _jsonrpc.INVALID_REQUEST, 'Invalid Request: not a valid JSON-RPC request for this server.'
-    )
+    frame = _jsonrpc.refusal_for(parsed) or _jsonrpc.error(request_id, _jsonrpc.INVALID_REQUEST, why)
     return _jsonrpc.dumps(frame)
 
 

@@ -106,8 +106,11 @@ class _Front:
         """Answer or queue `line` here if the front can; False when it needs the SDK now."""
         if self.snapshot is None:
             return False
-        parsed = _json(line)
-        if parsed is _INVALID:
+        try:
+            parsed = _jsonrpc.loads(line)
+        except _jsonrpc.TooDeep:  # its id may be readable: the SDK's path answers it
+            return False
+        except ValueError:
             self.wire.send(_jsonrpc.error(None, _jsonrpc.PARSE_ERROR, 'Parse error'))
             return True
         refusal = _jsonrpc.refusal_for(parsed)
@@ -341,14 +344,22 @@ class _LineReader(threading.Thread):
 
 def _refusal(line: bytes, json_invalid: bool) -> bytes:
     """The answer to a line the SDK could not read as a JSON-RPC message: with the request's id when it has one."""
-    parsed = _json(line)
+    deep = False
+    try:
+        parsed = _jsonrpc.loads(line)
+    except _jsonrpc.TooDeep as exc:
+        parsed, deep = exc.members, True
+    except ValueError:
+        parsed = _INVALID
     request_id = _jsonrpc.readable_id(parsed)
     if request_id is not None:
-        frame = _jsonrpc.refusal_for(parsed) or _jsonrpc.error(
-            request_id,
-            _jsonrpc.INVALID_REQUEST,
-            'Invalid Request: not valid Unicode JSON (a lone surrogate escape?)' if json_invalid else 'Invalid Request',
-        )
+        if deep:
+            why = 'Invalid Request: nested too deeply'
+        elif json_invalid:
+            why = 'Invalid Request: not valid Unicode JSON (a lone surrogate escape?)'
+        else:
+            why = 'Invalid Request'
+        frame = _jsonrpc.refusal_for(parsed) or _jsonrpc.error(request_id, _jsonrpc.INVALID_REQUEST, why)
     elif json_invalid or parsed is _INVALID:
         frame = _jsonrpc.error(None, _jsonrpc.PARSE_ERROR, 'Parse error')
     else:
