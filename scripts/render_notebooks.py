@@ -5,7 +5,7 @@ is shown twice in Debian's `chromium` (driven by Playwright, with no browser of 
 and in a real JupyterLab server on loopback, the notebook trusted as if you had run it yourself. In both, the rendered
 DOM of every output is checked:
 
-- no MathJax element inside our output (a `$` in a cost line must never be typeset as LaTeX);
+- no MathJax element inside any output (a `$` pair in a cost line or a table must never be typeset as LaTeX);
 - trace trees in monospace, left-aligned, one line per row (nothing wraps);
 - our tables left-aligned, the answer's Markdown bullets real `<li>` items;
 - numbers formatted as numbers (no `4.0` for a count).
@@ -49,6 +49,7 @@ SHOTS = {
 }
 #: The notebooks that show our own HTML (03 shows pandas tables and a plot).
 EXPECT_OURS = {'01_research_quickstart', '02_deep_agent'}
+SHOT_MAX_HEIGHT = 420
 DEADLINE_S = 120.0
 
 # Runs in the page: every problem with our outputs, as text. `root` is the document or JupyterLab's notebook panel.
@@ -60,6 +61,9 @@ CHECKS_JS = r"""
     .filter(e => !e.parentElement.closest('[class^="pplx-"], [class*=" pplx-"]')));
   const where = e => (e.className.baseVal ?? e.className) + ': ' + (e.textContent || '').trim().slice(0, 60);
   if (expectOurs && !ours.length) problems.push('none of our outputs rendered');
+  for (const o of outputs)  // no output of these notebooks means LaTeX: a typeset `$` pair is a dollar amount
+    if (o.querySelector('mjx-container, .MathJax, .MathJax_Preview, .MathJax_Display, script[type^="math/tex"]'))
+      problems.push('MathJax typeset text in an output: ' + o.textContent.trim().slice(0, 60));
   for (const e of ours) {
     if (e.querySelector('mjx-container, .MathJax, .MathJax_Preview, .MathJax_Display, script[type^="math/tex"]'))
       problems.push('MathJax typeset text inside ' + where(e));
@@ -219,6 +223,18 @@ _COUNT_JS = """() => [document.querySelectorAll('.jp-OutputArea-output').length,
   document.querySelectorAll('mjx-container, .MathJax').length, document.querySelectorAll('[class*="pplx-"]').length]"""
 
 
+def _shoot(page: Any, target: Any, path: Path) -> None:
+    """A PNG of one output, at most `SHOT_MAX_HEIGHT` pixels tall, in 128 colours (small enough for the README)."""
+    from PIL import Image
+
+    box = target.bounding_box()
+    clip = {'x': box['x'], 'y': box['y'], 'width': box['width'], 'height': min(box['height'], SHOT_MAX_HEIGHT)}
+    page.screenshot(path=str(path), clip=clip)
+    with Image.open(path) as image:
+        small = image.convert('RGB').quantize(colors=128)
+    small.save(path, optimize=True)
+
+
 def render(executed: list[Path], html_dir: Path, lab: Lab, shots: Path | None) -> list[str]:
     """Show each notebook in nbconvert's HTML and in JupyterLab; the problems found, and screenshots if asked."""
     from playwright.sync_api import sync_playwright
@@ -258,8 +274,8 @@ def render(executed: list[Path], html_dir: Path, lab: Lab, shots: Path | None) -
                 page.add_style_tag(content='.jp-Toast-Container, .Toastify { display: none !important; }')
                 for name, selector, index in SHOTS.get(notebook.stem, []):
                     target = panel.locator(f'.jp-OutputArea-output:has({selector})').nth(index)
-                    target.scroll_into_view_if_needed()
-                    target.screenshot(path=str(shots / f'{notebook.stem}-{name}.png'))
+                    target.evaluate("e => e.scrollIntoView({block: 'start'})")
+                    _shoot(page, target, shots / f'{notebook.stem}-{name}.png')
         browser.close()
     return problems
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import anyio
@@ -59,7 +60,7 @@ async def test_a_budget_refusal_is_a_result_and_the_batch_goes_on(emulator: Emul
 
     table = results_table(results)
     assert list(table['status']) == ['completed', 'refused', 'completed']
-    assert table['error'].iloc[1].startswith('$1.00 estimated + $') and table['error'].iloc[1].endswith('> $0.50 cap')
+    assert re.fullmatch(r'estimate 1\.00 \+ used 0\.\d+ > cap 0\.50 USD', table['error'].iloc[1])
     assert len(table['error'].iloc[1]) <= 50  # pandas shows 50 characters of a cell
     assert table['latency_s'].isna().tolist() == [False, True, False]
     assert table['cost_usd'].iloc[0] == results[0].cost_usd

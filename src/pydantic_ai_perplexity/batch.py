@@ -12,6 +12,7 @@ and an empty `response_id` (no run exists) instead of ending the batch; `results
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -53,6 +54,9 @@ def _split(item: Query, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]
 REFUSED = 'refused by the budget: '
 
 
+_REFUSAL = re.compile(re.escape(REFUSED) + r'\$([\d.,]+) estimated \+ \$([\d.,]+) .*? > \$([\d.,]+) cap')
+
+
 def _usd(value: float) -> str:
     return f'${value:.4f}' if 0 < abs(value) < 0.01 else f'${value:,.2f}'
 
@@ -60,8 +64,8 @@ def _usd(value: float) -> str:
 def _not_started(query: str, effort: Any, exc: PerplexityError) -> ResearchResult:
     if isinstance(exc, BudgetExceededError):  # said once, with the numbers: the cap's own message is for one call
         error = (
-            f'{REFUSED}{_usd(exc.estimate_usd)} estimated + {_usd(exc.spent_usd)} spent > {_usd(exc.cap_usd)} cap. '
-            'The run was not started; raise the cap or choose a cheaper effort.'
+            f'{REFUSED}{_usd(exc.estimate_usd)} estimated + {_usd(exc.spent_usd)} spent or held by runs in flight > '
+            f'{_usd(exc.cap_usd)} cap. The run was not started; raise the cap or choose a cheaper effort.'
         )
     else:
         error = f'not started: {exc}'
@@ -132,8 +136,9 @@ async def research_many(
 def _row(result: ResearchResult) -> dict[str, Any]:
     latency = result.progress.elapsed_s if result.response_id and result.done else None
     status, error = result.status, result.error
-    if not result.response_id and error and error.startswith(REFUSED):  # a refusal, in a cell's width
-        status, error = 'refused', error.removeprefix(REFUSED).split('. ', 1)[0]
+    refused = _REFUSAL.match(error or '') if not result.response_id else None
+    if refused:  # in a cell's width, and without `$` pairs that notebook front ends typeset as LaTeX
+        status, error = 'refused', 'estimate {} + used {} > cap {} USD'.format(*refused.groups())
     return {
         'query': result.query,
         'effort': result.effort,
@@ -153,7 +158,8 @@ def _row(result: ResearchResult) -> dict[str, Any]:
 def results_table(results: Iterable[ResearchResult]) -> Any:
     """One row per result (query, effort, status, cost, latency, source counts, model, id, error).
 
-    A budget refusal's row has the status `refused` and, as its error, the estimate, the spend and the cap.
+    A budget refusal's row has the status `refused` and, as its error, the estimate, what is used (spent, or held by
+    runs in flight) and the cap, in USD.
 
     A pandas `DataFrame` when pandas is installed, otherwise a list of dicts with the same columns.
     """
