@@ -254,3 +254,18 @@ def _read_pty_until(master: int, pattern: bytes | None, deadline: float) -> byte
             return data
     assert pattern is None, f'no {pattern!r} before the deadline: {data[-500:]!r}'
     return data
+
+
+def test_waiting_zero_seconds_for_a_run_that_never_existed_says_so(emulator: Emulator, tmp_path: Path) -> None:
+    env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
+    never, real = run_each(
+        (('jobs', 'wait', '--timeout', '0', 'resp_never-existed'), env),
+        (('research', 'heat pumps [[emulate: duration=9000]]', '--no-wait'), env),
+    )
+    assert never.returncode == 1 and 'Still going' not in never.stderr and never.stdout == ''
+    assert '404' in never.stderr and 'not found' in never.stderr
+    # A run that exists is still handed back at once, as going.
+    response_id = real.stdout.strip()
+    going = run('jobs', 'wait', '--timeout', '0', response_id, env=env)
+    assert going.returncode == 0 and going.stdout.strip() == response_id, going.stderr
+    assert 'Still going' in going.stderr

@@ -43,6 +43,8 @@ __all__ = ('POLL_INTERVAL_CAP', 'PerplexityClient')
 #: The longest pause between two polls of a run when `wait` cannot stream.
 POLL_INTERVAL_CAP = 10.0
 _POLL_GROWTH = 1.5
+#: At most this long for the one retrieve `wait` makes when its budget ended before any snapshot was seen.
+_LAST_LOOK_S = 5.0
 #: Statuses after which waiting longer changes nothing: the terminal ones, and `requires_action` (no flow exists).
 _SETTLED = frozenset({'completed', 'failed', 'cancelled', 'incomplete', 'requires_action'})
 _AGENT_KEYS = AgentRequest.__required_keys__ | AgentRequest.__optional_keys__
@@ -255,6 +257,13 @@ class PerplexityClient:
         seen = _Seen()
         with anyio.move_on_after(timeout):
             return await self._wait(response_id, seen, on_event, starting_after or 0, poll_interval)
+        if seen.last is None:
+            # Nothing seen within the budget (0 s, or a first answer slower than it): one look says whether the run
+            # exists at all (an unknown id raises NotFoundError, never "still going") and how it stands.
+            with anyio.move_on_after(_LAST_LOOK_S):
+                seen.last = await self.retrieve(response_id)
+            if seen.last is not None and seen.last.done:
+                return seen.last
         last = seen.last
         status = f'still {last.status}' if last is not None else 'not finished'
         raise ResearchTimeoutError(
