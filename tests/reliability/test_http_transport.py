@@ -1,8 +1,8 @@
 """The MCP HTTP transport under hostile clients, while a well-behaved client keeps working.
 
-Missing or wrong bearer tokens, foreign `Origin` and `Host`, bodies over the limit (declared or streamed), the wrong
-content type, and slow-loris clients that dribble their headers or body a byte at a time: each is refused, and a
-concurrent honest client gets every one of its answers meanwhile.
+Missing or wrong bearer tokens, foreign `Origin` and `Host`, a CORS preflight from an unlisted origin, bodies over
+the limit (declared or streamed), the wrong content type, and slow-loris clients that dribble their headers or body a
+byte at a time: each is refused, and a concurrent honest client gets every one of its answers meanwhile.
 """
 
 from __future__ import annotations
@@ -129,6 +129,12 @@ def test_refusals_leave_an_honest_client_unaffected(server: HttpServer) -> None:
                 assert reply.status_code in (400, 401, 403, 413, 415, 421), (name, reply.status_code, reply.text)
                 assert TOKEN not in reply.text
                 refused[name] = reply.status_code
+            # A browser page from an origin the operator did not list: its CORS preflight gets no CORS grant.
+            preflight = bad.options(
+                server.url, headers={'Origin': 'https://evil.example', 'Access-Control-Request-Method': 'POST'}
+            )
+            assert preflight.status_code == 403 and 'access-control-allow-origin' not in preflight.headers
+            refused['CORS preflight from an unlisted origin'] = preflight.status_code
         assert refused['no bearer token'] == refused['wrong bearer token'] == 401
         assert refused['foreign Origin'] == 403 and refused['foreign Host'] == 421
         assert refused['body over 1 MiB'] == 413
