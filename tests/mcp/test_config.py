@@ -8,14 +8,13 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp_support import DEADLINE, SERVER, server_env
 from pydantic_deep.mcp import MCPServerConfig
 
 from pydantic_ai_perplexity.ledger import RunRecord
-from pydantic_ai_perplexity.mcp import _tools, add_to_pydantic_deep, client_snippet, perplexity_mcp_config
+from pydantic_ai_perplexity.mcp import add_to_pydantic_deep, client_snippet, perplexity_mcp_config
 from pydantic_ai_perplexity.mcp.config import child_environment, server_command
 
 SENTINEL = 'pplx-sentinel-key-never-written-0123456789'
@@ -133,32 +132,6 @@ def test_add_to_pydantic_deep_keeps_other_servers_and_never_writes_the_key(paren
     assert SENTINEL not in text and 'otel-secret' not in text
     restored = MCPServerConfig.from_dict(data['user_servers'][1])
     assert restored.command == sys.executable and restored.include_skills and restored.auth is not None
-
-
-@pytest.mark.anyio
-async def test_tools_read_the_same_as_the_toolsets(tmp_path: Path) -> None:
-    from pydantic_ai import RunContext
-    from pydantic_ai.models.test import TestModel
-    from pydantic_ai.usage import RunUsage
-
-    from pydantic_ai_perplexity.toolset import _INSTRUCTIONS, PerplexityToolset  # pyright: ignore[reportPrivateUsage]
-
-    toolset = PerplexityToolset(api_key='unused', ledger=False)
-    ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
-    expected = {name: tool.tool_def for name, tool in (await toolset.get_tools(ctx)).items()}
-    served = {tool.name: tool for tool in await _tools.build_server().list_tools()}
-    assert served.keys() == expected.keys()
-    for name, definition in expected.items():
-        tool = served[name]
-        assert tool.description == definition.description, name
-        ours: dict[str, Any] = tool.input_schema['properties']
-        theirs: dict[str, Any] = definition.parameters_json_schema['properties']
-        assert list(ours) == list(theirs), name
-        assert tool.input_schema.get('required', []) == definition.parameters_json_schema.get('required', []), name
-        for arg, schema in theirs.items():
-            assert ours[arg].get('description') == schema.get('description'), (name, arg)
-            assert ours[arg].get('default') == schema.get('default'), (name, arg)
-    assert _INSTRUCTIONS == _tools.INSTRUCTIONS
 
 
 def test_the_run_list_is_one_line_per_run_with_a_sanitised_bounded_query() -> None:
