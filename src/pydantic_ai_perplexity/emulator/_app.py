@@ -7,7 +7,9 @@ compared, never stored, logged or echoed.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import json
 import logging
 import secrets
 import time
@@ -16,6 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import wraps
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +34,8 @@ from ._corpus import search_corpus
 from ._errors import ApiError, json_bytes
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
 from ._models import ModelInfo, model_table
+from ._proxy import close_clients, proxy
+from ._record import Recorder, Replayer, replay_run
 from ._runs import Run, Step, build_run
 from ._validation import McpTool, SearchRequest, input_text, parse_create, parse_search
 
@@ -54,6 +59,8 @@ _MAX_RUNS = 10_000
 _MAX_RECORDED = 100_000
 _TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
 _RETIRED_DATE = '2026-09-27'
+#: Where a recording proxy forwards to by default: Perplexity's API.
+DEFAULT_UPSTREAM = 'https://api.perplexity.ai'
 #: The header on every response the emulator serves (JSON, SSE and errors alike): its value is the version of
 #: the emulator, so a client can tell an emulated answer from a real one and say so.
 EMULATOR_HEADER = 'x-pplx-emulator'
@@ -112,8 +119,17 @@ class EmulatorState:
         resume_window_seconds: float | None,
         models: Mapping[str, tuple[float, float] | ModelInfo] | None = None,
         blocked_keys: Iterable[str] = (),
+        record: str | Path | None = None,
+        replay: str | Path | None = None,
+        upstream: str = DEFAULT_UPSTREAM,
     ) -> None:
-        """Hold the settings; `api_key=None` draws a random `pplx-emulator-…` key."""
+        """Hold the settings; `api_key=None` draws a random `pplx-emulator-…` key.
+
+        Raises:
+            ValueError: both `record` and `replay`, or a replay directory that is missing or holds a bad file.
+        """
+        if record is not None and replay is not None:
+            raise ValueError('record and replay cannot be combined: record to one directory, then replay it')
         if time_scale < 0:
             raise ValueError('time_scale must be >= 0')
         self.api_key = api_key or new_api_key()
@@ -122,12 +138,22 @@ class EmulatorState:
         self.partial_output = partial_output
         self.retention_seconds = retention_seconds
         self.resume_window_seconds = resume_window_seconds
-        self.models = model_table(models)
+        self.recorder = Recorder(Path(record)) if record is not None else None
+        self.replayer = Replayer(Path(replay)) if replay is not None else None
+        self.upstream = upstream
+        recorded_models = dict.fromkeys(self.replayer.model_ids(), (0.0, 0.0)) if self.replayer else {}
+        self.models = model_table({**recorded_models, **(models or {})})
         self.blocked_keys = frozenset(blocked_keys)
         self.requests: list[RecordedRequest] = []
         self.runs: dict[str, Run] = {}
         self.closing = False
         self._closed: anyio.Event | None = None
+        self._closer: asyncio.Future[None] | None = None
+
+    @property
+    def mode(self) -> str:
+        """`emulate`, `record` (a proxy to `upstream`) or `replay`."""
+        return 'record' if self.recorder else 'replay' if self.replayer else 'emulate'
 
     # --- runs
 
@@ -179,6 +205,8 @@ class EmulatorState:
         self.closing = True
         if self._closed is not None:
             self._closed.set()
+        if self.recorder is not None:
+            self._closer = asyncio.ensure_future(close_clients())
         for run in list(self.runs.values()):
             run.wake()
 
@@ -355,7 +383,8 @@ def _not_found(response_id: str) -> ApiError:
 async def create_response(request: Request) -> Any:
     """`POST /v1/agent` (and `/v1/responses`): validate, apply faults, then answer blocking, background or SSE."""
     state = _state(request)
-    req = parse_create(await _read_body(request), state.models)
+    body = await _read_body(request)
+    req = parse_create(body, state.models)
     raw_text = input_text(req)
     cleaned, in_text = parse_directives(raw_text)
     decision = state.faults.decide_create(raw_text, in_text)
@@ -372,7 +401,14 @@ async def create_response(request: Request) -> Any:
                 424, 'external_connector_error', f'MCP server "{tool.server_label}" could not be initialized'
             )
     query = cleaned.replace(state.api_key, '[redacted]')
-    run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models)
+    if state.replayer is not None:
+        recording = state.replayer.find('run', json.loads(body))
+        background, store = bool(req.background), req.store if req.store is not None else True
+        run = replay_run(
+            recording, background=background, store=store, stream=bool(req.stream), time_scale=state.time_scale
+        )
+    else:
+        run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models)
     state.add_run(run)
     if req.stream:
         return _EventStream(state, run, -1)
@@ -550,7 +586,11 @@ def _search_results(req: SearchRequest, queries: list[str]) -> list[dict[str, An
 async def search(request: Request) -> Any:
     """`POST /search`: ranked pages from the corpus (no `id`/`source` per result, unlike Agent results)."""
     state = _state(request)
-    req = parse_search(await _read_body(request))
+    body = await _read_body(request)
+    req = parse_search(body)
+    if state.replayer is not None:
+        recorded = state.replayer.find('search', json.loads(body)).response or {}
+        return _json(recorded.get('body'), int(recorded.get('status', 200)))
     queries, faults = _search_queries(state, req)
     if faults.slow:
         await state.sleep(faults.slow)
@@ -565,7 +605,11 @@ async def search(request: Request) -> Any:
 
 async def list_models(request: Request) -> Response:
     """`GET /v1/models` (no key needed): the models the emulator serves, `provider/model` ids."""
-    models = _state(request).models.values()
+    state = _state(request)
+    recorded = state.replayer.models() if state.replayer is not None else None
+    if recorded is not None:
+        return _json(recorded)
+    models = state.models.values()
     data = [{'id': m.id, 'object': 'model', 'created': 0, 'owned_by': m.owned_by} for m in models]
     return _json({'object': 'list', 'data': data})
 
@@ -601,7 +645,9 @@ class _Outer:
     def __init__(self, app: ASGIApp, state: EmulatorState) -> None:
         self.app = app
         self.state = state
-        self.marker = emulator_version().encode()
+        # A recording proxy serves real answers: it passes on the upstream's own marker, if any, and adds none.
+        marker = {'emulate': emulator_version(), 'replay': f'{emulator_version()}; replay'}.get(state.mode, '')
+        self.marker = marker.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope['type'] != 'http':
@@ -614,16 +660,16 @@ class _Outer:
 
         async def send_wrapper(message: Message) -> None:
             if message['type'] == 'http.response.start':
-                headers = [
-                    *message.get('headers', []),
-                    (b'x-request-id', request_id.encode()),
-                    (EMULATOR_HEADER.encode(), self.marker),
-                ]
+                headers = [*message.get('headers', [])]
+                if not any(k.lower() == b'x-request-id' for k, _ in headers):
+                    headers.append((b'x-request-id', request_id.encode()))
+                if self.marker:
+                    headers.append((EMULATOR_HEADER.encode(), self.marker))
                 message = {**message, 'headers': headers}
                 self.state.record(RecordedRequest(method, path, query, int(message['status'])))
             await send(message)
 
-        if path.rstrip('/') != '/v1/models':
+        if path.rstrip('/') != '/v1/models' and self.state.mode != 'record':
             problem = self._auth_problem(scope)
             if problem is not None:
                 await problem.response()(scope, receive, send_wrapper)
@@ -656,6 +702,9 @@ def create_app(
     resume_window_seconds: float | None = 600.0,
     models: Mapping[str, tuple[float, float] | ModelInfo] | None = None,
     blocked_keys: Iterable[str] = (),
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+    upstream: str = DEFAULT_UPSTREAM,
 ) -> Starlette:
     """The emulator as an ASGI app (for embedding); its state, key included, is at `app.state.emulator`."""
     state = EmulatorState(
@@ -667,7 +716,27 @@ def create_app(
         resume_window_seconds=resume_window_seconds,
         models=models,
         blocked_keys=blocked_keys,
+        record=record,
+        replay=replay,
+        upstream=upstream,
     )
+    routes = _routes(state)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app.state.emulator = state
+    app.add_middleware(_OuterMiddleware, state=state)
+    return app
+
+
+def _routes(state: EmulatorState) -> list[Route]:
+    if state.recorder is not None:
+        recorder, upstream = state.recorder, state.upstream
+
+        @_guarded
+        async def forward(request: Request) -> Any:
+            return await proxy(request, recorder, upstream)
+
+        methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE']
+        return [Route('/', forward, methods=methods), Route('/{path:path}', forward, methods=methods)]
     routes = [
         Route('/v1/models', list_models, methods=['GET']),
         Route('/search', search, methods=['POST']),
@@ -687,10 +756,7 @@ def create_app(
     ):
         routes.append(Route(path, retired, methods=['GET', 'POST']))
     routes.append(Route('/async/chat/completions/{request_id}', retired, methods=['GET']))
-    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
-    app.state.emulator = state
-    app.add_middleware(_OuterMiddleware, state=state)
-    return app
+    return routes
 
 
 class _OuterMiddleware(_Outer):

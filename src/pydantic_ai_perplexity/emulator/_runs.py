@@ -30,7 +30,7 @@ from ._validation import (
     resolve_effort,
 )
 
-__all__ = ('TERMINAL', 'Run', 'Step', 'build_run')
+__all__ = ('TERMINAL', 'Run', 'Step', 'build_run', 'chunks')
 
 TERMINAL = frozenset({'completed', 'failed', 'cancelled', 'incomplete'})
 
@@ -712,9 +712,9 @@ class _Timeline:
         where = {'item_id': message_id, 'output_index': index, 'content_index': 0}
         added = {'type': 'response.output_item.added', 'output_index': index, 'item': {**message, 'content': None}}
         self._add(0.80, added)
-        chunks = _chunks(text)
-        for j, chunk in enumerate(chunks):
-            at = 0.81 + 0.16 * j / max(1, len(chunks) - 1)
+        deltas = chunks(text)
+        for j, chunk in enumerate(deltas):
+            at = 0.81 + 0.16 * j / max(1, len(deltas) - 1)
             self._add(at, {'type': 'response.output_text.delta', **where, 'delta': chunk})
         self._add(0.98, {'type': 'response.output_text.done', **where, 'text': text}, gap_before=True)
         self._add(0.98, {'type': 'response.output_item.done', 'output_index': index, 'item': message})
@@ -804,7 +804,7 @@ def build_run(
     )
 
 
-def _chunks(text: str) -> list[str]:
+def chunks(text: str) -> list[str]:
     """Split `text` into 1 to 40 deltas whose concatenation is exactly `text`."""
     words: list[str] = []
     current = ''

@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -15,7 +16,7 @@ import anyio.to_thread
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
 
-from ._app import EmulatorState, RecordedRequest, create_app, new_api_key
+from ._app import DEFAULT_UPSTREAM, EmulatorState, RecordedRequest, create_app, new_api_key
 from ._faults import FaultPlan
 from ._models import ModelInfo
 
@@ -93,6 +94,9 @@ class Emulator:
         resume_window_seconds: float | None = 600.0,
         models: Mapping[str, tuple[float, float] | ModelInfo] | None = None,
         blocked_keys: Iterable[str] = (),
+        record: str | Path | None = None,
+        replay: str | Path | None = None,
+        upstream: str = DEFAULT_UPSTREAM,
     ) -> None:
         """Configure (nothing starts until `start()` or entering the context).
 
@@ -108,6 +112,10 @@ class Emulator:
             resume_window_seconds: Real seconds after a run ends during which its stream can be resumed.
             models: Models to serve besides the built-in table, `{'acme/model-1': (in, out USD per 1M tokens)}`.
             blocked_keys: Keys answered with 403 `forbidden` (a blocked key), to exercise that path.
+            record: A directory to record into: the emulator becomes a proxy to `upstream` that stores every
+                run, search and model list (secrets removed) and forwards the client's own key.
+            replay: A directory of recordings to serve instead of the corpus, matched by request.
+            upstream: The API a recording proxy forwards to.
         """
         self.app = create_app(
             api_key=api_key,
@@ -118,6 +126,9 @@ class Emulator:
             resume_window_seconds=resume_window_seconds,
             models=models,
             blocked_keys=blocked_keys,
+            record=record,
+            replay=replay,
+            upstream=upstream,
         )
         self._state: EmulatorState = self.app.state.emulator
         self.host = host
@@ -242,6 +253,9 @@ def serve(
     time_scale: float = 0.1,
     *,
     on_ready: Callable[[str, str], None] | None = None,
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+    upstream: str = DEFAULT_UPSTREAM,
 ) -> None:
     """Run the emulator in the foreground until interrupted (for `pydantic-ai-perplexity emulator --port N`).
 
@@ -249,7 +263,7 @@ def serve(
     generated) is logged on uvicorn's logger so that it shows on stderr.
     """
     key = api_key or new_api_key()
-    app = create_app(api_key=key, time_scale=time_scale)
+    app = create_app(api_key=key, time_scale=time_scale, record=record, replay=replay, upstream=upstream)
     server = _Server(_config(app, host, port, quiet=False))
 
     def announce() -> None:
@@ -262,6 +276,13 @@ def serve(
         base_url = f'http://{shown}:{bound}'
         if on_ready is not None:
             on_ready(base_url, key)
+        elif record is not None:
+            logging.getLogger('uvicorn.error').info(
+                'Recording proxy at %s -> %s, into %s (use your own key; it is forwarded, never stored)',
+                base_url,
+                upstream,
+                record,
+            )
         elif api_key is None:
             logging.getLogger('uvicorn.error').info('Perplexity emulator at %s, API key %s', base_url, key)
         else:
