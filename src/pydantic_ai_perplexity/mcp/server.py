@@ -47,6 +47,11 @@ _TTY_NOTE = (
     '`pydantic-ai-perplexity config claude-desktop` (or claude-code, cursor, vscode, pydantic-deep); to try it by '
     'hand, pipe the self-test in docs/mcp.md into this command. Ctrl-D or Ctrl-C ends it.\n'
 )
+#: Said on stderr at start without a key: research calls will fail until one is set, unless the emulator is asked for.
+_NO_KEY_NOTE = (
+    'No PERPLEXITY_API_KEY: research calls will answer that research is not available. Set the key where the client '
+    'starts this server, or add --emulator to try it offline on the built-in emulator (canned answers).\n'
+)
 _DRAIN_MARGIN_SECONDS = 30.0
 
 
@@ -87,8 +92,11 @@ def serve(
     wait_seconds: float | None = None,
     allowed_hosts: Sequence[str] | None = None,
     tokens_file: str | os.PathLike[str] | None = None,
+    emulator: bool = False,
 ) -> None:
     """Serve the research tools until stdin closes (stdio) or the process is stopped (http).
+
+    `emulator` runs research on the built-in emulator (offline, canned answers, no key), said on stderr.
 
     HTTP clients must send a bearer token when any is configured, and one is required when `host` is not a
     loopback address: `token` (default `PERPLEXITY_MCP_TOKEN`, named `default`), named ones in
@@ -100,6 +108,10 @@ def serve(
     if find_spec('mcp') is None:
         sys.stderr.write(_MCP_MISSING)
         raise SystemExit(2)
+    if emulator:
+        _use_emulator()
+    elif not os.environ.get('PERPLEXITY_API_KEY'):
+        sys.stderr.write(_NO_KEY_NOTE)
     from ..settings import skip_idle_logfire_plugin
 
     skip_idle_logfire_plugin()
@@ -151,9 +163,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help='HTTP: named tokens (JSON or name:token lines), re-read on change (default: PERPLEXITY_MCP_TOKENS_FILE).',
     )
+    parser.add_argument(
+        '--emulator',
+        action='store_true',
+        help='Research on the built-in emulator: offline, canned answers from a small local corpus, no key.',
+    )
     args = parser.parse_args(argv)
-    serve(args.transport, args.host, args.port, args.token, tokens_file=args.tokens_file)
+    serve(args.transport, args.host, args.port, args.token, tokens_file=args.tokens_file, emulator=args.emulator)
     return 0
+
+
+def _use_emulator() -> None:
+    """Start the built-in emulator for this process and point research at it, said on stderr (never silently)."""
+    from ..emulator import Emulator
+
+    emu = Emulator(time_scale=float(os.environ.get('PERPLEXITY_EMULATOR_TIME_SCALE') or 0.05)).start()
+    os.environ['PERPLEXITY_API_KEY'] = emu.api_key
+    os.environ['PERPLEXITY_BASE_URL'] = emu.base_url
+    sys.stderr.write(
+        f'--emulator: research runs on the built-in emulator at {emu.base_url} (offline: canned answers from a small '
+        'local corpus; no Perplexity key is used and nothing is billed).\n'
+    )
 
 
 def _wait_budget(wait_seconds: float | None) -> float:
