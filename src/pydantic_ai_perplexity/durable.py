@@ -186,7 +186,9 @@ async def _collect_step(
         while until_done and not result.done:
             result = await researcher.collect(response_id, wait_seconds=wait_seconds, on_progress=on_progress)
     except PerplexityError as exc:
-        return {'failure': _failure(exc)}
+        failure = _failure(exc)
+        failure['attrs'].setdefault('response_id', response_id)  # the run exists: say which
+        return {'failure': failure}
     return {'result': result.model_dump(mode='json')}
 
 
@@ -438,9 +440,13 @@ class ResearchQueue:
             except _FATAL:
                 raise
             except PerplexityError as exc:
-                from .batch import _not_started  # pyright: ignore[reportPrivateUsage]
+                response_id = getattr(exc, 'response_id', None)
+                if isinstance(response_id, str) and response_id:  # started, then collecting it failed
+                    result = ResearchResult(response_id=response_id, status='failed', query=query, error=str(exc))
+                else:  # refused by the budget, a bad option, a create that failed: no run
+                    from .batch import _not_started  # pyright: ignore[reportPrivateUsage]
 
-                result = _not_started(query, options.get('effort'), exc)
+                    result = _not_started(query, options.get('effort'), exc)
         return result.model_dump(mode='json')
 
     async def enqueue(self, query: str, *, workflow_id: str | None = None, **options: Any) -> str:

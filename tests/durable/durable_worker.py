@@ -133,12 +133,22 @@ async def one_workflow(directory: Path, mode: str) -> None:
 def queue_worker(directory: Path, executor: str) -> None:
     from dbos import DBOS
 
+    from pydantic_ai_perplexity import Researcher
     from pydantic_ai_perplexity.durable import ResearchQueue
 
     queue = ResearchQueue('questions', tier=None, worker_concurrency=6, polling_interval_sec=0.1)
+
+    def capped_researcher() -> Researcher:
+        cap = float(os.environ['DURABLE_CAP'])
+        return Researcher(ledger=os.environ['DURABLE_CAPPED_LEDGER'], budget_usd=cap)
+
+    capped = ResearchQueue(
+        'capped', tier=None, worker_concurrency=6, polling_interval_sec=0.1, researcher=capped_researcher
+    )
     DBOS(config=config('durable-queue', os.environ['DURABLE_SYSTEM_DB'], executor))
     DBOS.launch()
     queue.declare()
+    capped.declare()
     (directory / f'ready-{executor}-{os.getpid()}').touch()
     threading.Event().wait()
 
