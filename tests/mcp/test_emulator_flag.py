@@ -51,4 +51,5 @@ def test_the_emulator_flag_serves_offline_research_and_says_so(tmp_path: Path):
 def test_without_a_key_the_server_says_research_is_unavailable_and_names_the_flag(tmp_path: Path):
     result, stderr = _serve(tmp_path)
     assert result.get('isError') and 'No Perplexity API key' in json.dumps(result)
+    assert 'pydantic-ai-perplexity mcp --emulator' in json.dumps(result)
     assert 'No PERPLEXITY_API_KEY' in stderr and 'add --emulator to try it offline' in stderr
