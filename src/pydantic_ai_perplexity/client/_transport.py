@@ -72,8 +72,10 @@ class Transport:
             headers['Authorization'] = f'Bearer {self._api_key.get_secret_value()}'
         elif auth:
             raise ConfigurationError(
-                f'No Perplexity API key: set the {API_KEY_ENV} environment variable, or pass '
-                f'PerplexityClient(api_key=...). Keys are created in your Perplexity API settings.'
+                f'No Perplexity API key: set the {API_KEY_ENV} environment variable (keys are created in your '
+                'Perplexity API settings), or give api_key= in Python. To try it offline on the built-in emulator '
+                '(canned answers): the CLI without a key, `pydantic-ai-perplexity mcp --emulator` for the MCP server, '
+                'or use_emulator_if_no_key() from pydantic_ai_perplexity.notebook in Python.'
             )
         return headers
 
