@@ -9,6 +9,7 @@ is false, to be collected later by `response_id` from any process.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -281,11 +282,11 @@ class Researcher:
         await self._record_end(result)
         return result
 
-    async def list(self, *, status: str | None = None, limit: int = 20) -> list[RunRecord]:
-        """Recent runs from the ledger, newest first."""
+    async def list(self, *, status: str | None = None, limit: int = 20, caller: str | None = None) -> list[RunRecord]:
+        """Recent runs from the ledger, newest first (only those `caller` started, when given)."""
         if self.ledger is None:
             return []
-        return await self._ledger_call(self.ledger.list, status=status, limit=limit)
+        return await self._ledger_call(self.ledger.list, status=status, limit=limit, caller=caller)
 
     @tracing.search_span
     async def search(
@@ -346,9 +347,11 @@ class Researcher:
                 origin=self.origin,
                 caller=caller,
                 estimate_usd=estimate_cost(effort),
+                api=self.client.api,
+                emulated=self.client.emulated is True,  # known once the API has answered once
                 **tracing.current_ids(),
             )
-            token = await self._reserve(record, request)
+            token, record, request = await self._reserve(record, request, query)
         try:
             response = await self.client.start(query, **request)
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
@@ -368,24 +371,41 @@ class Researcher:
                 self._record(self.ledger.release, token)
             raise
         if self.ledger is not None and record is not None:
+            emulated = self.client.emulated is True  # an emulated run never counts against the real API's budget
             if token is not None:
-                self._record(self.ledger.bind, token, response.id, status=response.status)
+                self._record(self.ledger.bind, token, response.id, status=response.status, emulated=emulated)
             else:
                 self._record(
                     self.ledger.record_start,
-                    record.model_copy(update={'response_id': response.id, 'status': response.status}),
+                    record.model_copy(
+                        update={'response_id': response.id, 'status': response.status, 'emulated': emulated}
+                    ),
                 )
         run = _Run(query, effort, time.monotonic(), adapter, options.output_type is not None, model=options.model)
         return response, run
 
-    async def _reserve(self, record: RunRecord, request: AgentRequest) -> str | None:
-        """Hold the run's estimate against the budget before anything is spent; the key of the reservation, if any."""
-        del request  # the estimate comes from the record's effort
-        if self.budget_usd is None or self.ledger is None:
-            return None
-        # The budget check must finish before anything is spent: this one write waits.
-        await self._flush()
-        return await self._ledger_call(self.ledger.reserve, record, cap_usd=self.budget_usd)
+    async def _reserve(
+        self, record: RunRecord, request: AgentRequest, query: str
+    ) -> tuple[str | None, RunRecord, AgentRequest]:
+        """Hold the most the run can cost (`pricing.reservation`) against the budget before anything is spent.
+
+        Returns the reservation's key (None without a cap), the record carrying the reservation as its estimate, and
+        the request to send: under a cap it may be tightened (steps, output tokens, fetched pages) to fit.
+        """
+        if self.ledger is None:
+            return None, record, request
+        if self.budget_usd is not None and self.client.emulated is None and _on_loopback(self.client.api):
+            # Which budget applies (the real API's, or the emulator's) must be known before the check: a local base
+            # URL is asked once (a free GET) whether it is an emulator.
+            with contextlib.suppress(PerplexityError):
+                await self.client.models()
+            record = record.model_copy(update={'emulated': bool(self.client.emulated)})
+        if self.budget_usd is None:  # nothing to check: priced here, recorded once the run has its id
+            admission = self.ledger.admit(record, query, request, cap_usd=None)
+        else:
+            # The budget check must finish before anything is spent: this one write waits.
+            admission = await self._ledger_call(self.ledger.admit, record, query, request, cap_usd=self.budget_usd)
+        return admission.token, admission.record, cast('AgentRequest', admission.request)
 
     async def _wait(
         self, response_id: str, run: _Run, *, on_progress: OnProgress | None, wait_seconds: float | None
@@ -487,3 +507,9 @@ async def research(query: str, **options: Any) -> ResearchResult:
     settings = {k: options.pop(k) for k in ('api_key', 'base_url', 'budget_usd', 'ledger') if k in options}
     async with Researcher(origin='api', **settings) as researcher:
         return await researcher.run(query, **options)
+
+
+def _on_loopback(api: str) -> bool:
+    """Whether the API's host (`host:port`) is this machine, where an emulator may answer."""
+    host = api.rsplit(':', 1)[0] if not api.endswith(']') else api
+    return host.strip('[]') in ('127.0.0.1', 'localhost', '::1') or host.startswith('127.')

@@ -357,8 +357,9 @@ class Ledger:
         """Check the budget and record the run in one transaction; return the key the row is stored under.
 
         The row is stored under `record.response_id` (by default a provisional key) with status `'reserved'`,
-        only if the spend (since `since`, if given) plus `record.estimate_usd` fits `cap_usd`. The spend counted is
-        that of the runs as emulated as `record`: emulated runs never use up a budget for the real API. No cap:
+        only if the spend (since `since`, if given) plus `record.estimate_usd` fits `cap_usd`. For a real run the spend
+        counted is that of real runs only (emulated runs never use up the real API's budget); for an emulated run, that
+        of every run. No cap:
         always stored. Follow with `bind()` once the API gave the run its id, or `release()` if no run was started.
 
         Raises:

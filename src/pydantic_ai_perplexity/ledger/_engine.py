@@ -86,7 +86,8 @@ class Engine(abc.ABC):
     def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
         """In one transaction: read the spend and insert `record` only if it fits `cap_usd`.
 
-        The spend read is that of the runs as emulated as `record` (emulated runs never count against the real API).
+        A real run is checked against the spend of real runs only (emulated runs never use up the real API's budget);
+        an emulated one against the spend of every run.
 
         Returns None when the row is stored (or already was), else the spend that left no room (nothing stored).
         """

@@ -85,7 +85,8 @@ _SPENT: Final = 'SELECT ' + _SPENT_SUM + ' FROM runs'  # noqa: S608 (constant SQ
 #: only if neither that nor the cap forbids it. The values are cast: in `INSERT ... SELECT` they take no type from
 #: the columns.
 _RESERVE_HEAD: Final = (
-    'WITH spend AS (SELECT ' + _SPENT_SUM + ' AS spent FROM runs WHERE emulated = %(emulated)s::boolean'  # noqa: S608
+    # A real run is checked against real spend only; an emulated one against everything (conservative).
+    'WITH spend AS (SELECT ' + _SPENT_SUM + ' AS spent FROM runs WHERE (%(emulated)s::boolean OR NOT emulated)'  # noqa: S608
 )
 _RESERVE_TAIL: Final = (
     '), present AS (SELECT EXISTS (SELECT 1 FROM runs WHERE response_id = %(response_id)s) AS stored), '  # noqa: S608

@@ -252,7 +252,8 @@ class SQLiteEngine(Engine):
 
         def op(db: sqlite3.Connection) -> float | None:
             if cap_usd is not None:
-                spent = _spent(db, since, None, record.emulated, None)
+                # A real run is checked against real spend only; an emulated one against everything (conservative).
+                spent = _spent(db, since, None, None if record.emulated else False, None)
                 if not fits(spent, record.estimate_usd, cap_usd):
                     return spent
             db.execute(_INSERT, row)
