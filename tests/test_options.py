@@ -195,3 +195,34 @@ async def test_through_the_toolset_the_id_is_recorded_before_the_first_step(emul
     agent = Agent(scripted_research_model(), toolsets=[toolset])
     await agent.run('A survey of fusion pilot plants [[emulate: duration=300]]', event_stream_handler=handler)
     assert at_first_step in ([['queued']], [['in_progress']])
+
+
+def test_the_docs_table_is_made_from_the_model() -> None:
+    from pydantic_ai_perplexity.options import options_table
+
+    docs = Path(__file__).parents[1] / 'docs' / 'options.md'
+    assert docs.read_text(encoding='utf-8') == options_table(), (
+        'docs/options.md is stale: run `python -m pydantic_ai_perplexity.options > docs/options.md`'
+    )
+
+
+def test_the_cli_offers_each_option_with_its_limits() -> None:
+    from click.testing import CliRunner
+
+    from pydantic_ai_perplexity.cli import cli
+    from pydantic_ai_perplexity.options import option_fields
+
+    shown = CliRunner().invoke(cli, ['research', '--help'], terminal_width=200).output
+    for _, opt in option_fields().values():
+        if opt.cli:
+            assert opt.cli in shown
+    assert '[1<=x<=10]' in shown and '[1<=x<=100]' in shown
+    for args, words in [
+        (['--fetch-pages', '11'], '11 is not in the range 1<=x<=10'),
+        (['--effort', 'deepest'], "'deepest' is not one of"),
+        (['--after', '2026-13-01'], 'is not a date'),
+        (['--budget', 'nan'], 'is not a budget'),
+        (['--budget', '-1'], 'is not a budget'),
+    ]:
+        result = CliRunner().invoke(cli, ['research', 'q', *args])
+        assert result.exit_code == 2 and words in result.output, result.output

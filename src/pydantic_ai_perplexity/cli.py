@@ -16,7 +16,7 @@ import time
 from collections.abc import Generator
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import click
 
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from .ledger import RunRecord
     from .results import Progress, ResearchResult
 
-EFFORTS = ('fast', 'low', 'medium', 'high', 'xhigh')
-RECENCIES = ('hour', 'day', 'week', 'month', 'year')
 STATUSES = ('queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling', 'reserved')
 #: Exit status of `research` / `jobs wait` when the run ended failed, incomplete or cancelled.
 EXIT_RUN_FAILED = 1
@@ -129,6 +127,64 @@ def _budget(ctx: click.Context, param: click.Parameter, value: float | None) -> 
         raise click.BadParameter(
             f'{value:g} is not a budget: give a number of US dollars, 0 or more, e.g. --budget 5.'
         ) from None
+
+
+class _ResearchCommand(click.Command):
+    """`research`, whose run options are made from `ResearchOptions` when first needed (after the group's callback,
+    so pydantic loads no idle plugin), with the fields' names, help and limits."""
+
+    _derived = False
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self._derived:
+            self._derived = True
+            self.params[1:1] = _option_params()  # after QUESTION, before the CLI's own options
+        return super().get_params(ctx)
+
+
+def _option_params() -> list[click.Parameter]:
+    """A click option per `ResearchOptions` field the CLI offers (`Opt.cli`), typed and bounded as the field is."""
+    import typing
+
+    from annotated_types import Ge, Le
+
+    from .options import option_fields
+
+    params: list[click.Parameter] = []
+    for name, (info, opt) in option_fields().items():
+        if opt.cli is None:
+            continue
+        kind = opt.tool_type if opt.tool_type is not None else info.annotation
+        inner = [a for a in typing.get_args(kind) if a is not type(None)] or [kind]
+        choices = typing.get_args(inner[0]) if typing.get_origin(inner[0]) is typing.Literal else ()
+        low = next((m.ge for m in info.metadata if isinstance(m, Ge)), None)
+        high = next((m.le for m in info.metadata if isinstance(m, Le)), None)
+        param_type: click.ParamType[Any] | type[Any] = str
+        if choices:
+            param_type = click.Choice([str(c) for c in choices])
+        elif inner[0] is int:
+            param_type = click.IntRange(cast('int | None', low), cast('int | None', high))
+        multiple = typing.get_origin(inner[0]) is list
+        help_text = opt.cli_help or info.description or ''
+        params.append(click.Option([opt.cli, name], type=param_type, multiple=multiple, help=help_text))
+    return params
+
+
+def _research_options(given: dict[str, Any]) -> dict[str, Any]:
+    """The options the command line gave (`--domain` repeated as a list), checked as `ResearchOptions` checks them."""
+    from .errors import InvalidArgumentError
+    from .options import ResearchOptions, option_fields
+
+    fields = option_fields()
+    options: dict[str, Any] = {}
+    for name, value in given.items():
+        options[name] = (list(cast('tuple[Any, ...]', value)) or None) if isinstance(value, tuple) else value
+    try:
+        ResearchOptions.parse(**options)
+    except InvalidArgumentError as exc:
+        flag = fields[exc.argument][1].cli if exc.argument in fields else None
+        raise click.BadParameter(str(exc), param_hint=flag) from None
+    return options
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -237,19 +293,8 @@ def _mcp_server(value: str) -> dict[str, str]:
     return {'type': 'mcp', 'server_label': label, 'server_url': url}
 
 
-@cli.command(context_settings=_CONTEXT)
+@cli.command(cls=_ResearchCommand, context_settings=_CONTEXT)
 @click.argument('question')
-@click.option(
-    '--effort', type=click.Choice(EFFORTS), help='How deep to research (default: PERPLEXITY_EFFORT or medium).'
-)
-@click.option('--model', help='A specific model, "provider/model" (default: the effort chooses).')
-@click.option('--instructions', help="Extra instructions for the researcher, e.g. the answer's format.")
-@click.option('--domain', 'domains', multiple=True, help='Only this domain (repeatable); "-domain" excludes one.')
-@click.option('--recency', type=click.Choice(RECENCIES), help='Only pages from the last hour/day/week/month/year.')
-@click.option('--after', help='Only pages published on or after this date (YYYY-MM-DD).')
-@click.option('--before', help='Only pages published on or before this date (YYYY-MM-DD).')
-@click.option('--fetch-pages', type=click.IntRange(1, 10), help='Let the run read up to N pages in full (1-10).')
-@click.option('--max-steps', type=click.IntRange(1, 100), help='Stop the run after this many steps.')
 @click.option(
     '--schema',
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -276,21 +321,13 @@ def _mcp_server(value: str) -> dict[str, str]:
 @click.option('--json', 'as_json', is_flag=True, help='Print the full result as JSON.')
 def research(
     question: str,
-    effort: str | None,
-    model: str | None,
-    instructions: str | None,
-    domains: tuple[str, ...],
-    recency: str | None,
-    after: str | None,
-    before: str | None,
-    fetch_pages: int | None,
-    max_steps: int | None,
     schema: Path | None,
     mcp_servers: tuple[str, ...],
     budget_usd: float | None,
     wait_seconds: float | None,
     no_wait: bool,
     as_json: bool,
+    **given: Any,
 ) -> None:
     """Research QUESTION and print the cited answer, numbered sources and cost.
 
@@ -307,18 +344,8 @@ def research(
     import anyio
 
     _configure_tracing()
-    options: dict[str, Any] = {
-        'effort': effort,
-        'model': model,
-        'instructions': instructions,
-        'domains': list(domains) or None,
-        'recency': recency,
-        'after': after,
-        'before': before,
-        'fetch_pages': fetch_pages,
-        'max_steps': max_steps,
-        'mcp_servers': [_mcp_server(m) for m in mcp_servers] or None,
-    }
+    options: dict[str, Any] = _research_options(given)
+    options['mcp_servers'] = [_mcp_server(m) for m in mcp_servers] or None
     if schema is not None:
         try:
             options['output_type'] = json.loads(schema.read_text(encoding='utf-8'))
@@ -706,43 +733,17 @@ def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: st
 @click.option('--port', type=int, default=8787, show_default=True)
 @click.option('--api-key', help='The key the emulator accepts (default: a random pplx-emulator-… key, printed).')
 @click.option('--time-scale', type=float, default=0.1, show_default=True, help='Real seconds per emulated second.')
-@click.option(
-    '--record',
-    type=click.Path(file_okay=False),
-    help='Be a proxy to the real API that stores each run, search and model list in DIR (secrets removed).',
-)
-@click.option(
-    '--replay', type=click.Path(exists=True, file_okay=False), help='Serve the recordings in DIR, matched by request.'
-)
-@click.option('--upstream', default='https://api.perplexity.ai', show_default=True, help='Where --record forwards to.')
-def emulator(
-    host: str, port: int, api_key: str | None, time_scale: float, record: str | None, replay: str | None, upstream: str
-) -> None:
+def emulator(host: str, port: int, api_key: str | None, time_scale: float) -> None:
     """Run the offline Perplexity API emulator on loopback, for tests and demos without a key.
 
     \b
     Examples:
       pydantic-ai-perplexity emulator --port 8787
       PERPLEXITY_BASE_URL=http://127.0.0.1:8787 PERPLEXITY_API_KEY=<printed key> pydantic-ai-perplexity research "q"
-      pydantic-ai-perplexity emulator --record tests/recordings   # then use your real key against it
-      pydantic-ai-perplexity emulator --replay tests/recordings
     """
     from .emulator import serve
 
-    if record and replay:
-        raise click.UsageError('--record and --replay cannot be combined: record into a directory, then replay it.')
-    try:
-        serve(
-            host=host,
-            port=port,
-            api_key=api_key,
-            time_scale=time_scale,
-            record=record,
-            replay=replay,
-            upstream=upstream,
-        )
-    except ValueError as exc:  # a replay directory holding a file that is not a recording of this version
-        raise click.UsageError(str(exc)) from None
+    serve(host=host, port=port, api_key=api_key, time_scale=time_scale)
 
 
 def _undecodable_argument(args: list[str]) -> str | None:

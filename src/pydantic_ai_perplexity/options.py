@@ -254,12 +254,22 @@ class ResearchOptions(BaseModel):
     model: Annotated[
         str | None,
         Field(description='A specific model as "provider/model" (e.g. "openai/gpt-5.4"); usually leave empty.'),
-        Opt('a model id "provider/model", e.g. "openai/gpt-5.4"', tool=True, cli='--model'),
+        Opt(
+            'a model id "provider/model", e.g. "openai/gpt-5.4"',
+            tool=True,
+            cli='--model',
+            cli_help='A specific model, "provider/model" (default: the effort chooses).',
+        ),
     ] = None
     instructions: Annotated[
         str | None,
         Field(description="Extra instructions for the researcher, e.g. the answer's format or length."),
-        Opt('text', tool=True, cli='--instructions'),
+        Opt(
+            'text',
+            tool=True,
+            cli='--instructions',
+            cli_help="Extra instructions for the researcher, e.g. the answer's format.",
+        ),
     ] = None
     domains: Annotated[
         list[str] | None,
@@ -274,7 +284,12 @@ class ResearchOptions(BaseModel):
     recency: Annotated[
         Recency | None,
         Field(description='Only pages from the last hour, day, week, month or year.'),
-        Opt('one of hour, day, week, month, year', tool=True, cli='--recency'),
+        Opt(
+            'one of hour, day, week, month, year',
+            tool=True,
+            cli='--recency',
+            cli_help='Only pages from the last hour/day/week/month/year.',
+        ),
     ] = None
     after: Annotated[
         date | None,
@@ -296,7 +311,7 @@ class ResearchOptions(BaseModel):
         Opt(
             'a whole number from 1 to 10 (or true)',
             cli='--fetch-pages',
-            cli_help='Let the run read up to N pages in full.',
+            cli_help='Let the run read up to N pages in full (1-10).',
         ),
     ] = None
     max_steps: Annotated[
@@ -512,3 +527,29 @@ def describe_invalid(
     if error['type'] == 'missing':
         return InvalidArgumentError(f'{name} is required: give {rule}.', argument=name)
     return InvalidArgumentError(f'{name} must be {rule}; got {_shown(error.get("input"))}.', argument=name)
+
+
+def options_table() -> str:
+    """`docs/options.md`: one row per option, made from the fields (a test keeps the file equal to this)."""
+    lines = [
+        '# Research options',
+        '',
+        '<!-- Generated from `ResearchOptions` (src/pydantic_ai_perplexity/options.py): '
+        'run `python -m pydantic_ai_perplexity.options > docs/options.md` after changing a field. -->',
+        '',
+        'Every way in takes the same options: `Researcher.run(query, **options)` / `research(...)` in Python, the',
+        '`perplexity_research` tool (the options marked as offered to models), and `pydantic-ai-perplexity research`.',
+        '',
+        '| Option | Must be | Offered to models | CLI | What it does |',
+        '|---|---|---|---|---|',
+    ]
+    for name, (info, opt) in option_fields().items():
+        cli = f'`{opt.cli}`' if opt.cli else ''
+        offered = 'yes' if opt.tool else ''
+        must = opt.must.replace('|', '\\|')
+        lines.append(f'| `{name}` | {must} | {offered} | {cli} | {info.description or ""} |')
+    return '\n'.join(lines) + '\n'
+
+
+if __name__ == '__main__':
+    print(options_table(), end='')
