@@ -18,6 +18,7 @@ Needs the `dbos` extra. Outside a workflow everything here behaves as the plain 
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Mapping
@@ -119,7 +120,13 @@ class _Started(TypedDict, total=False):
     #: The span that started the run (else the caller's), so a collection after a restart rejoins its trace.
     trace_id: str
     span_id: str
+    #: A digest of the question, to check that a replay hands this run back to the call that started it.
+    query_digest: str
     failure: _Failure
+
+
+def _digest(query: str) -> str:
+    return hashlib.sha256(query.encode('utf-8', 'surrogatepass')).hexdigest()[:16]
 
 
 class _Collected(TypedDict, total=False):
@@ -152,14 +159,13 @@ async def _start_step(researcher: Researcher, query: str, options: ResearchOptio
                     f'`pydantic-ai-perplexity jobs list`; nothing was created again.'
                 )
                 return {'failure': _failure(exc)}
-            found: _Started = {'response_id': record.response_id, 'status': record.status}
-            return found
+            return {'response_id': record.response_id, 'status': record.status, 'query_digest': _digest(query)}
     ids = tracing.current_ids()
     try:
         result = await researcher.start(query, options=options, caller=caller)
     except PerplexityError as exc:
         return {'failure': _failure(exc)}
-    started: _Started = {'response_id': result.response_id, 'status': result.status}
+    started: _Started = {'response_id': result.response_id, 'status': result.status, 'query_digest': _digest(query)}
     if 'trace_id' in ids and 'span_id' in ids:
         started.update(trace_id=ids['trace_id'], span_id=ids['span_id'])
     if ledger is not None:
@@ -250,6 +256,12 @@ async def run(
     if failure is not None:
         _raise(failure)
     response_id = started.get('response_id', '')
+    if started.get('query_digest', _digest(query)) != _digest(query):
+        raise errors.PerplexityError(
+            f'This workflow replayed the start of another research call ({response_id}) into this one: its calls '
+            f'did not start in the same order as when it first ran. Start research calls from workflow code in a '
+            f'fixed order; run {response_id} is not lost (collect it by id).'
+        )
     if on_started is not None:
         outcome = on_started(response_id)
         if outcome is not None:

@@ -66,22 +66,21 @@ def log_of(proc: Any) -> str:
     return proc.log.read_text()[-3000:]
 
 
-def started_run(directory: Path) -> str | None:
-    """The response id the start step checkpointed, once DBOS has recorded it."""
+def started_runs(directory: Path) -> list[str]:
+    """The response ids the start steps checkpointed so far (in step order), as DBOS recorded them."""
     path = directory / 'dbos.sqlite3'
     if not path.exists():
-        return None
+        return []
     try:
         with sqlite3.connect(f'file:{path}?mode=ro', uri=True, timeout=5) as db:
-            row = db.execute(
-                'SELECT output FROM operation_outputs WHERE function_name = ? AND output IS NOT NULL', (START_STEP,)
-            ).fetchone()
+            rows = db.execute(
+                'SELECT output FROM operation_outputs WHERE function_name = ? AND output IS NOT NULL '
+                'ORDER BY function_id',
+                (START_STEP,),
+            ).fetchall()
     except sqlite3.OperationalError:  # the schema is not there yet
-        return None
-    if row is None:
-        return None
-    output = pickle.loads(base64.b64decode(row[0]))
-    return output['response_id']
+        return []
+    return [pickle.loads(base64.b64decode(row[0]))['response_id'] for row in rows]
 
 
 def spans(directory: Path) -> list[dict[str, Any]]:

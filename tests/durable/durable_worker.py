@@ -27,6 +27,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 
 WORKFLOW_ID = 'ask-1'
 QUESTION = 'How do heat pumps work in cold climates?'
+#: What the agent researches, in one model response: two calls run at once.
+QUESTIONS = (QUESTION, 'What is the EU AI Act?')
 
 
 class JsonlExporter(SpanExporter):
@@ -64,18 +66,21 @@ def tracing(directory: Path) -> None:
 
 
 def scripted_model() -> Any:
-    """Calls perplexity_research once, then answers with the response id the tool result carries."""
+    """Calls perplexity_research twice in one response (run in parallel), then answers with the two response ids."""
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        for message in messages:
-            for part in message.parts:
-                if isinstance(part, ToolReturnPart):
-                    found = re.search(r'resp_[0-9a-f-]+', str(part.content))
-                    return ModelResponse(parts=[TextPart(found.group(0) if found else 'no id')])
-        args = {'query': QUESTION, 'effort': 'low'}
-        return ModelResponse(parts=[ToolCallPart('perplexity_research', args)])
+        returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if returns:
+            by_call = {p.tool_call_id: re.search(r'resp_[0-9a-f-]+', str(p.content)) for p in returns}
+            ids = [found.group(0) if found else 'no-id' for _, found in sorted(by_call.items())]
+            return ModelResponse(parts=[TextPart(' '.join(ids))])
+        calls = [
+            ToolCallPart('perplexity_research', {'query': q, 'effort': 'low'}, tool_call_id=f'call-{i}')
+            for i, q in enumerate(QUESTIONS)
+        ]
+        return ModelResponse(parts=calls)
 
     return FunctionModel(respond, model_name='scripted')
 

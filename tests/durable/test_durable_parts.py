@@ -1,0 +1,82 @@
+"""The parts of durable.py that need no DBOS worker: errors across a checkpoint, rate limits, trace rejoining."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from pydantic_ai_perplexity import Researcher, durable
+from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.errors import BudgetExceededError, ConfigurationError, RateLimitError
+
+
+def test_an_error_crosses_the_checkpoint_with_its_type_and_fields() -> None:
+    exc = BudgetExceededError('over the cap', spent_usd=1.5, cap_usd=2.0, estimate_usd=0.75)
+    failure = pickle.loads(pickle.dumps(durable._failure(exc)))  # DBOS's default serializer is pickle
+    with pytest.raises(BudgetExceededError, match='over the cap') as raised:
+        durable._raise(failure)
+    assert (raised.value.spent_usd, raised.value.cap_usd, raised.value.estimate_usd) == (1.5, 2.0, 0.75)
+
+    limited = RateLimitError('slow down', retry_after=3.0, method='POST', path='/v1/agent', status_code=429)
+    with pytest.raises(RateLimitError) as raised_limit:
+        durable._raise(pickle.loads(pickle.dumps(durable._failure(limited))))
+    assert raised_limit.value.retry_after == 3.0
+
+
+@pytest.mark.parametrize('tier', sorted(durable.TIER_LIMITS))
+def test_the_queue_rate_limit_keeps_each_tier_under_its_limits(tier: int) -> None:
+    per_second, per_minute = durable.TIER_LIMITS[tier]
+    limit = durable.rate_limit(tier)
+    requests = limit['limit'] * durable.REQUESTS_PER_RUN
+    assert limit['limit'] >= 1
+    assert requests / limit['period'] <= per_second
+    assert requests * 60 / limit['period'] <= per_minute
+
+
+def test_an_unknown_tier_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ConfigurationError, match=r'\[0, 1, 2, 3, 4\]'):
+        durable.rate_limit(9)
+
+
+def test_a_collection_with_nothing_current_continues_the_trace_of_the_span_that_started_the_run() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer('test')
+    with tracer.start_as_current_span('perplexity.research') as research:
+        ids = research.get_span_context()
+    started: durable._Started = {
+        'response_id': 'resp_1',
+        'trace_id': format(ids.trace_id, '032x'),
+        'span_id': format(ids.span_id, '016x'),
+    }
+    # A recovered workflow: no span is current.
+    with durable._rejoin(started), tracer.start_as_current_span('perplexity.collect'):
+        pass
+    # A live one: the current span stays the parent.
+    with tracer.start_as_current_span('agent run') as live:
+        with durable._rejoin(started), tracer.start_as_current_span('perplexity.collect'):
+            pass
+    collect_after_restart, collect_live = [s for s in exporter.get_finished_spans() if s.name == 'perplexity.collect']
+    assert collect_after_restart.context is not None and collect_after_restart.parent is not None
+    assert collect_after_restart.context.trace_id == ids.trace_id
+    assert collect_after_restart.parent.span_id == ids.span_id
+    assert collect_live.parent is not None and collect_live.parent.span_id == live.get_span_context().span_id
+    assert not trace.get_current_span().get_span_context().is_valid  # nothing left attached
+
+
+@pytest.mark.anyio
+async def test_outside_a_workflow_durable_research_is_a_plain_call_that_waits_to_the_end(tmp_path: Path) -> None:
+    pytest.importorskip('dbos')
+    assert not durable.active()
+    with Emulator(time_scale=0.01) as emu:
+        ledger = tmp_path / 'ledger.sqlite3'
+        researcher = Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=ledger, wait_seconds=0.05)
+        result = await durable.durable_research('What is the EU AI Act?', researcher=researcher, effort='low')
+    assert result.status == 'completed' and result.answer  # handed off at 0.05 s, collected until it ended
