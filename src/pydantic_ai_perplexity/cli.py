@@ -733,17 +733,43 @@ def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: st
 @click.option('--port', type=int, default=8787, show_default=True)
 @click.option('--api-key', help='The key the emulator accepts (default: a random pplx-emulator-… key, printed).')
 @click.option('--time-scale', type=float, default=0.1, show_default=True, help='Real seconds per emulated second.')
-def emulator(host: str, port: int, api_key: str | None, time_scale: float) -> None:
+@click.option(
+    '--record',
+    type=click.Path(file_okay=False),
+    help='Be a proxy to the real API that stores each run, search and model list in DIR (secrets removed).',
+)
+@click.option(
+    '--replay', type=click.Path(exists=True, file_okay=False), help='Serve the recordings in DIR, matched by request.'
+)
+@click.option('--upstream', default='https://api.perplexity.ai', show_default=True, help='Where --record forwards to.')
+def emulator(
+    host: str, port: int, api_key: str | None, time_scale: float, record: str | None, replay: str | None, upstream: str
+) -> None:
     """Run the offline Perplexity API emulator on loopback, for tests and demos without a key.
 
     \b
     Examples:
       pydantic-ai-perplexity emulator --port 8787
       PERPLEXITY_BASE_URL=http://127.0.0.1:8787 PERPLEXITY_API_KEY=<printed key> pydantic-ai-perplexity research "q"
+      pydantic-ai-perplexity emulator --record tests/recordings   # then use your real key against it
+      pydantic-ai-perplexity emulator --replay tests/recordings
     """
     from .emulator import serve
 
-    serve(host=host, port=port, api_key=api_key, time_scale=time_scale)
+    if record and replay:
+        raise click.UsageError('--record and --replay cannot be combined: record into a directory, then replay it.')
+    try:
+        serve(
+            host=host,
+            port=port,
+            api_key=api_key,
+            time_scale=time_scale,
+            record=record,
+            replay=replay,
+            upstream=upstream,
+        )
+    except ValueError as exc:  # a replay directory holding a file that is not a recording of this version
+        raise click.UsageError(str(exc)) from None
 
 
 def _undecodable_argument(args: list[str]) -> str | None:
