@@ -309,11 +309,15 @@ async def cancel_text(r: Researcher, args: Any) -> str:
     return f'Cancellation of {result.response_id} was accepted (status: {result.status}).'
 
 
-async def list_runs(r: Researcher, args: Any) -> str:
-    """`perplexity_research_list`: the recent runs, one line each."""
+async def list_runs(r: Researcher, args: Any, *, caller: str | None = None, shared: bool = False) -> str:
+    """`perplexity_research_list`: the recent runs, one line each.
+
+    A named `caller` sees only its own runs unless `shared`; questions other callers asked are spotlighted.
+    """
     from .render import runs_for_model
 
-    return runs_for_model(await r.list(status=args.status, limit=args.limit))
+    mine = caller if caller is not None and not shared else None
+    return runs_for_model(await r.list(status=args.status, limit=args.limit, caller=mine), viewer=caller)
 
 
 async def search(r: Researcher, args: Any) -> SearchResponse:

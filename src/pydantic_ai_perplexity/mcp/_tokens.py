@@ -10,6 +10,10 @@ Sources, merged (each name and each token may appear once across them):
   the file, without a restart; the other tokens are not affected. A file that no longer parses is reported in the
   log and the last good contents stay in force until it is fixed; a deleted file revokes every token it held.
 
+**Who sees which runs.** With named tokens, `perplexity_research_list` shows a caller only the runs its own token
+started, unless the operator sets `PERPLEXITY_MCP_SHARED_LIST=1`; then every caller's runs are listed, and the
+questions other callers asked are spotlighted as untrusted text, with their caller named.
+
 **Strength.** A server reachable from other machines (bound off loopback) starts only with at least one token, and
 every token it accepts there is at least `MIN_TOKEN_CHARS` (16) characters long with at least `MIN_DISTINCT_CHARS`
 (8) different characters (`openssl rand -hex 32` or `python -c "import secrets; print(secrets.token_urlsafe(32))"`
@@ -37,6 +41,7 @@ __all__ = (
     'DEFAULT_NAME',
     'MIN_DISTINCT_CHARS',
     'MIN_TOKEN_CHARS',
+    'SHARED_LIST_ENV',
     'TOKENS_ENV',
     'TOKENS_FILE_ENV',
     'TOKEN_ENV',
@@ -44,6 +49,7 @@ __all__ = (
     'Tokens',
     'is_weak',
     'parse_tokens',
+    'shared_list',
 )
 
 _log = logging.getLogger('pydantic_ai_perplexity.mcp')
@@ -55,6 +61,8 @@ TOKENS_FILE_ENV = 'PERPLEXITY_MCP_TOKENS_FILE'
 DEFAULT_NAME = 'default'
 #: Where the HTTP front puts the caller's name in the ASGI scope, for the tools to read.
 CALLER_SCOPE_KEY = 'pydantic_ai_perplexity.caller'
+#: `1` (or true, yes, on): every token holder's `perplexity_research_list` shows every caller's runs.
+SHARED_LIST_ENV = 'PERPLEXITY_MCP_SHARED_LIST'
 
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$')
 #: Off loopback, every token is at least this long...
@@ -64,6 +72,12 @@ MIN_DISTINCT_CHARS = 8
 STRENGTH_RULE = (
     f'at least {MIN_TOKEN_CHARS} characters with {MIN_DISTINCT_CHARS} different ones, e.g. `openssl rand -hex 32`'
 )
+
+
+def shared_list() -> bool:
+    """Whether the operator opted into a shared run list (`PERPLEXITY_MCP_SHARED_LIST`); by default a named caller
+    lists only its own runs."""
+    return os.environ.get(SHARED_LIST_ENV, '').strip().lower() in ('1', 'true', 'yes', 'on')
 
 
 def is_weak(token: str) -> bool:

@@ -298,7 +298,10 @@ def build_server(
         return _text(await tools.cancel_text(await runtime.researcher(), args))
 
     async def list_runs(ctx: Context[Any, Any], args: Any) -> CallToolResult:
-        return _text(await tools.list_runs(await runtime.researcher(), args))
+        from ._tokens import shared_list
+
+        r = await runtime.researcher()
+        return _text(await tools.list_runs(r, args, caller=caller_of(ctx), shared=shared_list()))
 
     async def search(ctx: Context[Any, Any], args: Any) -> CallToolResult:
         from .. import render
