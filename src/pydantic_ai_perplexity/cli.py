@@ -488,7 +488,7 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
     with Ledger() as ledger:
         records = ledger.list(status=status, limit=limit)
     if as_json:
-        _out_json(json.dumps([r.model_dump(mode='json') for r in records], indent=2, ensure_ascii=False))
+        _out_json(json.dumps([r.model_dump(mode='json') for r in records], indent=2))
         return
     if not records:
         _err(f'No runs recorded in {ledger.describe()}.')
@@ -644,7 +644,7 @@ def doctor(as_json: bool) -> None:
 
     ok = anyio.run(run_checks, emit)
     if as_json:
-        _out_json(json.dumps([dataclasses.asdict(c) for c in checks], indent=2, ensure_ascii=False))
+        _out_json(json.dumps([dataclasses.asdict(c) for c in checks], indent=2))
     else:
         failed = sum(not c.ok for c in checks)
         _err(f'{len(checks) - failed} passed, {failed} failed.')
