@@ -68,6 +68,7 @@ from ._recorder import Recorder, track
 from ._records import (
     BUDGET_ENV,
     DEFAULT_EFFORT,
+    EPSILON_USD,
     ESTIMATED_COST_USD,
     LEDGER_URL_ENV,
     RESERVED,
@@ -91,6 +92,7 @@ from ._sqlite import LEDGER_FILENAME, SQLiteEngine, default_ledger_path, private
 __all__ = (
     'BUDGET_ENV',
     'DEFAULT_EFFORT',
+    'EPSILON_USD',
     'ESTIMATED_COST_USD',
     'LEDGER_FILENAME',
     'LEDGER_URL_ENV',

@@ -1,0 +1,286 @@
+"""The budget cap holds by construction, on both ledger engines, against hostile requests and at random.
+
+Each run reserves the most its request can cost (`pricing.reservation`: its text in tokens, the model's prices, its
+steps, output tokens, searches and pages), so recorded spend never exceeds the cap unless the API bills a run above
+its reservation. The emulator bills by its own table; these tests check that it never does, so that against it the
+spend stays under the cap, always. The three overruns once found (five 800 KB `fast` runs under $0.05, a 900 KB
+query under $0.01, `fast` on a dear model with 200k characters of instructions and 10 fetched pages) are each a test.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from postgres_support import fresh_schema
+from pydantic_ai_perplexity import Researcher
+from pydantic_ai_perplexity.emulator import EMULATOR_HEADER, Emulator
+from pydantic_ai_perplexity.errors import BudgetExceededError
+from pydantic_ai_perplexity.ledger import EPSILON_USD, Ledger, RunRecord
+from pydantic_ai_perplexity.pricing import PriceTable, fit, load_prices, reservation, text_tokens
+from pydantic_ai_perplexity.reconcile import reconcile
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == 'sqlite':
+        yield str(tmp_path / 'state' / 'ledger.sqlite3')
+    else:
+        with fresh_schema() as url:
+            yield url
+
+
+class Bodies:
+    """Every create body sent, read from the wire by an httpx event hook."""
+
+    def __init__(self) -> None:
+        self.creates: list[dict[str, Any]] = []
+
+    async def __call__(self, request: httpx2.Request) -> None:
+        if request.method == 'POST' and request.url.path.endswith('/v1/agent'):
+            self.creates.append(json.loads(request.content))
+
+
+def researcher(emu: Emulator, target: str, cap: float | None, bodies: Bodies | None = None, **kw: Any) -> Researcher:
+    http = httpx2.AsyncClient(event_hooks={'request': [bodies]}) if bodies is not None else None
+    return Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=target, budget_usd=cap, http_client=http, **kw)
+
+
+async def spent(target: str) -> float:
+    with Ledger(target) as ledger:
+        return ledger.spent_usd()
+
+
+# --- the overruns once found ----------------------------------------------------------------------------------------
+
+
+async def test_five_concurrent_fast_runs_with_800_kb_queries_stay_under_a_5_cent_cap(
+    emulator: Emulator, target: str
+) -> None:
+    cap = 0.05
+    outcomes: list[str] = []
+    async with researcher(emulator, target, cap, effort='fast', wait_seconds=30) as r:
+
+        async def one(n: int) -> None:
+            try:
+                result = await r.run(f'Summarise this: {"solar power " * 70_000} ({n})')
+                outcomes.append(result.status)
+            except BudgetExceededError as exc:
+                outcomes.append('refused')
+                assert exc.cap_usd == cap and exc.estimate_usd > cap - exc.spent_usd
+                assert 'input' in str(exc) and 'tokens' in str(exc)  # the numbers behind the estimate
+
+        async with anyio.create_task_group() as tg:
+            for n in range(5):
+                tg.start_soon(one, n)
+        await r.flush()
+    assert len(outcomes) == 5
+    assert await spent(target) <= cap + EPSILON_USD  # was $0.226, 4.5x the cap
+
+
+async def test_a_900_kb_query_under_a_1_cent_cap_is_refused_before_anything_starts(
+    emulator: Emulator, target: str
+) -> None:
+    async with researcher(emulator, target, 0.01, effort='fast') as r:
+        with pytest.raises(BudgetExceededError) as refused:
+            await r.run('x' * 900_000)
+    assert refused.value.estimate_usd >= reservation('x' * 900_000, {'effort': 'fast'}).bound_usd - 0.01
+    assert [q for q in emulator.requests if q.method == 'POST'] == []  # was: started, and recorded $0.050
+    assert await spent(target) == 0.0
+
+
+async def test_a_dear_model_long_instructions_and_ten_fetched_pages_are_priced_in(
+    emulator: Emulator, target: str
+) -> None:
+    options: dict[str, Any] = {
+        'effort': 'fast',
+        'model': 'openai/gpt-5.5',
+        'instructions': 'Be thorough. ' * 16_000,  # about 200k characters
+        'fetch_pages': 10,
+    }
+    async with researcher(emulator, target, 0.10) as r:
+        with pytest.raises(BudgetExceededError, match=r'openai/gpt-5\.5'):
+            await r.run('What is solar power?', **options)  # was: admitted at $0.01, recorded $0.096
+    assert await spent(target) == 0.0
+    async with researcher(emulator, target, 1.00) as r:
+        result = await r.run('What is solar power?', **options)
+        await r.flush()
+        assert r.ledger is not None
+        record = r.ledger.get(result.response_id)
+    assert record is not None and record.cost_usd is not None and result.cost_usd is not None
+    assert record.cost_usd <= 1.00 and await spent(target) <= 1.00 + EPSILON_USD
+
+
+async def test_a_request_is_tightened_to_fit_what_is_left_and_the_api_gets_the_limits(
+    emulator: Emulator, target: str
+) -> None:
+    bodies = Bodies()
+    cap = 1.00
+    assert reservation('How do heat pumps work?', {'effort': 'medium'}).usd > cap
+    async with researcher(emulator, target, cap, bodies, effort='medium', wait_seconds=30) as r:
+        result = await r.run('How do heat pumps work?')
+        await r.flush()
+    assert result.status == 'completed'
+    (body,) = bodies.creates
+    tightened = fit('How do heat pumps work?', {'effort': 'medium'}, cap)
+    assert tightened.fits and tightened.changes
+    for name in ('max_steps', 'max_output_tokens'):  # the limits the reservation assumed are sent, so they hold
+        assert body.get(name) == tightened.request.get(name)
+    assert await spent(target) <= cap + EPSILON_USD
+
+
+# --- at random ------------------------------------------------------------------------------------------------------
+
+MODELS = [None, 'openai/gpt-5.5', 'openai/gpt-5.4', 'perplexity/sonar', 'xai/grok-4-1-fast-non-reasoning']
+
+
+def hostile_options(rnd: random.Random) -> tuple[str, dict[str, Any]]:
+    query = 'What is solar power? ' + rnd.choice(['', 'é' * 2_000, 'x' * 60_000, '日本' * 40_000])
+    options: dict[str, Any] = {'effort': rnd.choice(['fast', 'fast', 'low', 'medium', 'high'])}
+    if model := rnd.choice(MODELS):
+        options['model'] = model
+    if rnd.random() < 0.3:
+        options['instructions'] = 'Cite primary sources. ' * rnd.choice([10, 2_000, 9_000])
+    if rnd.random() < 0.3:
+        options['fetch_pages'] = rnd.randint(1, 10)
+    if rnd.random() < 0.2:
+        options['max_steps'] = rnd.randint(1, 12)
+    if rnd.random() < 0.2:
+        options['max_output_tokens'] = rnd.choice([16, 500, 4_000])
+    return query, options
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('seed', [1, 2, 3, 4])
+async def test_random_requests_at_random_concurrency_never_spend_over_the_cap(
+    emulator: Emulator, target: str, seed: int
+) -> None:
+    rnd = random.Random(seed)
+    cap = rnd.choice([0.05, 0.3, 1.5])
+    over: list[tuple[float, float]] = []
+    admitted: list[float] = []
+    refused: list[str] = []
+    async with researcher(emulator, target, cap, wait_seconds=30) as r:
+        for _ in range(3):  # rounds of concurrent runs, as callers arrive in bursts
+            width = rnd.randint(2, 6)
+
+            async def one(query: str, options: dict[str, Any]) -> None:
+                try:
+                    result = await r.run(query, **options)
+                except BudgetExceededError:
+                    refused.append(options['effort'])
+                    return
+                admitted.append(result.cost_usd or 0.0)
+                bound = reservation(query, {**options, 'effort': options['effort']}).bound_usd
+                if result.cost_usd is not None and result.cost_usd > bound:
+                    over.append((result.cost_usd, bound))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(width):
+                    tg.start_soon(one, *hostile_options(rnd))
+            await r.flush()
+            assert await spent(target) <= cap + EPSILON_USD
+    assert over == []  # the emulator never bills a run above its reservation: the guarantee's premise
+    assert admitted and refused  # both sides of the cap were exercised
+
+
+# --- emulated is never real -----------------------------------------------------------------------------------------
+
+
+async def test_runs_record_their_api_and_emulated_runs_do_not_use_up_the_real_budget(
+    emulator: Emulator, target: str
+) -> None:
+    async with researcher(emulator, target, None, effort='fast') as r:
+        result = await r.run('What is solar power?')
+        await r.flush()
+        assert r.client.emulated is True and r.client.api == emulator.base_url.split('://')[1]
+    assert EMULATOR_HEADER == 'x-pplx-emulator'
+    with Ledger(target) as ledger:
+        record = ledger.get(result.response_id)
+        assert record is not None and record.emulated and record.api == r.client.api
+        ledger.record_start(RunRecord(query='canned', origin='cli', emulated=True, estimate_usd=1.00))
+        assert ledger.spent_usd(emulated=False) == 0.0 and ledger.spent_usd(emulated=True) > 1.0
+        # A real run under a $0.10 cap is not refused for the emulator's "$1.00 already spent"...
+        token = ledger.reserve(RunRecord(query='real', origin='cli', estimate_usd=0.05), cap_usd=0.10)
+        # ...while an emulated one is checked against everything.
+        with pytest.raises(BudgetExceededError):
+            ledger.reserve(RunRecord(query='canned', origin='cli', emulated=True, estimate_usd=0.01), cap_usd=0.10)
+        ledger.release(token)
+
+
+# --- reconcile ------------------------------------------------------------------------------------------------------
+
+
+async def test_a_run_left_queued_ends_with_its_real_cost_once_reconciled(emulator: Emulator, target: str) -> None:
+    async with researcher(emulator, target, None, effort='fast') as r:
+        started = await r.start('What is solar power?')  # and never collected: Ctrl-C, a client that left
+        await r.flush()
+        assert r.ledger is not None
+        before = r.ledger.get(started.response_id)
+        assert before is not None and before.status == 'queued' and before.cost_usd is None
+        with anyio.fail_after(30):
+            while (await r.client.retrieve(started.response_id)).status != 'completed':
+                await anyio.sleep(0.05)
+        updated = await reconcile(r.ledger, r.client)
+        after = r.ledger.get(started.response_id)
+    assert set(updated) == {started.response_id}
+    assert after is not None and after.status == 'completed' and after.cost_usd is not None and after.cost_usd > 0
+    assert after.cost_usd != before.estimate_usd  # the actual cost replaced the reservation
+
+
+async def test_a_run_is_found_by_the_callers_json_rpc_request_id(target: str) -> None:
+    with Ledger(target) as ledger:
+        ledger.record_start(RunRecord(response_id='resp_a', query='q', origin='mcp', caller='alice', request_id='7'))
+        ledger.record_start(RunRecord(response_id='resp_b', query='q', origin='mcp', caller='bob', request_id='7'))
+        found = ledger.find_by_request('alice', 7)
+        assert found is not None and found.response_id == 'resp_a'
+        assert ledger.find_by_request('carol', 7) is None
+        assert [r.response_id for r in ledger.list(caller='bob')] == ['resp_b']
+
+
+# --- the price table ------------------------------------------------------------------------------------------------
+
+
+def test_text_is_counted_at_a_token_per_byte_so_no_text_is_undercounted() -> None:
+    assert text_tokens('abcd') == 4 and text_tokens('é') == 2 and text_tokens('日本') == 6
+    small = reservation('q', {'effort': 'fast'})
+    big = reservation('q' * 100_000, {'effort': 'fast'})
+    assert big.bound_usd - small.bound_usd == pytest.approx(100_000 * 0.20 / 1_000_000, abs=1e-5)
+    assert small.usd == 0.01  # a short question is reserved at the effort's floor
+    assert reservation('q', {'effort': 'fast', 'model': 'no/such-model'}).bound_usd > small.bound_usd  # dearest
+
+
+def test_the_price_table_can_be_overridden_and_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic_ai_perplexity.errors import ConfigurationError
+    from pydantic_ai_perplexity.pricing import default_prices
+
+    prices = tmp_path / 'prices.json'
+    prices.write_text(json.dumps({'models': {'acme/x': [10, 20]}, 'efforts': {'fast': {'max_steps': 2}}}))
+    monkeypatch.setenv('PERPLEXITY_PRICES', str(prices))
+    table = default_prices()
+    assert table.price('acme/x').output_per_million == 20 and table.bundle('fast').max_steps == 2
+    assert reservation('q', {'effort': 'fast'}, table).steps == 2
+    for bad in ({'models': {'acme/x': [-1, 2]}}, {'nope': 1}, {'efforts': {'fast': {'max_stpes': 2}}}):
+        with pytest.raises(ConfigurationError):
+            load_prices(bad)
+    monkeypatch.setenv('PERPLEXITY_PRICES', '{not json')
+    with pytest.raises(ConfigurationError, match='PERPLEXITY_PRICES'):
+        default_prices()
+
+
+def test_a_finished_run_that_billed_more_raises_the_price_never_lowers_it() -> None:
+    table = PriceTable()
+    usage = {'input_tokens': 1_000_000, 'output_tokens': 0, 'cost': {'input_cost': 3.0, 'output_cost': 0.0}}
+    raised = table.observe('openai/gpt-5.5', usage)
+    assert raised.price('openai/gpt-5.5').input_per_million == pytest.approx(3.0)
+    cheaper = {'input_tokens': 1_000_000, 'output_tokens': 0, 'cost': {'input_cost': 0.1, 'output_cost': 0.0}}
+    assert raised.observe('openai/gpt-5.5', cheaper).price('openai/gpt-5.5').input_per_million == pytest.approx(3.0)
