@@ -226,3 +226,30 @@ def test_the_cli_offers_each_option_with_its_limits() -> None:
     ]:
         result = CliRunner().invoke(cli, ['research', 'q', *args])
         assert result.exit_code == 2 and words in result.output, result.output
+
+
+async def test_language_goes_from_each_way_in_to_the_wire(emulator: Emulator) -> None:
+    import json
+
+    import httpx2
+    from click.testing import CliRunner
+
+    from pydantic_ai_perplexity.cli import cli
+    from pydantic_ai_perplexity.tools import TOOLS
+
+    bodies: list[dict[str, Any]] = []
+
+    async def keep(request: httpx2.Request) -> None:
+        if request.method == 'POST' and request.url.path.endswith('/v1/agent'):
+            bodies.append(json.loads(request.content))
+
+    async with httpx2.AsyncClient(event_hooks={'request': [keep]}) as http:
+        toolset = PerplexityToolset(api_key=emulator.api_key, base_url=emulator.base_url, http_client=http)
+        [part] = await call_tools(
+            toolset, [('perplexity_research', {'query': 'What is the EU AI Act?', 'language': 'DE'})]
+        )
+        [bad] = await call_tools(toolset, [('perplexity_research', {'query': 'q', 'language': 'German'})])
+    assert outcome_of(part) == 'success' and [b.get('language_preference') for b in bodies] == ['de']
+    assert outcome_of(bad) == 'retry' and 'two-letter ISO 639-1 code' in text_of_part(bad)
+    assert 'language' in TOOLS[0].schema['properties']
+    assert '--language' in CliRunner().invoke(cli, ['research', '--help']).output

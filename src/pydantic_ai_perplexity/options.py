@@ -301,6 +301,11 @@ class ResearchOptions(BaseModel):
         Field(description='Only pages published on or before this date (YYYY-MM-DD).'),
         Opt('a date as YYYY-MM-DD, e.g. "2026-01-31"', tool=True, tool_type=str | None, cli='--before'),
     ] = None
+    language: Annotated[
+        str | None,
+        Field(description='Answer in this language, as a two-letter ISO 639-1 code (e.g. "de"); usually leave empty.'),
+        Opt('a two-letter ISO 639-1 language code, e.g. "de"', tool=True, cli='--language'),
+    ] = None
     fetch_pages: Annotated[
         int | None,
         Field(
@@ -390,6 +395,19 @@ class ResearchOptions(BaseModel):
     def _dates(cls, value: object, info: Any) -> object:
         return None if value is None or value == '' else _iso_date(value, info.field_name)
 
+    @field_validator('language', mode='before')
+    @classmethod
+    def _language(cls, value: object) -> object:
+        if value is None or value == '':
+            return None
+        code = value.strip().lower() if isinstance(value, str) else ''
+        if not re.fullmatch(r'[a-z]{2}', code):
+            raise InvalidArgumentError(
+                f'language={_shown(value)} is not a language code: give a two-letter ISO 639-1 code, e.g. "de".',
+                argument='language',
+            )
+        return code
+
     @field_validator('fetch_pages', mode='before')
     @classmethod
     def _fetch_pages(cls, value: object) -> object:
@@ -440,6 +458,8 @@ class ResearchOptions(BaseModel):
             request['max_steps'] = self.max_steps
         if self.max_output_tokens is not None:
             request['max_output_tokens'] = self.max_output_tokens
+        if self.language:
+            request['language_preference'] = self.language
         filters: WebSearchFilters = {}
         if self.domains:
             filters['search_domain_filter'] = list(self.domains)
@@ -474,6 +494,7 @@ class ResearchOptionsDict(TypedDict, total=False):
     recency: Recency | None
     after: str | date | None
     before: str | date | None
+    language: str | None
     fetch_pages: bool | int | None
     max_steps: int | None
     max_output_tokens: int | None
