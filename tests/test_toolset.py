@@ -307,3 +307,16 @@ async def test_example_agents_run_offline(tmp_path: Path):
     report = await assistant_main('What is the EU AI Act?', None, 'fast')
     assert report.sources and report.response_id and report.summary
     assert all(f'[{s.n}]' in report.summary for s in report.sources)
+
+
+async def test_grouped_citation_markers_reach_the_model_renumbered(tmp_path: Path):
+    from recording_support import EFFORT, QUESTION, RENUMBERED_LINE, grouped_marker_recordings
+
+    with Emulator(replay=grouped_marker_recordings(tmp_path / 'recordings'), time_scale=0.005) as emu:
+        agent = Agent(scripted_research_model(effort=EFFORT), toolsets=[toolset_for(emu, ledger=tmp_path / 'l.db')])
+        result = await agent.run(QUESTION)
+    [ret] = returns(result.all_messages())
+    research = ret.metadata['research_result']  # type: ignore[index]
+    assert [s.ids for s in research.cited_sources] == [[11], [12], [14]]
+    assert RENUMBERED_LINE in ret.content  # not [11, 12] under a source list numbered [1] to [4]
+    assert '[11' not in ret.content and '[web:' not in ret.content
