@@ -28,6 +28,7 @@ from .errors import (
 from .results import ResearchResult
 
 if TYPE_CHECKING:
+    from .durable import ResearchQueue
     from .ledger import Ledger
     from .researcher import Researcher
 
@@ -81,9 +82,13 @@ async def research_many(
     researcher: Researcher | None = None,
     budget_usd: float | None = None,
     on_result: OnResult | None = None,
+    queue: ResearchQueue | None = None,
     **options: Any,
 ) -> list[ResearchResult]:
     """Research every question, at most `concurrency` runs at a time; the results in the order of `queries`.
+
+    Called from a DBOS workflow's code, each question is a durable call (see `durable.py`). With `queue`, the
+    questions go to a `durable.ResearchQueue` instead, researched by its worker processes within its limits.
 
     Args:
         queries: Questions, or mappings with a `query` and per-question options (e.g. `{'query': q, 'effort': 'low'}`).
@@ -92,10 +97,21 @@ async def research_many(
         budget_usd: A cap on recorded spend for the default researcher (or `PERPLEXITY_BUDGET_USD`). Runs that
             would pass it are refused before they start and come back failed, with the reason in `error`.
         on_result: Called with `(index, result)` as each question finishes, e.g. to show progress.
+        queue: A `durable.ResearchQueue` whose workers research the questions (their researcher, ledger and budget;
+            the queue's concurrency and rate limits); `researcher` and `budget_usd` are then not for this call.
         options: Options for every run (`effort`, `domains`, `wait_seconds`, ...), as `Researcher.run` takes them.
     """
     if concurrency < 1:
         raise ValueError(f'concurrency must be at least 1, not {concurrency}.')
+    if queue is not None:
+        if researcher is not None or budget_usd is not None:
+            raise ValueError("With queue=, the queue's workers research with their own researcher and budget.")
+        queued = await queue.research_many(queries, **options)
+        for index, result in enumerate(queued):
+            outcome = on_result(index, result) if on_result is not None else None
+            if outcome is not None:
+                await outcome
+        return queued
     items = [_split(item, options) for item in queries]
     if researcher is None:
         from .researcher import Researcher

@@ -249,8 +249,7 @@ async def run(
     from dbos import DBOS
 
     parsed = ResearchOptions.parse(options, **given)  # a bad option fails here, before any step
-    start_slot = DBOS.reserve_step()
-    collect_slot = DBOS.reserve_step()
+    start_slot, collect_slot = DBOS.reserve_step(), DBOS.reserve_step()
     started: _Started = await start_slot.run_async({'name': START_STEP}, _start_step, researcher, query, parsed, caller)
     failure = started.get('failure')
     if failure is not None:
@@ -425,15 +424,25 @@ class ResearchQueue:
         from dbos import DBOS
 
         if self._queue is None:
-            self._queue = DBOS.register_queue(
-                self.name,
-                global_concurrency=self.concurrency,
-                worker_concurrency=self.worker_concurrency,
-                limiter=self.limiter,
-                polling_interval_sec=self.polling_interval_sec,
-                on_conflict='always_update',
-            )
+            self._queue = DBOS.register_queue(self.name, **self._settings())
         return self._queue
+
+    async def declare_async(self) -> Queue:
+        """`declare()` from async code."""
+        from dbos import DBOS
+
+        if self._queue is None:
+            self._queue = await DBOS.register_queue_async(self.name, **self._settings())
+        return self._queue
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            'global_concurrency': self.concurrency,
+            'worker_concurrency': self.worker_concurrency,
+            'limiter': self.limiter,
+            'polling_interval_sec': self.polling_interval_sec,
+            'on_conflict': 'always_update',
+        }
 
     @property
     def researcher(self) -> Researcher:
@@ -465,7 +474,7 @@ class ResearchQueue:
         """Queue one question; its workflow id (give one to make resubmitting the same question a no-op)."""
         from dbos import SetWorkflowID
 
-        queue = self.declare()
+        queue = await self.declare_async()
         chosen = workflow_id or f'{self.name}-{uuid.uuid4().hex}'
         with SetWorkflowID(chosen):
             await queue.enqueue_async(self.workflow, query, options)

@@ -80,3 +80,70 @@ async def test_outside_a_workflow_durable_research_is_a_plain_call_that_waits_to
         researcher = Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=ledger, wait_seconds=0.05)
         result = await durable.durable_research('What is the EU AI Act?', researcher=researcher, effort='low')
     assert result.status == 'completed' and result.answer  # handed off at 0.05 s, collected until it ended
+
+
+@pytest.mark.anyio
+async def test_research_many_in_a_workflow_gives_each_question_its_own_steps_in_question_order(tmp_path: Path) -> None:
+    """Questions wait for a slot in order (concurrency 2 of 5), so their steps are drawn in question order, as a
+    replay draws them, however the runs end."""
+    pytest.importorskip('dbos')
+    from dbos import DBOS, SetWorkflowID
+
+    from pydantic_ai_perplexity.batch import research_many
+
+    questions = [f'What is the EU AI Act? (part {i})' for i in range(5)]
+    with Emulator(time_scale=0.01) as emu:
+        researcher = Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'ledger.sqlite3')
+
+        @DBOS.workflow(name='test.research_many')
+        async def batch(qs: list[str]) -> list[str]:
+            # Different efforts, so that runs end in another order than they started.
+            items = [{'query': q, 'effort': 'medium' if i % 2 else 'fast'} for i, q in enumerate(qs)]
+            return [r.response_id for r in await research_many(items, concurrency=2, researcher=researcher)]
+
+        DBOS(config={'name': 'test-batch', 'system_database_url': f'sqlite:///{tmp_path / "dbos.sqlite3"}'})
+        DBOS.launch()
+        try:
+            with SetWorkflowID('batch-1'):
+                ids = await batch(questions)
+            steps = await DBOS.list_workflow_steps_async('batch-1')
+        finally:
+            DBOS.destroy()
+    ordered = sorted(steps, key=lambda s: s['function_id'])
+    starts = [s['output'] for s in ordered if s['function_name'] == durable.START_STEP]
+    assert [s['query_digest'] for s in starts] == [durable._digest(q) for q in questions]
+    assert [s['response_id'] for s in starts] == ids
+    assert sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent') == 5
+
+
+@pytest.mark.anyio
+async def test_research_many_on_a_queue_answers_in_order_and_a_budget_refusal_comes_back_failed(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip('dbos')
+    from dbos import DBOS
+
+    from pydantic_ai_perplexity.batch import research_many
+
+    with Emulator(time_scale=0.01) as emu:
+        ledger = tmp_path / 'ledger.sqlite3'
+        queue = durable.ResearchQueue(
+            'test_queue',
+            tier=4,
+            polling_interval_sec=0.05,
+            researcher=lambda: Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=ledger, budget_usd=0.2),
+        )
+        DBOS(config={'name': 'test-queue', 'system_database_url': f'sqlite:///{tmp_path / "dbos.sqlite3"}'})
+        DBOS.launch()
+        seen: list[int] = []
+        try:
+            questions = ['What is the EU AI Act?', {'query': 'How do heat pumps work?', 'effort': 'xhigh'}]
+            results = await research_many(questions, queue=queue, effort='fast', on_result=lambda i, _: seen.append(i))
+        finally:
+            DBOS.destroy()
+    assert queue.limiter == durable.rate_limit(4)
+    assert [r.query for r in results] == ['What is the EU AI Act?', 'How do heat pumps work?']
+    assert results[0].status == 'completed' and results[0].answer
+    assert results[1].status == 'failed' and results[1].response_id == ''  # xhigh's reservation is over the cap
+    assert 'refused by the budget' in (results[1].error or '')
+    assert seen == [0, 1]
