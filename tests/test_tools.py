@@ -106,3 +106,29 @@ async def test_a_bad_wait_over_mcp_is_refused_before_any_request(emulator_env: E
     text = result.content[0].text  # type: ignore[union-attr]
     assert result.is_error and 'wait_seconds=' in text and 'finite' in text, text
     assert not [r for r in emulator_env.requests if '/v1/agent/' in r.path]
+
+
+async def test_over_mcp_the_runs_id_is_in_the_ledger_when_the_call_says_it_started(emulator_env: Emulator) -> None:
+    from mcp.client import Client
+
+    from pydantic_ai_perplexity.ledger import Ledger
+
+    seen: list[tuple[str, list[str]]] = []
+
+    async def progress(_: float, __: float | None, message: str | None) -> None:
+        if message and message.startswith('started research run ') and not seen:
+            other = Ledger()  # another connection to the same ledger, as another process would open it
+            try:
+                seen.append(
+                    (message.removeprefix('started research run '), [r.response_id or '' for r in other.list()])
+                )
+            finally:
+                other.close()
+
+    async with Client(_tools.build_server()) as client:
+        result = await client.call_tool(
+            'perplexity_research', {'query': 'What is the EU AI Act?', 'effort': 'fast'}, progress_callback=progress
+        )
+    assert not result.is_error
+    [(response_id, listed)] = seen
+    assert listed == [response_id] and result.structured_content['response_id'] == response_id  # type: ignore[index]
