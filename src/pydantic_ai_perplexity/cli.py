@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Generator
@@ -72,6 +73,34 @@ def _endpoint(*, no_wait: bool = False) -> Generator[dict[str, str]]:
         yield {'api_key': emu.api_key, 'base_url': emu.base_url}
 
 
+#: Library wording that names Python arguments, and what the command line calls the same thing.
+_CLI_WORDS = (
+    (re.compile(r'the `budget_usd=` argument'), 'the --budget option'),
+    (re.compile(r' \(start runs with store=True to retrieve them\)'), ''),
+    (re.compile(r'\bbudget_usd='), '--budget '),
+    (re.compile(r'\bwait_seconds='), '--wait '),
+)
+_NO_KEY_FOR_JOBS = (
+    'No PERPLEXITY_API_KEY set: collecting or cancelling a run asks the API, so export the key the run was '
+    'started with (export PERPLEXITY_API_KEY=pplx-…). A run started without a key ran on the built-in emulator, '
+    'which ended with the command that started it.'
+)
+
+
+def _cli_words(message: str) -> str:
+    """A library message as the command line says it: flags, not Python arguments."""
+    if message.startswith('No Perplexity API key'):
+        return _NO_KEY_FOR_JOBS
+    for pattern, replacement in _CLI_WORDS:
+        message = pattern.sub(replacement, message)
+    return message
+
+
+def _colour(stream: Any) -> bool:
+    """Whether to colour what goes to `stream`: a terminal, unless NO_COLOR is set or TERM is dumb."""
+    return stream.isatty() and not os.environ.get('NO_COLOR') and os.environ.get('TERM') != 'dumb'
+
+
 def _fail(exc: BaseException) -> None:
     from .errors import PerplexityError
 
@@ -79,7 +108,7 @@ def _fail(exc: BaseException) -> None:
         from ._redact import redact_urls_in
         from ._terminal import for_terminal
 
-        raise click.ClickException(for_terminal(redact_urls_in(str(exc)))) from None
+        raise click.ClickException(for_terminal(_cli_words(redact_urls_in(str(exc))))) from None
     raise exc
 
 
@@ -183,7 +212,10 @@ def _research_options(given: dict[str, Any]) -> dict[str, Any]:
         ResearchOptions.parse(**options)
     except InvalidArgumentError as exc:
         flag = fields[exc.argument][1].cli if exc.argument in fields else None
-        raise click.BadParameter(str(exc), param_hint=flag) from None
+        text = str(exc).removeprefix(f'{exc.argument}=')  # the hint names the flag: "Invalid value for --after"
+        for name, (_, spec) in fields.items():
+            text = re.sub(rf'\b{re.escape(name)}=', f'{spec.cli} ', text)
+        raise click.BadParameter(text, param_hint=flag) from None
     return options
 
 
@@ -637,17 +669,32 @@ def doctor(as_json: bool) -> None:
 
     checks: list[Check] = []
 
+    colour = _colour(sys.stdout)
+
     def emit(check: Check) -> None:
         checks.append(check)
-        if not as_json:
+        if as_json:
+            return
+        if not colour:
             _out(check.line())
+            return
+        from ._terminal import for_terminal
+
+        label, rest = check.line().split('] ', 1)
+        click.echo(
+            click.style(f'{label}]', fg='green' if check.ok else 'red', bold=not check.ok) + ' ' + for_terminal(rest)
+        )
 
     ok = anyio.run(run_checks, emit)
     if as_json:
         _out_json(json.dumps([dataclasses.asdict(c) for c in checks], indent=2))
     else:
         failed = sum(not c.ok for c in checks)
-        _err(f'{len(checks) - failed} passed, {failed} failed.')
+        summary = f'{len(checks) - failed} passed, {failed} failed.'
+        if _colour(sys.stderr):
+            click.echo(click.style(summary, fg='red' if failed else 'green', bold=True), err=True)
+        else:
+            _err(summary)
     if not ok:
         sys.exit(1)
 
@@ -713,19 +760,25 @@ def config(client: str, write: bool, launcher: str) -> None:
     envvar='PERPLEXITY_MCP_TOKENS_FILE',
     help='HTTP only: named tokens (JSON or name:token lines), re-read when the file changes.',
 )
-def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: str | None) -> None:
+@click.option(
+    '--emulator',
+    is_flag=True,
+    help='Research on the built-in emulator: offline, canned answers from a small local corpus, no key.',
+)
+def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: str | None, emulator: bool) -> None:
     """Serve the research tools over MCP (stdio by default, or Streamable HTTP).
 
     \b
     Examples:
       pydantic-ai-perplexity mcp
+      pydantic-ai-perplexity mcp --emulator          # offline: the built-in emulator, said on stderr
       pydantic-ai-perplexity mcp --transport http --port 8000
       PERPLEXITY_MCP_TOKEN=secret pydantic-ai-perplexity mcp --transport http --host 0.0.0.0
       pydantic-ai-perplexity mcp --transport http --host 0.0.0.0 --tokens-file /etc/pplx/tokens
     """
     from .mcp.server import serve
 
-    serve(transport=transport, host=host, port=port, token=token, tokens_file=tokens_file)
+    serve(transport=transport, host=host, port=port, token=token, tokens_file=tokens_file, emulator=emulator)
 
 
 @cli.command(context_settings=_CONTEXT)

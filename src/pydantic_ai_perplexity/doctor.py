@@ -82,6 +82,8 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
             try:
                 models = await client.models()
             except PerplexityError as exc:
+                # The error's own advice ("Check the network ...") is left out: the fix below says it once.
+                found = str(exc).split('. ', 1)[0].rstrip('.') + '.'
                 custom = bool(os.environ.get('PERPLEXITY_BASE_URL', '').strip())
                 fix = (
                     f'make sure {client.base_url} is up (e.g. `pydantic-ai-perplexity emulator`), '
@@ -89,7 +91,7 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
                     if custom
                     else 'check the network and the proxy variables (HTTPS_PROXY, NO_PROXY)'
                 )
-                report(Check('API reachable', False, str(exc), fix))
+                report(Check('API reachable', False, found, fix))
                 reachable = False
             else:
                 example = ', '.join(m.id for m in models[:3])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,5 +23,43 @@ def test_mcp_at_a_terminal_says_it_waits_for_a_client_and_how_to_try_it(tmp_path
         screen = term.wait_for('Ctrl-C ends it.')
         assert 'Waiting for an MCP client on stdio' in screen
         assert 'pydantic-ai-perplexity config claude-desktop' in screen and 'docs/mcp.md' in screen
+        term.send('C-d')
+        assert '[exit 0]' in term.wait_for('[exit ')
+
+
+def test_doctor_colours_its_verdicts_on_a_terminal_and_says_the_reachability_fix_once(tmp_path: Path):
+    env = _env(tmp_path) | {'PERPLEXITY_API_KEY': 'pplx-not-a-real-key', 'PERPLEXITY_BASE_URL': 'http://127.0.0.1:9'}
+    with Terminal([CLI, 'doctor'], env=env) as term:
+        term.wait_for('[exit 1]')
+        coloured = term.screen_with_colours()
+        screen = term.screen()
+    assert '\x1b[32m[pass]' in coloured and re.search(r'\x1b\[(1;31|31;1|31)m\[FAIL\]', coloured)
+    [reachable] = [line for line in screen.splitlines() if line.startswith('[FAIL] API reachable')]
+    assert reachable.count('PERPLEXITY_BASE_URL') == 1 and reachable.count('Check the network') == 0
+    assert 'fix: make sure http://127.0.0.1:9 is up' in reachable
+
+
+def test_piped_output_has_no_colour_and_messages_name_flags(tmp_path: Path):
+    env = _env(tmp_path) | {'PERPLEXITY_EMULATOR_TIME_SCALE': '0.01'}
+    piped = subprocess.run([CLI, 'research', 'q', '--after', 'yesterday'], capture_output=True, text=True, env=env)
+    assert piped.returncode == 2 and "Invalid value for --after: 'yesterday' is not a date" in piped.stderr
+    refused = subprocess.run(
+        [CLI, 'research', 'What is the EU AI Act?', '--effort', 'fast', '--budget', '0.0001'],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert refused.returncode != 0 and 'raise the cap with the --budget option' in refused.stderr
+    assert 'budget_usd' not in refused.stderr and '\x1b[' not in refused.stderr
+    collect = subprocess.run([CLI, 'jobs', 'wait', 'resp_x'], capture_output=True, text=True, env=env)
+    assert 'export the key the run was started with' in collect.stderr and 'api_key=' not in collect.stderr
+    doctor = subprocess.run([CLI, 'doctor'], capture_output=True, text=True, env=env)
+    assert '[pass]' in doctor.stdout and '\x1b[' not in doctor.stdout + doctor.stderr
+
+
+def test_mcp_emulator_flag_at_a_terminal_says_where_research_goes(tmp_path: Path):
+    with Terminal([CLI, 'mcp', '--emulator'], env=_env(tmp_path)) as term:
+        screen = term.wait_for('Ctrl-C ends it.')
+        assert '--emulator: research runs on the built-in emulator' in screen
         term.send('C-d')
         assert '[exit 0]' in term.wait_for('[exit ')
