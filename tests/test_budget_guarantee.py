@@ -284,3 +284,45 @@ def test_a_finished_run_that_billed_more_raises_the_price_never_lowers_it() -> N
     assert raised.price('openai/gpt-5.5').input_per_million == pytest.approx(3.0)
     cheaper = {'input_tokens': 1_000_000, 'output_tokens': 0, 'cost': {'input_cost': 0.1, 'output_cost': 0.0}}
     assert raised.observe('openai/gpt-5.5', cheaper).price('openai/gpt-5.5').input_per_million == pytest.approx(3.0)
+
+
+async def test_listing_refreshes_a_run_the_ledger_still_shows_as_unfinished(emulator: Emulator, target: str) -> None:
+    async with researcher(emulator, target, None, effort='fast') as r:
+        started = await r.start('What is solar power?')
+        with anyio.fail_after(30):
+            while (await r.client.retrieve(started.response_id)).status != 'completed':
+                await anyio.sleep(0.05)
+        (listed,) = await r.list()
+    assert (listed.response_id, listed.status) == (started.response_id, 'completed')
+    assert listed.cost_usd is not None and listed.cost_usd > 0
+
+
+def test_jobs_reconcile_records_how_an_abandoned_run_ended(
+    emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from pydantic_ai_perplexity.cli import cli
+
+    monkeypatch.setenv('PERPLEXITY_API_KEY', emulator.api_key)
+    monkeypatch.setenv('PERPLEXITY_BASE_URL', emulator.base_url)
+    monkeypatch.setenv('PERPLEXITY_STATE_DIR', str(tmp_path))
+
+    async def abandon() -> str:
+        async with Researcher(origin='cli', effort='fast') as r:
+            started = await r.start('What is solar power?')
+            with anyio.fail_after(30):
+                while (await r.client.retrieve(started.response_id)).status != 'completed':
+                    await anyio.sleep(0.05)
+            return started.response_id
+
+    response_id = anyio.run(abandon)
+    with Ledger() as ledger:
+        before = ledger.get(response_id)
+    assert before is not None and before.status == 'queued'
+    done = CliRunner().invoke(cli, ['jobs', 'reconcile'])
+    assert done.exit_code == 0, done.output
+    assert response_id in done.output and 'completed' in done.output
+    with Ledger() as ledger:
+        after = ledger.get(response_id)
+    assert after is not None and after.status == 'completed' and after.cost_usd is not None

@@ -497,6 +497,28 @@ def jobs() -> None:
     _configure_tracing()
 
 
+def _refresh(ledger: Any, records: list[RunRecord]) -> list[RunRecord]:
+    """`records`, the unfinished ones refreshed from the API (bounded, cached) when a key is set."""
+    from .reconcile import UNFINISHED
+
+    if not any(r.status in UNFINISHED for r in records) or not os.environ.get('PERPLEXITY_API_KEY', '').strip():
+        return records
+    import anyio
+
+    from .client import PerplexityClient
+    from .reconcile import reconcile
+
+    async def go() -> dict[str, RunRecord]:
+        async with PerplexityClient() as client:
+            return await reconcile(ledger, client, records, timeout=5.0)
+
+    try:
+        updated = anyio.run(go)
+    except Exception:  # a courtesy: the rows are shown as the ledger has them
+        return records
+    return [updated.get(r.response_id, r) for r in records]
+
+
 def _cost(record: RunRecord) -> str:
     if record.cost_usd is not None:
         return f'${record.cost_usd:.4f}'
@@ -518,7 +540,7 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
     from .ledger import Ledger
 
     with Ledger() as ledger:
-        records = ledger.list(status=status, limit=limit)
+        records = _refresh(ledger, ledger.list(status=status, limit=limit))
     if as_json:
         _out_json(json.dumps([r.model_dump(mode='json') for r in records], indent=2))
         return
@@ -539,7 +561,7 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
 @click.argument('response_id', callback=_response_id)
 @click.option('--json', 'as_json', is_flag=True, help='Print the record as JSON.')
 def jobs_show(response_id: str, as_json: bool) -> None:
-    """One run as the ledger has it (no API call).
+    """One run as the ledger has it (refreshed from the API first if it has not ended and a key is set).
 
     \b
     Examples:
@@ -550,6 +572,7 @@ def jobs_show(response_id: str, as_json: bool) -> None:
 
     with Ledger() as ledger:
         record = ledger.get(response_id)
+        record = _refresh(ledger, [record])[0] if record is not None else None
     if record is None:
         raise click.ClickException(f'No run {response_id!r} in the ledger ({ledger.describe()}).')
     if as_json:
@@ -571,6 +594,41 @@ def jobs_show(response_id: str, as_json: bool) -> None:
         fields.append(('error', record.error))
     for name, value in fields:
         _out(f'{name + ":":<10}{value}')
+
+
+@jobs.command('reconcile', context_settings=_CONTEXT)
+@click.option('--limit', type=click.IntRange(1, 10_000), default=200, show_default=True, help='At most this many runs.')
+def jobs_reconcile(limit: int) -> None:
+    """Ask the API how every run the ledger still shows as unfinished ended, and record it with its actual cost.
+
+    Runs abandoned by Ctrl-C or by a client that left then stop holding their estimate against the budget.
+
+    \b
+    Example:
+      pydantic-ai-perplexity jobs reconcile
+    """
+    import anyio
+
+    from .client import PerplexityClient
+    from .ledger import Ledger
+    from .reconcile import reconcile
+
+    with Ledger() as ledger:
+
+        async def go() -> dict[str, RunRecord]:
+            async with PerplexityClient() as client:
+                return await reconcile(ledger, client, limit=limit, timeout=60.0, fresh_for=0.0)
+
+        try:
+            updated = anyio.run(go)
+        except Exception as exc:
+            _fail(exc)
+            return
+    from ._terminal import line_for_terminal
+
+    for r in updated.values():
+        _out(f'{line_for_terminal(r.response_id)}  {line_for_terminal(r.status):<11} {_cost(r):>9}')
+    _err(f'{len(updated)} unfinished run{"s" if len(updated) != 1 else ""} refreshed from the API.')
 
 
 @jobs.command('wait', context_settings=_CONTEXT)

@@ -49,6 +49,7 @@ from .options import (
     response_format,
     wire_date,
 )
+from .reconcile import reconcile
 from .results import Progress, ProgressTracker, ResearchResult
 from .settings import Settings
 
@@ -184,14 +185,16 @@ class Researcher:
         *,
         options: ResearchOptions | None = None,
         caller: str | None = None,
+        request_id: str | None = None,
         **given: Unpack[ResearchOptionsDict],
     ) -> ResearchResult:
         """Start a background run and return at once (status `queued`); collect it later by `response_id`.
 
-        Takes the options of `run`; the run's id is in the ledger when this returns.
+        Takes the options of `run`; the run's id is in the ledger when this returns. `request_id` is recorded on the
+        run's ledger row from its reservation on, so that a caller can find a run it may have started (see durable.py).
         """
         with tracing.research_span(query) as trace:
-            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller)
+            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller, request_id)
             trace.started(response, effort=run.effort, model=run.model)
             return ResearchResult.from_response(response, effort=response.effort, query=query)
 
@@ -283,10 +286,15 @@ class Researcher:
         return result
 
     async def list(self, *, status: str | None = None, limit: int = 20, caller: str | None = None) -> list[RunRecord]:
-        """Recent runs from the ledger, newest first (only those `caller` started, when given)."""
+        """Recent runs from the ledger, newest first (only those `caller` started, when given).
+
+        Runs the ledger still shows as unfinished are refreshed from the API first (bounded, cached: `reconcile`).
+        """
         if self.ledger is None:
             return []
-        return await self._ledger_call(self.ledger.list, status=status, limit=limit, caller=caller)
+        records: list[RunRecord] = await self._ledger_call(self.ledger.list, status=status, limit=limit, caller=caller)
+        updated = await reconcile(self.ledger, self.client, records, timeout=5.0)
+        return [updated.get(r.response_id, r) for r in records]
 
     @tracing.search_span
     async def search(
@@ -315,7 +323,9 @@ class Researcher:
 
     # -- internals ---------------------------------------------------------------------------------------------
 
-    async def _begin(self, query: str, options: ResearchOptions, caller: str | None) -> tuple[Response, _Run]:
+    async def _begin(
+        self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
+    ) -> tuple[Response, _Run]:
         """Create the run and record its id in the ledger (the write flushed), shielded from cancellation.
 
         Once the create is sent its id must come back and reach the ledger whatever happens to the caller: from
@@ -325,12 +335,14 @@ class Researcher:
             raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
         started: tuple[Response, _Run] | None = None
         with anyio.CancelScope(shield=True):
-            started = await self._start(query, options, caller)
+            started = await self._start(query, options, caller, request_id)
             await self._flush()
         assert started is not None
         return started
 
-    async def _start(self, query: str, options: ResearchOptions, caller: str | None) -> tuple[Response, _Run]:
+    async def _start(
+        self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
+    ) -> tuple[Response, _Run]:
         request = options.to_request(self.effort)
         effort = request.get('effort') or self.effort
         adapter = response_format(options.output_type)[1] if options.output_type is not None else None
@@ -346,6 +358,7 @@ class Researcher:
                 status='starting',
                 origin=self.origin,
                 caller=caller,
+                request_id=request_id,
                 estimate_usd=estimate_cost(effort),
                 api=self.client.api,
                 emulated=self.client.emulated is True,  # known once the API has answered once

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from pydantic_ai_perplexity.cli import cli
 from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.pricing import reservation
 
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
 STEP_LINE = re.compile(r'^  \[\s*\d+\.\d+s\] ')
@@ -96,7 +97,9 @@ def test_jobs_list_show_wait_and_cancel_runs_started_by_another_process(emulator
     assert listed.returncode == 0 and quick_id in listed.stdout and slow_id in listed.stdout
     assert 'A long survey of fusion energy' in listed.stdout
     assert shown.returncode == 0 and re.search(rf'^run:\s+{slow_id}$', shown.stdout, flags=re.MULTILINE)
-    assert re.search(r'^cost:\s+~\$1\.0000 \(estimate\)$', shown.stdout, flags=re.MULTILINE)
+    # Until its actual cost is known, a run counts the most its request can cost (it was a flat $1.00 per `high`).
+    most = reservation('A long survey of fusion energy [[emulate: duration=6000]]', {'effort': 'high'}).usd
+    assert re.search(rf'^cost:\s+~\${most:.4f} \(estimate\)$', shown.stdout, flags=re.MULTILINE)
     assert waited.returncode == 0, waited.stderr
     assert 'Sources:' in waited.stdout and waited.stdout.strip().splitlines()[-1].startswith('completed · fast')
     assert cancelled.returncode == 0 and cancelled.stdout.strip() == f'{slow_id} cancelled'
