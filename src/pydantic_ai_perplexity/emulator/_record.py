@@ -406,6 +406,41 @@ def _events_from_final(final: dict[str, Any]) -> list[tuple[float, dict[str, Any
     return [(at, {**event, 'sequence_number': seq}) for seq, (at, event) in enumerate(events)]
 
 
+@dataclass(frozen=True, slots=True)
+class _Renewal:
+    """Rewrites a recorded object for its replay: the new id, timestamps moved to now, the replay's delivery."""
+
+    old_id: str
+    new_id: str
+    shift: int
+    background: bool
+    store: bool
+
+    def __call__(self, value: dict[str, Any]) -> dict[str, Any]:
+        text = json.dumps(value, ensure_ascii=False)
+        data = _obj(json.loads(text.replace(self.old_id, self.new_id) if self.old_id else text))
+        for name in ('created_at', 'completed_at'):
+            if isinstance(data.get(name), int):
+                data[name] += self.shift
+        if 'background' in data:
+            data |= {'background': self.background, 'store': self.store}
+        return data
+
+
+def _replay_steps(events: list[tuple[float, dict[str, Any]]], renew: _Renewal, terminal: dict[str, Any]) -> list[Step]:
+    """The recorded events as a run's script, in order, each terminal event carrying the terminal snapshot."""
+    steps: list[Step] = []
+    offset = 0.0
+    for at, recorded in events:
+        event = renew(recorded)
+        if isinstance(event.get('response'), dict):
+            event['response'] = terminal if event.get('type') in _TERMINAL_EVENTS else renew(event['response'])
+        offset = max(offset, at)  # never earlier than the event before
+        done = (int(event['output_index']), event['item']) if event.get('type') == 'response.output_item.done' else None
+        steps.append(Step(offset, int(event['sequence_number']), event, done))
+    return steps
+
+
 def replay_run(
     recording: Recording, *, background: bool, store: bool, stream: bool, time_scale: float, now: float | None = None
 ) -> Run:
@@ -415,44 +450,19 @@ def replay_run(
     """
     final = recording.final
     if final is None:
-        raise ApiError(
-            404, 'recording_not_found', f'{recording.path.name if recording.path else "?"} has no final response'
-        )
+        name = recording.path.name if recording.path else '?'
+        raise ApiError(404, 'recording_not_found', f'{name} has no final response')
     events = recording.events if recording.events and recording.events[-1][1].get('type') in _TERMINAL_EVENTS else []
-    events = events or _events_from_final(final)
-    old_id = str(final.get('id', ''))
-    new_id = f'resp_{uuid.uuid4()}'
     wall = time.time()
     shift = int(wall) - int(final.get('created_at') or int(wall))
-
-    def renew(value: dict[str, Any]) -> dict[str, Any]:
-        text = json.dumps(value, ensure_ascii=False)
-        data = _obj(json.loads(text.replace(old_id, new_id) if old_id else text))
-        for name in ('created_at', 'completed_at'):
-            if isinstance(data.get(name), int):
-                data[name] += shift
-        if 'background' in data:
-            data |= {'background': background, 'store': store}
-        return data
-
-    terminal: dict[str, Any] = renew(final)
-    steps: list[Step] = []
-    offset = 0.0
-    for at, event in events:
-        event = renew(event)
-        if isinstance(event.get('response'), dict):
-            event['response'] = renew(event['response'])
-            if event.get('type') in _TERMINAL_EVENTS:
-                event['response'] = terminal
-        offset = max(offset, at)
-        done = (int(event['output_index']), event['item']) if event.get('type') == 'response.output_item.done' else None
-        steps.append(Step(offset, int(event['sequence_number']), event, done))
+    renew = _Renewal(str(final.get('id', '')), f'resp_{uuid.uuid4()}', shift, background, store)
+    terminal = renew(final)
+    steps = _replay_steps(events or _events_from_final(final), renew, terminal)
     created = _obj(next((s.event.get('response') for s in steps if s.type == 'response.created'), None))
-    running_model = str(created.get('model') or terminal.get('model', ''))
     base: dict[str, Any] = {**terminal, 'status': 'queued', 'completed_at': None, 'output': [], 'usage': None}
     base |= {'error': None, 'incomplete_details': None}
     return Run(
-        id=new_id,
+        id=renew.new_id,
         created_at=wall,
         t0=time.monotonic() if now is None else now,
         time_scale=time_scale,
@@ -461,7 +471,7 @@ def replay_run(
         stream=stream,
         steps=steps,
         base=base,
-        running_model=running_model,
+        running_model=str(created.get('model') or terminal.get('model', '')),
         model=str(terminal.get('model', '')),
         terminal=terminal,
     )
