@@ -162,7 +162,7 @@ async def _start_step(researcher: Researcher, query: str, options: ResearchOptio
             return {'response_id': record.response_id, 'status': record.status, 'query_digest': _digest(query)}
     ids = tracing.current_ids()
     try:
-        result = await researcher.start(query, options=options, caller=caller)
+        result = await researcher.start(query, options=options, caller=caller, request_id=key)
     except PerplexityError as exc:
         return {'failure': _failure(exc)}
     started: _Started = {'response_id': result.response_id, 'status': result.status, 'query_digest': _digest(query)}
@@ -171,7 +171,6 @@ async def _start_step(researcher: Researcher, query: str, options: ResearchOptio
     if ledger is not None:
         await researcher.flush()
         response_id = result.response_id
-        await anyio.to_thread.run_sync(lambda: ledger.update(response_id, request_id=key))
         record = await anyio.to_thread.run_sync(lambda: ledger.get(response_id))
         if record is not None and record.trace_id and record.span_id:
             # The run's own span: a collection after a restart continues it as a child.

@@ -147,3 +147,36 @@ async def test_research_many_on_a_queue_answers_in_order_and_a_budget_refusal_co
     assert results[1].status == 'failed' and results[1].response_id == ''  # xhigh's reservation is over the cap
     assert 'refused by the budget' in (results[1].error or '')
     assert seen == [0, 1]
+
+
+@pytest.mark.anyio
+async def test_a_start_step_run_again_finds_its_run_by_key_and_never_creates_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed after the create answered but before DBOS checkpointed the step: the retry finds the run."""
+    from datetime import UTC, datetime
+
+    from pydantic_ai_perplexity.ledger import RESERVED, Ledger, RunRecord
+    from pydantic_ai_perplexity.options import ResearchOptions
+
+    monkeypatch.setattr(durable, '_step_key', lambda: 'dbos:wf-1:1')
+    options = ResearchOptions.parse(None, effort='fast')
+    with Emulator(time_scale=0.01) as emu:
+        ledger = Ledger(tmp_path / 'ledger.sqlite3')
+        async with Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=ledger) as researcher:
+            first = await durable._start_step(researcher, 'What is the EU AI Act?', options, None)
+            again = await durable._start_step(researcher, 'What is the EU AI Act?', options, None)
+            creates = sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent')
+            assert 'failure' not in first and again['response_id'] == first['response_id']
+            assert creates == 1
+            assert ledger.get(first['response_id']).request_id == 'dbos:wf-1:1'  # type: ignore[union-attr]
+
+            # Killed while the create was in flight: a reservation with the key and no run id. Refuse, do not guess.
+            monkeypatch.setattr(durable, '_step_key', lambda: 'dbos:wf-2:1')
+            now = datetime.now(UTC)
+            pending = RunRecord(created_at=now, query='q', origin='api', effort='fast', request_id='dbos:wf-2:1')
+            token = ledger.reserve(pending, cap_usd=100)
+            assert ledger.get(token).status == RESERVED  # type: ignore[union-attr]
+            refused = await durable._start_step(researcher, 'q', options, None)
+            assert refused['failure']['type'] == 'RunMayHaveStartedError'
+            assert sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent') == 1
