@@ -250,3 +250,50 @@ def test_doctor_warns_about_a_world_readable_ledger_with_the_fix(
         for extra in ('ledger.sqlite3-wal', 'ledger.sqlite3-shm'):
             os.chmod(state / extra, 0o600)
     assert doctor._ledger_privacy_check().ok  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_over_mcp_http_a_full_disk_shows_in_healthz_and_every_run_is_listed_once_space_is_free(
+    small_disk: Path,
+) -> None:
+    import httpx2
+    from mcp_support import server_env
+    from scale_support import Instance, call_tool
+
+    state = small_disk / 'state'
+    with Emulator(time_scale=0.001) as emu:
+        instance = Instance(server_env(emu, state, PERPLEXITY_WAIT_SECONDS='30'))
+        try:
+            instance.wait_listening()
+            async with httpx2.AsyncClient(timeout=60) as http:
+
+                async def research(n: int) -> str:
+                    outcome = await call_tool(
+                        http,
+                        instance.url,
+                        'perplexity_research',
+                        {'query': f'What is solar power? ({n})', 'effort': 'fast'},
+                    )
+                    assert outcome.ok, outcome
+                    return str(outcome.structured['response_id'])
+
+                async def health() -> dict[str, Any]:
+                    return (await http.get(instance.health_url)).json()
+
+                ids = [await research(1)]
+                assert await health() == {'status': 'ok', 'ledger': 'ok'}
+                filler = fill(small_disk)
+                ids.append(await research(2))  # research goes on; its ledger writes are kept in memory
+                degraded = await health()
+                assert degraded['status'] == 'degraded' and degraded['ledger'] == 'degraded' and degraded['waiting'] > 0
+                filler.unlink()
+                ids.append(await research(3))
+                assert await health() == {'status': 'ok', 'ledger': 'ok'}
+                listed = await call_tool(http, instance.url, 'perplexity_research_list', {'limit': 10})
+                assert listed.ok, listed
+        finally:
+            instance.stop()
+    assert all(i in listed.text for i in ids), listed.text  # once: "No research runs recorded yet", 1 of 3 on disk
+    on_disk = rows(state / 'ledger.sqlite3', 'SELECT response_id, status FROM runs')
+    assert {i: on_disk.get(i) for i in ids} == dict.fromkeys(ids, 'completed')

@@ -261,7 +261,14 @@ class _Front:
             ok = False
             with anyio.move_on_after(_HEALTH_TIMEOUT_SECONDS):
                 ok = await anyio.to_thread.run_sync(self.probe, abandon_on_cancel=True)
-            body = {'status': 'ok' if ok else 'unavailable', 'ledger': 'ok' if ok else 'unreachable'}
+            body: dict[str, object] = {'status': 'ok' if ok else 'unavailable', 'ledger': 'ok' if ok else 'unreachable'}
+            if ok:  # reachable; but are this process's own writes failing (a full disk, an outage)? Still serving.
+                from ..ledger import process_health
+
+                with anyio.move_on_after(_HEALTH_TIMEOUT_SECONDS):
+                    health = await anyio.to_thread.run_sync(process_health, abandon_on_cancel=True)
+                    if health.status != 'ok':
+                        body = {'status': 'degraded', 'ledger': health.status, 'waiting': health.waiting}
             response = JSONResponse(body, 200 if ok else 503, headers=headers)
         await response(scope, receive, send)
 
