@@ -429,8 +429,10 @@ async def _serve(
                         continue
                 await out.line(message.model_dump_json(by_alias=True, exclude_unset=True).encode())
 
+    listening = anyio.CancelScope()
+
     async def on_signals() -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with listening, anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
                 if stopping:  # a second signal: no more waiting
                     _give_up(f'{_signal_name(signum)} again')
@@ -446,11 +448,10 @@ async def _serve(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(on_signals)
-        tg.start_soon(write)
-        async with anyio.create_task_group() as serving:
-            serving.start_soon(read)
-            await runner.run(server_in, server_out, runner.create_initialization_options())
-        tg.cancel_scope.cancel()
+        tg.start_soon(read)
+        tg.start_soon(write)  # ends once the runner closes its side, after its last answer is written
+        await runner.run(server_in, server_out, runner.create_initialization_options())
+        listening.cancel()
 
 
 def _signal_name(sig: int) -> str:
