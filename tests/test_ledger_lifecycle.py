@@ -297,3 +297,49 @@ async def test_over_mcp_http_a_full_disk_shows_in_healthz_and_every_run_is_liste
     assert all(i in listed.text for i in ids), listed.text  # once: "No research runs recorded yet", 1 of 3 on disk
     on_disk = rows(state / 'ledger.sqlite3', 'SELECT response_id, status FROM runs')
     assert {i: on_disk.get(i) for i in ids} == dict.fromkeys(ids, 'completed')
+
+
+def test_kept_writes_are_bounded_with_a_warning_and_the_newest_are_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pydantic_ai_perplexity import ledger as ledger_package
+    from pydantic_ai_perplexity.ledger import _sqlite
+
+    monkeypatch.setattr(_sqlite, '_BUSY_TIMEOUT_MS', 10)
+    monkeypatch.setattr(ledger_package, 'BACKLOG_LIMIT', 3)
+    path = tmp_path / 'ledger.sqlite3'
+    with Ledger(path) as ledger:
+        ledger.record_start(RunRecord(response_id='resp_0', query='q', origin='api'))
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute('BEGIN IMMEDIATE')  # another process holds the write lock: every write fails for now
+        try:
+            with pytest.warns(LedgerWarning, match='kept in memory'):
+                for n in range(1, 6):
+                    ledger.record_start(RunRecord(response_id=f'resp_{n}', query='q', origin='api'))
+            assert ledger.health().waiting == 3
+        finally:
+            holder.execute('COMMIT')
+            holder.close()
+        assert 'the oldest are being dropped' in caplog.text
+        assert ledger.health().status == 'ok'
+        assert sorted(r.response_id for r in ledger.list()) == ['resp_0', 'resp_3', 'resp_4', 'resp_5']
+
+
+def test_a_run_on_the_built_in_emulator_leaves_no_charge_against_the_real_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from pydantic_ai_perplexity.cli import cli
+
+    monkeypatch.delenv('PERPLEXITY_API_KEY', raising=False)
+    monkeypatch.delenv('PERPLEXITY_BASE_URL', raising=False)
+    monkeypatch.setenv('PERPLEXITY_STATE_DIR', str(tmp_path))
+    done = CliRunner().invoke(cli, ['research', '--no-wait', '--effort', 'high', 'What is solar power?'])
+    assert done.exit_code == 0, done.output
+    with Ledger() as ledger:
+        (record,) = ledger.list()
+        assert record.emulated and record.api is not None and record.api.startswith('127.0.0.1:')
+        assert ledger.spent_usd(emulated=False) == 0.0  # once: a `queued ~$1.00` row that blocked real budgets
+        token = ledger.reserve(RunRecord(query='real', origin='cli', estimate_usd=0.10), cap_usd=0.10)
+        ledger.release(token)

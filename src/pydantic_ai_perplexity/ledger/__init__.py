@@ -563,6 +563,7 @@ class Ledger:
         if self._problem is not None:
             self._backlog.clear()
             return False
+        self._recovered()
         return True
 
     def _keep(self, action: str, op: Callable[[Engine], object]) -> None:
