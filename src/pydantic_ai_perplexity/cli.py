@@ -17,7 +17,7 @@ import time
 from collections.abc import Generator
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
 import click
 
@@ -451,7 +451,6 @@ def _print_result(result: ResearchResult, *, as_json: bool) -> None:
         _out(result.response_id)
         _handoff_notice(result)
         return
-    from ._terminal import line_for_terminal
     from .render import answer_with_source_numbers
 
     if result.error:
@@ -462,9 +461,11 @@ def _print_result(result: ResearchResult, *, as_json: bool) -> None:
         _out(answer_with_source_numbers(result))
     if result.sources:
         _out('\nSources:')
-        for s in result.sources:
-            mark = '' if s.cited else '  (not cited)'
-            _out(f'  [{s.n}] {line_for_terminal(s.title or s.domain)} — {line_for_terminal(s.url)}{mark}')
+        rows = [
+            {'#': f'[{s.n}]', 'source': s.title or s.domain, 'url': s.url, 'cited': 'yes' if s.cited else 'no'}
+            for s in result.sources
+        ]
+        _table(rows, flexible=('source', 'url'))
     if result.orphan_markers:
         _out(f'\nMarkers pointing at no source: {", ".join(result.orphan_markers)}')
     cost = f'${result.cost_usd:.4f}' if result.cost_usd is not None else 'cost unknown'
@@ -519,6 +520,42 @@ def _refresh(ledger: Any, records: list[RunRecord]) -> list[RunRecord]:
     return [updated.get(r.response_id, r) for r in records]
 
 
+def _table(
+    rows: list[dict[str, str]],
+    *,
+    flexible: tuple[str, ...],
+    right: tuple[str, ...] = (),
+    narrow_drop: tuple[str, ...] = (),
+) -> None:
+    """Rows under a header row on stdout, with rich. On a terminal it fits the width: the `flexible` columns give up
+    room (in order, each down to 12 characters) and a cell too long ends in `…`, so no word is broken across lines
+    (below 100 columns the `narrow_drop` columns are left out); piped, nothing is cut. Cells are made terminal-safe
+    first."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from ._terminal import line_for_terminal
+
+    tty = sys.stdout.isatty()
+    console = Console(highlight=False, soft_wrap=False, width=None if tty else 1_000_000)
+    names = [n for n in rows[0] if not (tty and console.width < 100 and n in narrow_drop)]
+    widths = {n: max(len(n), *(len(line_for_terminal(row[n])) for row in rows)) for n in names}
+    room = console.width - 2 * (len(names) - 1)
+    for name in (n for n in flexible if n in widths):  # in order: the first gives up its room first
+        widths[name] = max(12, min(widths[name], widths[name] - (sum(widths.values()) - room)))
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style='bold', padding=(0, 1), expand=False)
+    for name in names:
+        justify: Literal['left', 'right'] = 'right' if name in right else 'left'
+        table.add_column(name, no_wrap=True, overflow='ellipsis', justify=justify, width=widths[name])
+    for row in rows:
+        table.add_row(*(Text(line_for_terminal(row[name])) for name in names))
+    with console.capture() as captured:
+        console.print(table)
+    for line in captured.get().splitlines():
+        click.echo(line.rstrip())
+
+
 def _cost(record: RunRecord) -> str:
     if record.cost_usd is not None:
         return f'${record.cost_usd:.4f}'
@@ -547,14 +584,18 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
     if not records:
         _err(f'No runs recorded in {ledger.describe()}.')
         return
-    from ._terminal import line_for_terminal
-
-    for r in records:
-        query = line_for_terminal(r.query)  # a question may come from any caller: shown, never acted on
-        _out(
-            f'{line_for_terminal(r.response_id)}  {line_for_terminal(r.status):<11} {r.created_at:%Y-%m-%d %H:%M}  '
-            f'{_cost(r):>9}  {line_for_terminal(r.effort or "-"):<6} {query[:60]}'
-        )
+    rows = [
+        {
+            'run': r.response_id,
+            'status': r.status,
+            'started': f'{r.created_at:%Y-%m-%d %H:%M}',
+            'cost': _cost(r),
+            'effort': r.effort or '-',
+            'question': r.query,  # a question may come from any caller: shown (made terminal-safe), never acted on
+        }
+        for r in records
+    ]
+    _table(rows, flexible=('question',), right=('cost',), narrow_drop=('started', 'effort'))
 
 
 @jobs.command('show', context_settings=_CONTEXT)

@@ -42,7 +42,8 @@ def test_research_without_a_key_prints_the_answer_on_stdout_and_progress_on_stde
 
     answer, _, rest = text.stdout.partition('\nSources:\n')
     markers = set(re.findall(r'\[(\d+)\]', answer))
-    listed = dict(re.findall(r'^  \[(\d+)\] .+ — (https://\S+)', rest, flags=re.MULTILINE))
+    assert rest.splitlines()[0].split() == ['#', 'source', 'url', 'cited']  # a table with a header row
+    listed = dict(re.findall(r'^\[(\d+)\]\s+.+?\s+(https://\S+)\s+(?:yes|no)$', rest, flags=re.MULTILINE))
     assert markers and markers <= set(listed)
     footer = text.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r'completed · low · openai/gpt-5\.4 · \$\d+\.\d{4} · resp_[\w-]+', footer)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tmux_support import Terminal
 
 CLI = str(Path(sys.executable).parent / 'pydantic-ai-perplexity')
@@ -63,3 +64,42 @@ def test_mcp_emulator_flag_at_a_terminal_says_where_research_goes(tmp_path: Path
         assert '--emulator: research runs on the built-in emulator' in screen
         term.send('C-d')
         assert '[exit 0]' in term.wait_for('[exit ')
+
+
+@pytest.fixture(scope='module')
+def ledger_with_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A state directory whose ledger holds two runs, one with a long question; the environment to read it."""
+    env = _env(tmp_path_factory.mktemp('runs')) | {'PERPLEXITY_EMULATOR_TIME_SCALE': '0.01'}
+    for question in (LONG_QUESTION, 'How do heat pumps work?'):
+        done = subprocess.run([CLI, 'research', question, '--effort', 'fast'], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+    return env
+
+
+LONG_QUESTION = 'What does the EU AI Act require of providers of general-purpose AI models, and since when does it apply?'
+
+
+@pytest.mark.parametrize('width', [80, 120])
+def test_jobs_list_is_a_table_with_a_header_that_never_breaks_a_word(ledger_with_runs: dict[str, str], width: int):
+    with Terminal([CLI, 'jobs', 'list'], env=ledger_with_runs, width=width) as term:
+        screen = term.wait_for('[exit 0]')
+    lines = [line for line in screen.splitlines() if line.strip()][:-1]  # the rows, without the exit line
+    header, *rows = lines
+    assert header.split()[:2] == ['run', 'status'] and header.split()[-1] == 'question'
+    assert len(rows) == 2 and all(len(line) <= width for line in lines)
+    for row in rows:  # one line per run: the id whole, the question whole or ending in …
+        assert re.match(r'resp_[\w-]{20,} ', row)
+    long_row = next(row for row in rows if 'What does the EU' in row)
+    assert long_row.endswith((LONG_QUESTION, '…'))
+    assert (width == 120) == ('started' in header)  # narrow terminals leave out the date and the effort
+
+
+@pytest.mark.parametrize('width', [80, 120])
+def test_the_sources_are_a_table_whose_cells_never_wrap(ledger_with_runs: dict[str, str], width: int):
+    with Terminal([CLI, 'research', LONG_QUESTION, '--effort', 'fast'], env=ledger_with_runs, width=width) as term:
+        screen = term.wait_for('[exit 0]')
+    table = screen.split('Sources:\n', 1)[1].split('\n\n', 1)[0].splitlines()
+    assert table[0].split() == ['#', 'source', 'url', 'cited']
+    for row in table[1:]:
+        assert len(row) <= width and re.match(r'\[\d+\] ', row) and re.search(r' (yes|no)$', row)
+        assert re.search(r' https://\S+ ', row)  # the URL whole, or ending in … on a narrow terminal
