@@ -47,6 +47,7 @@ __all__ = (
     'COLLECT_STEP',
     'START_STEP',
     'TIER_LIMITS',
+    'RateLimit',
     'ResearchQueue',
     'active',
     'collect',
@@ -452,13 +453,17 @@ class ResearchQueue:
         return self._researcher
 
     async def _research(self, query: str, options: dict[str, Any]) -> dict[str, Any]:
-        """The workflow: research one question to the end; a question that cannot start comes back failed."""
+        """The workflow: research one question to the end; a question that cannot start comes back failed.
+
+        An error every question would meet (a bad key, a bad configuration) is returned as data, for `result()` to
+        raise: DBOS would store a raised one with pickle, which cannot rebuild our errors.
+        """
         researcher = self.researcher
         async with researcher:
             try:
                 result = await run(researcher, query, until_done=True, **options)
-            except _FATAL:
-                raise
+            except _FATAL as exc:
+                return {'failure': _failure(exc)}
             except PerplexityError as exc:
                 response_id = getattr(exc, 'response_id', None)
                 if isinstance(response_id, str) and response_id:  # started, then collecting it failed
@@ -484,7 +489,11 @@ class ResearchQueue:
         from dbos import DBOS
 
         handle: WorkflowHandleAsync[dict[str, Any]] = await DBOS.retrieve_workflow_async(workflow_id)
-        return ResearchResult.model_validate(await handle.get_result())
+        outcome = await handle.get_result()
+        failure = outcome.get('failure')
+        if failure is not None:
+            _raise(cast('_Failure', failure))
+        return ResearchResult.model_validate(outcome)
 
     async def research_many(
         self, queries: Iterable[str | Mapping[str, Any]], *, batch_id: str | None = None, **options: Any

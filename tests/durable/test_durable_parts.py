@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from pydantic_ai_perplexity import Researcher, durable
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.errors import BudgetExceededError, ConfigurationError, RateLimitError
+from pydantic_ai_perplexity.errors import AuthenticationError, BudgetExceededError, ConfigurationError, RateLimitError
 
 
 def test_an_error_crosses_the_checkpoint_with_its_type_and_fields() -> None:
@@ -133,12 +133,21 @@ async def test_research_many_on_a_queue_answers_in_order_and_a_budget_refusal_co
             polling_interval_sec=0.05,
             researcher=lambda: Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=ledger, budget_usd=0.2),
         )
+        rejected = durable.ResearchQueue(
+            'test_bad_key',
+            tier=None,
+            polling_interval_sec=0.05,
+            researcher=lambda: Researcher(api_key='pplx-not-the-key', base_url=emu.base_url, ledger=ledger),
+        )
         DBOS(config={'name': 'test-queue', 'system_database_url': f'sqlite:///{tmp_path / "dbos.sqlite3"}'})
         DBOS.launch()
         seen: list[int] = []
         try:
             questions = ['What is the EU AI Act?', {'query': 'How do heat pumps work?', 'effort': 'xhigh'}]
             results = await research_many(questions, queue=queue, effort='fast', on_result=lambda i, _: seen.append(i))
+            # An error every question would meet is raised once, with its type, as research_many does in process.
+            with pytest.raises(AuthenticationError):
+                await research_many(['What is the EU AI Act?'], queue=rejected)
         finally:
             DBOS.destroy()
     assert queue.limiter == durable.rate_limit(4)
