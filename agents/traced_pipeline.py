@@ -36,11 +36,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_perplexity import Researcher, ResearchResult
 from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.options import EFFORTS
 from pydantic_ai_perplexity.render import answer_with_source_numbers
 
 tracer = trace.get_tracer('traced_pipeline')
 
-EFFORTS = ('fast', 'low', 'medium', 'high', 'xhigh')
 _MARKER = re.compile(r'\[(\d+)\]')
 
 
