@@ -872,7 +872,7 @@ def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: st
       pydantic-ai-perplexity mcp
       pydantic-ai-perplexity mcp --emulator          # offline: the built-in emulator, said on stderr
       pydantic-ai-perplexity mcp --transport http --port 8000
-      PERPLEXITY_MCP_TOKEN=secret pydantic-ai-perplexity mcp --transport http --host 0.0.0.0
+      PERPLEXITY_MCP_TOKEN=$(openssl rand -hex 32) pydantic-ai-perplexity mcp --transport http --host 0.0.0.0
       pydantic-ai-perplexity mcp --transport http --host 0.0.0.0 --tokens-file /etc/pplx/tokens
     """
     from .mcp.server import serve
