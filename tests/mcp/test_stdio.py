@@ -413,3 +413,22 @@ def test_a_signal_during_a_call_hands_it_off_records_it_and_exits_promptly(
         record = ledger.get(response_id)
     assert record is not None and record.origin == 'mcp' and record.status != 'cancelled'
     assert b'Traceback' not in b''.join(process.stderr)
+
+
+def test_an_sdk_whose_internals_moved_still_serves_through_its_own_stdio_transport(
+    raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
+) -> None:
+    # As if an SDK upgrade had moved what `_sdk` reaches: no runner, no version to trust the snapshot with.
+    (tmp_path / 'sitecustomize.py').write_text(
+        'import pydantic_ai_perplexity.mcp._sdk as sdk\n'
+        'sdk.lowlevel = lambda server: None\n'
+        'sdk.installed_sdk = lambda: None\n',
+        encoding='utf-8',
+    )
+    process = raw_server_factory(server_env(emu, tmp_path, PYTHONPATH=str(tmp_path)))
+    assert process.initialize()['result']['serverInfo']['name'] == 'perplexity'
+    assert len(process.request('tools/list')['result']['tools']) == 5
+    found = process.call('perplexity_search', {'query': 'heat pumps'})
+    assert found.get('isError') is not True and '[1]' in text_of(found)
+    assert process.close() == 0
+    assert any(b'serving with its own stdio transport' in line for line in process.stderr)
