@@ -55,12 +55,12 @@ async def test_a_budget_refusal_is_a_result_and_the_batch_goes_on(emulator: Emul
     assert [r.status for r in results] == ['completed', 'failed', 'completed']
     refused = results[1]
     assert refused.response_id == '' and refused.error and refused.error.startswith('refused by the budget: ')
-    assert refused.done and 'refused by the budget: $1.00 estimated + ' in refused._repr_html_()
+    assert refused.done and 'refused by the budget: $1.0000 estimated + ' in refused._repr_html_()
     assert refused.error.count('budget') == 1 and refused.error.endswith('choose a cheaper effort.')
 
     table = results_table(results)
     assert list(table['status']) == ['completed', 'refused', 'completed']
-    assert re.fullmatch(r'estimate 1\.00 \+ used 0\.\d+ > cap 0\.50 USD', table['error'].iloc[1])
+    assert re.fullmatch(r'estimate 1\.0000 \+ used 0\.\d{4} > cap 0\.50 USD', table['error'].iloc[1])
     assert len(table['error'].iloc[1]) <= 50  # pandas shows 50 characters of a cell
     assert table['latency_s'].isna().tolist() == [False, True, False]
     assert table['cost_usd'].iloc[0] == results[0].cost_usd

@@ -65,7 +65,7 @@ def _usd(value: float) -> str:
 def _not_started(query: str, effort: Any, exc: PerplexityError) -> ResearchResult:
     if isinstance(exc, BudgetExceededError):  # said once, with the numbers: the cap's own message is for one call
         error = (
-            f'{REFUSED}{_usd(exc.estimate_usd)} estimated + {_usd(exc.spent_usd)} spent or held by runs in flight > '
+            f'{REFUSED}${exc.estimate_usd:.4f} estimated + ${exc.spent_usd:.4f} spent or held by runs in flight > '
             f'{_usd(exc.cap_usd)} cap. The run was not started; raise the cap or choose a cheaper effort.'
         )
     else:

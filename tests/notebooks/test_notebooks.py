@@ -182,7 +182,9 @@ def test_batch_research_tabulates_refusals_spend_and_plots(executed: Executed):
     page = html_of(table)
     assert Page(page).errors == []
     assert len(re.findall(r'<tr[ >]', page)) == 17  # header + one row per question and effort
-    assert '<td>refused</td>' in page and 'cap</td>' in page
+    assert '<td>refused</td>' in page and re.search(
+        r'estimate \d\.\d{4} \+ used \d\.\d{4} &gt; cap 0\.60 USD</td>', page
+    )
 
     summary = texts(spend)
     spent = float(re.search(r'spent \$(\d+\.\d+) of the \$0\.60 cap', summary).group(1))  # type: ignore[union-attr]
