@@ -168,6 +168,10 @@ class PerplexityToolset(FunctionToolset[Any]):
         text = render.search_for_model(response, spotlight=self.spotlight)
         return ToolReturn(return_value=text, metadata={'search': response, 'untrusted': True})
 
+    async def perplexity_research_cancel(self, response_id: str) -> str:
+        """Cancel a run, as the `perplexity_research_cancel` tool does; the text a model would read."""
+        return await tools.cancel_text(self.researcher, tools.CANCEL.parse({'response_id': response_id}))
+
     # -- helpers -----------------------------------------------------------------------------------------------
 
     def _returned(self, result: ResearchResult) -> ToolReturn:
