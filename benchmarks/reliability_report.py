@@ -106,8 +106,16 @@ def render(report: dict[str, Any], load: dict[str, Any] | None) -> str:
                                    r['lost']])  # fmt: skip
         lines.append('')
     if rows['ledger']:
-        lines += simple(rows['ledger'], ['ledger crash safety', 'outcome', 'lost'],
-                        lambda r: [r['case'], r['outcome'], r['lost']])  # fmt: skip
+        lines += simple(rows['ledger'], ['ledger crash safety', 'way in', 'outcome', 'lost'],
+                        lambda r: [r['case'], SURFACE_NAMES[r['surface']], r['outcome'], r['lost']])  # fmt: skip
+        lines.append('')
+    if rows['budget']:
+        lines += ['**Budget cap against hostile callers** (each run reserves the most its request can cost; recorded '
+                  'spend after every call has ended).', '']  # fmt: skip
+        lines += simple(rows['budget'], ['budget cap', 'way in', 'cap', 'calls', 'admitted', 'refused', 'spent',
+                                         'over the cap'],
+                        lambda r: [r['case'], SURFACE_NAMES[r['surface']], f'${r["cap"]:.2f}', r['calls'],
+                                   r['admitted'], r['refused'], f'${r["spent"]:.4f}', f'${r["over"]:.4f}'])  # fmt: skip
         lines.append('')
     if rows['fuzz']:
         total = sum(r['inputs'] for r in rows['fuzz'])

@@ -1,0 +1,191 @@
+"""Money and state through the ways in they were found: the budget cap against hostile MCP callers over HTTP, a
+script that never closes its `Researcher`, and a disk that fills up under a running MCP server.
+
+Each test records its row for the README's Reliability section. (`tests/test_budget_guarantee.py` and
+`tests/test_ledger_lifecycle.py` prove the same on both ledger engines, and at random.)
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp_support import server_env
+from reliability_support import record
+from scale_support import Instance, Outcome, call_tool
+
+from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.ledger import EPSILON_USD, Ledger
+
+pytestmark = pytest.mark.slow
+
+#: A script that researches three questions at once and never closes its researcher (nor the emulator).
+UNCLOSED = """
+import asyncio, sys
+from pydantic_ai_perplexity import Researcher
+from pydantic_ai_perplexity.emulator import Emulator
+
+emu = Emulator(time_scale=0.001).__enter__()
+
+async def main():
+    r = Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=sys.argv[1], effort='fast', wait_seconds=30)
+    results = await asyncio.gather(*(r.run(f'What is solar power? ({i})') for i in range(3)))
+    print(' '.join(result.response_id for result in results), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def completed(path: Path, ids: list[str]) -> int:
+    db = sqlite3.connect(path)
+    try:
+        rows = dict(db.execute('SELECT response_id, status FROM runs').fetchall())
+    finally:
+        db.close()
+    return sum(rows.get(i) == 'completed' for i in ids)
+
+
+def test_scripts_that_never_close_their_researcher_exit_cleanly_with_every_row(tmp_path: Path) -> None:
+    runs, width, exits, written = 12, 4, 0, 0
+    env = {**os.environ, 'PYDANTIC_DISABLE_PLUGINS': 'logfire-plugin'}
+    for batch in range(runs // width):
+        paths = [tmp_path / f'{batch}-{n}.sqlite3' for n in range(width)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, '-c', UNCLOSED, str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+            )
+            for p in paths
+        ]
+        for path, proc in zip(paths, procs, strict=True):
+            out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, (proc.returncode, err.decode()[-2000:])  # once 139 (SIGSEGV) in 2 of 3
+            exits += 1
+            written += completed(path, out.decode().split())
+    assert written == 3 * runs
+    record(
+        'ledger', 'researcher', f'a script that never closes its `Researcher` (x{runs})',
+        outcome=f'{exits}/{runs} exit 0; {written}/{3 * runs} runs written', lost=3 * runs - written,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 1 MiB filesystem (tmpfs), so that the ledger can meet a full disk; needs the right to mount."""
+    mount = tmp_path / 'disk'
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip('mounting a small filesystem needs root')
+    if subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', str(mount)], check=False).returncode:
+        pytest.skip('cannot mount a tmpfs here')
+    try:
+        yield mount
+    finally:
+        subprocess.run(['umount', '-l', str(mount)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    filler = directory / 'filler'
+    with filler.open('wb', buffering=0) as out:
+        for size in (65536, 4096, 512, 1):
+            while True:
+                try:
+                    out.write(b'\0' * size)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+                    break
+    return filler
+
+
+@pytest.mark.anyio
+async def test_a_disk_that_fills_up_under_an_mcp_server_loses_no_run(small_disk: Path) -> None:
+    state = small_disk / 'state'
+    with Emulator(time_scale=0.001) as emu:
+        instance = Instance(server_env(emu, state, PERPLEXITY_WAIT_SECONDS='30'))
+        try:
+            instance.wait_listening()
+            async with httpx2.AsyncClient(timeout=60) as http:
+
+                async def research(n: int) -> str:
+                    question = {'query': f'What is solar power? ({n})', 'effort': 'fast'}
+                    outcome = await call_tool(http, instance.url, 'perplexity_research', question)
+                    assert outcome.ok, outcome
+                    return str(outcome.structured['response_id'])
+
+                ids = [await research(1)]
+                filler = fill(small_disk)
+                ids.append(await research(2))
+                degraded = (await http.get(instance.health_url)).json()
+                assert degraded['ledger'] == 'degraded', degraded
+                filler.unlink()
+                ids.append(await research(3))
+                healthy = (await http.get(instance.health_url)).json()
+                assert healthy == {'status': 'ok', 'ledger': 'ok'}
+                listed = await call_tool(http, instance.url, 'perplexity_research_list', {'limit': 10})
+        finally:
+            instance.stop()
+    shown = sum(i in listed.text for i in ids)
+    on_disk = completed(state / 'ledger.sqlite3', ids)
+    assert shown == on_disk == 3
+    record(
+        'ledger', 'mcp-http', 'disk full between two of three research calls (1 MiB tmpfs), then freed',
+        outcome=f'{on_disk}/3 runs on disk and listed; /healthz said degraded, then ok', lost=3 - on_disk,
+    )  # fmt: skip
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ('case', 'cap', 'calls', 'question'),
+    [
+        ('5 concurrent `fast` calls, 800 KB questions', 0.05, 5, {'query': 'solar power ' * 70_000, 'effort': 'fast'}),
+        ('a 900 KB question', 0.01, 1, {'query': 'x' * 900_000, 'effort': 'fast'}),
+        (
+            '`fast` on `openai/gpt-5.5` with 200k characters of instructions',
+            0.10,
+            3,
+            {
+                'query': 'What is solar power?',
+                'effort': 'fast',
+                'model': 'openai/gpt-5.5',
+                'instructions': 'Be thorough. ' * 16_000,
+            },
+        ),
+        ('20 concurrent short `fast` calls', 0.05, 20, {'query': 'What is solar power?', 'effort': 'fast'}),
+    ],
+)
+async def test_hostile_callers_never_spend_over_the_cap(
+    tmp_path: Path, case: str, cap: float, calls: int, question: dict[str, str]
+) -> None:
+    with Emulator(time_scale=0.001) as emu:
+        instance = Instance(server_env(emu, tmp_path, PERPLEXITY_BUDGET_USD=str(cap), PERPLEXITY_WAIT_SECONDS='30'))
+        outcomes: list[Outcome] = []
+        try:
+            instance.wait_listening()
+            async with httpx2.AsyncClient(timeout=120) as http:
+
+                async def one(n: int) -> None:
+                    asked = {**question, 'query': f'{question["query"]} ({n})'}
+                    outcomes.append(await call_tool(http, instance.url, 'perplexity_research', asked))
+
+                async with anyio.create_task_group() as tg:
+                    for n in range(calls):
+                        tg.start_soon(one, n)
+        finally:
+            instance.stop()
+    assert all(o.status == 200 and o.result is not None for o in outcomes), outcomes[:2]
+    refused = [o for o in outcomes if not o.ok]
+    assert all('Budget exceeded' in o.text for o in refused), [o.text[:300] for o in refused]
+    with Ledger(tmp_path / 'ledger.sqlite3') as ledger:
+        spent = ledger.spent_usd()
+    assert spent <= cap + EPSILON_USD
+    record(
+        'budget', 'mcp-http', case, cap=cap, calls=calls, admitted=calls - len(refused), refused=len(refused),
+        spent=round(spent, 4), over=max(0.0, round(spent - cap, 6)),
+    )  # fmt: skip
