@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,10 @@ import pytest
 from tmux_support import Terminal
 
 CLI = str(Path(sys.executable).parent / 'pydantic-ai-perplexity')
+# CI installs tmux (.ci/run); elsewhere these tests need it too, and say so instead of failing.
+pytestmark = pytest.mark.skipif(
+    shutil.which('tmux') is None and not os.environ.get('CI'), reason='needs tmux: apt-get install tmux'
+)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -76,7 +81,9 @@ def ledger_with_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]
     return env
 
 
-LONG_QUESTION = 'What does the EU AI Act require of providers of general-purpose AI models, and since when does it apply?'
+LONG_QUESTION = (
+    'What does the EU AI Act require of providers of general-purpose AI models, and since when does it apply?'
+)
 
 
 @pytest.mark.parametrize('width', [80, 120])
