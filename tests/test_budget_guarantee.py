@@ -326,3 +326,13 @@ def test_jobs_reconcile_records_how_an_abandoned_run_ended(
     with Ledger() as ledger:
         after = ledger.get(response_id)
     assert after is not None and after.status == 'completed' and after.cost_usd is not None
+
+
+def test_a_model_billed_above_the_table_is_priced_higher_for_later_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic_ai_perplexity import pricing
+
+    monkeypatch.setattr(pricing, '_observed', {})
+    before = reservation('q', {'effort': 'medium'}).bound_usd
+    pricing.observe_usage('openai/gpt-5.5', {'input_tokens': 1_000, 'cost': {'input_cost': 0.01}})  # $10 per 1M
+    assert pricing.default_prices().price('openai/gpt-5.5').input_per_million == pytest.approx(10.0)
+    assert reservation('q', {'effort': 'medium'}).bound_usd > before

@@ -19,7 +19,8 @@ the request (fewer fetched pages, fewer output tokens, fewer steps, all sent to 
 reservation fits `remaining`, or says it cannot. The prices are Perplexity's published ones where known
 (perplexity-api.md §0.3) and stand-ins otherwise; a model not in the table is priced as the dearest one. Override any
 of it with `PERPLEXITY_PRICES` (a JSON file, or JSON text), `load_prices(...)`, or `PriceTable.with_overrides(...)`;
-`PriceTable.observe(...)` raises a model's price when a finished run's `usage.cost` shows it billed more.
+`observe_usage(...)` (called with every finished run's `usage`) raises a model's price in this process when its
+`usage.cost` shows it billed more per token than the table says.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = (
     'default_prices',
     'fit',
     'load_prices',
+    'observe_usage',
     'reservation',
     'text_tokens',
 )
@@ -243,6 +245,31 @@ def _usd(value: Any, what: object) -> Any:
 _DEFAULT = PriceTable()
 _lock = threading.Lock()
 _loaded: tuple[str, PriceTable] | None = None
+#: Model prices raised by what finished runs of this process were billed (`observe_usage`); applied over the table.
+_observed: dict[str, ModelPrice] = {}
+
+
+def observe_usage(model: str | None, usage: Mapping[str, Any] | None) -> None:
+    """Learn from a finished run's `usage.cost`: later reservations price `model` at least as it was billed."""
+    if not model or not usage:
+        return
+    with _lock:
+        seen = PriceTable(models={**_DEFAULT.models, **_observed}).observe(model, usage)
+        price = seen.price(model)
+        if price != _observed.get(model, _DEFAULT.models.get(model)):
+            _observed[model] = price
+
+
+def _with_observed(table: PriceTable) -> PriceTable:
+    if not _observed:
+        return table
+    models = dict(table.models)
+    for model, seen in _observed.items():
+        known = table.price(model) if model in models else ModelPrice(0.0, 0.0)
+        models[model] = ModelPrice(
+            max(known.input_per_million, seen.input_per_million), max(known.output_per_million, seen.output_per_million)
+        )
+    return replace(table, models=models)
 
 
 def default_prices() -> PriceTable:
@@ -254,13 +281,12 @@ def default_prices() -> PriceTable:
     global _loaded
     raw = os.environ.get(PRICES_ENV, '').strip()
     if not raw:
-        return _DEFAULT
+        return _with_observed(_DEFAULT)
     with _lock:
-        if _loaded is not None and _loaded[0] == raw:
-            return _loaded[1]
-        table = load_prices(raw)
-        _loaded = (raw, table)
-        return table
+        if _loaded is None or _loaded[0] != raw:
+            _loaded = (raw, load_prices(raw))
+        table = _loaded[1]
+    return _with_observed(table)
 
 
 def load_prices(source: str | os.PathLike[str] | Mapping[str, Any]) -> PriceTable:

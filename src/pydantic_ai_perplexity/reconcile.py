@@ -86,6 +86,7 @@ async def reconcile(
 async def _fields(client: PerplexityClient, record: RunRecord) -> dict[str, Any] | None:
     """The ledger fields for `record` as the API has the run now; None if it could not be asked or nothing changed."""
     from .errors import PerplexityError
+    from .pricing import observe_usage
     from .results import ResearchResult
 
     try:
@@ -96,6 +97,8 @@ async def _fields(client: PerplexityClient, record: RunRecord) -> dict[str, Any]
     if response.status not in _TERMINAL:
         return {'status': response.status} if response.status != record.status else None
     result = ResearchResult.from_response(response)
+    if response.usage is not None:
+        observe_usage(response.model, response.usage.model_dump())
     fields: dict[str, Any] = {
         'status': result.status,
         'sources': len(result.sources),
