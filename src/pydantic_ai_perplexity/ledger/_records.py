@@ -19,7 +19,8 @@ BUDGET_ENV = 'PERPLEXITY_BUDGET_USD'
 STATE_DIR_ENV = 'PERPLEXITY_STATE_DIR'
 LEDGER_URL_ENV = 'PERPLEXITY_LEDGER_URL'
 
-#: Estimated cost in USD of one run per effort, charged against the budget until the actual cost is known.
+#: The least a run at each effort is reserved in USD (its floor): the reservation is the larger of this and the most
+#: its request can cost (`pricing.reservation`), charged against the budget until the actual cost is known.
 #: Perplexity publishes no per-effort price, so these come from what each effort bundles (perplexity-api.md §0.3,
 #: §8), rounded up: `fast` is one step with one search ($0.005) on a fast model; `low` about three steps with
 #: search and fetch on a mid-price model; `medium` about ten steps on a frontier model ($1.75/$14 per 1M tokens,
