@@ -70,11 +70,15 @@ async def test_in_a_notebook_one_display_is_updated_in_place(monkeypatch: pytest
     monkeypatch.setattr(IPython.display, 'display', display)
     live = LiveProgress('A question', refresh_s=0)
     live._rich = True  # as in a kernel
-    from pydantic_ai_perplexity.results import Progress
+    from pydantic_ai_perplexity.steps import Progress, Step
 
     with live:
-        live(Progress(searches=1), 'searching: a <b> query')
-        live(Progress(searches=1, results_seen=4), 'found 4 results')
+        live(
+            Step(
+                kind='search', detail='searching: a <b> query', queries=('a <b> query',), progress=Progress(searches=1)
+            )
+        )
+        live(Step(kind='results', detail='found 4 results', end=True, progress=Progress(searches=1, results_seen=4)))
     assert [kind for kind, _ in shown] == ['display', 'update', 'update', 'update']
     assert 'searching: a &lt;b&gt; query' in shown[-1][1] and 'done in' in shown[-1][1]
 

@@ -213,15 +213,15 @@ def test_timeline_svg_is_well_formed_with_a_lane_per_kind_of_step():
     from pydantic_ai_perplexity.timeline import Timeline
 
     timeline = Timeline('A <question> & more')
-    for kind, detail, at in [
-        ('search', 'searching: q1', 0.1),
-        ('results', 'found 4 results', 0.3),
-        ('fetch', 'fetching 2 pages', 0.4),
-        ('fetched', 'fetched 2 pages', 0.7),
-        ('mcp', 'remote tool docs.search: failed', 0.8),
-        ('answer', 'writing the answer', 0.9),
+    for kind, detail, at, ok in [
+        ('search', 'searching: q1', 0.1, True),
+        ('results', 'found 4 results', 0.3, True),
+        ('fetch', 'fetching 2 pages', 0.4, True),
+        ('fetched', 'fetched 2 pages', 0.7, True),
+        ('mcp', 'remote tool docs.search: failed', 0.8, False),
+        ('answer', 'writing the answer', 0.9, True),
     ]:
-        timeline.steps.append(TimelineStep(at, kind, detail))  # type: ignore[arg-type]
+        timeline.steps.append(TimelineStep(at, kind, detail, ok=ok))  # type: ignore[arg-type]
     timeline.end_s = 1.2
     svg = timeline.to_svg()
     tree = ElementTree.fromstring(svg)

@@ -20,6 +20,7 @@ from pydantic_ai_perplexity import (
     research,
 )
 from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.steps import Step
 
 pytestmark = pytest.mark.anyio
 
@@ -48,10 +49,12 @@ async def test_a_run_completes_with_cited_sources_and_is_recorded_with_its_cost(
 async def test_progress_is_reported_step_by_step(emulator: Emulator):
     steps: list[str] = []
     snapshots: list[Progress] = []
+    run_ids: set[str | None] = set()
 
-    async def on_progress(progress: Progress, step: str) -> None:
-        steps.append(step)
-        snapshots.append(progress.model_copy())
+    async def on_progress(step: Step) -> None:
+        steps.append(step.detail)
+        snapshots.append(step.progress)
+        run_ids.add(step.response_id)
 
     async with researcher_for(emulator, effort='low') as r:
         result = await r.run('How do solid-state batteries work?', on_progress=on_progress)
@@ -60,6 +63,7 @@ async def test_progress_is_reported_step_by_step(emulator: Emulator):
     assert 'writing the answer' in steps
     assert snapshots[-1].searches >= 1 and snapshots[-1].results_seen >= 1
     assert result.progress.searches == snapshots[-1].searches
+    assert run_ids == {result.response_id}  # every step names its run
 
 
 async def test_a_long_run_hands_off_and_is_collected_later_by_another_researcher(emulator: Emulator, tmp_path: Path):

@@ -17,7 +17,8 @@ from pydantic_ai_perplexity.client._models import (
     parse_event,
     parse_response,
 )
-from pydantic_ai_perplexity.results import ProgressTracker, ResearchResult, normalize_url
+from pydantic_ai_perplexity.results import ResearchResult, normalize_url
+from pydantic_ai_perplexity.steps import StepReducer
 
 FIXTURES = Path(__file__).parent / 'fixtures'
 
@@ -142,14 +143,14 @@ def test_stream_fixture_events_parse_and_track_progress():
     assert added.item_.type == 'function_call'
     assert isinstance(done.item_, SearchResultsItem)
     assert events[8].item == {**(events[8].item or {}), 'content': None}
-    tracker = ProgressTracker()
-    steps = [s for e in events if (s := tracker.observe(e))]
+    reducer = StepReducer()
+    steps = [s.detail for e in events if (s := reducer.observe(e)) is not None and s.shown]
     assert steps == ['searching: AI Act start', 'found 1 results', 'writing the answer']
-    assert tracker.progress.searches == 1 and tracker.progress.results_seen == 1
+    assert reducer.progress.searches == 1 and reducer.progress.results_seen == 1
     final = events[-1].response_
     assert final is not None and final.done
     assert ResearchResult.from_response(final).citations[0].source_id == 1
-    assert tracker.progress.answer_chars == len(final.output_text)
+    assert reducer.progress.answer_chars == len(final.output_text)
 
 
 def test_unknown_event_types_parse():

@@ -239,9 +239,12 @@ async def test_progress_streams_as_custom_events(emulator: Emulator):
                 events.append(event)
 
     agent = Agent(scripted_research_model(effort='low'), toolsets=[toolset_for(emulator)])
-    await agent.run('How do solid-state batteries work?', event_stream_handler=handler)
-    assert any(e.step.startswith('searching') for e in events)
+    result = await agent.run('How do solid-state batteries work?', event_stream_handler=handler)
+    assert any(e.step.startswith('searching') and e.kind == 'search' for e in events)
     assert events[-1].searches >= 1 and events[0].tool_name == 'perplexity_research'
+    [ret] = returns(result.all_messages())
+    research = ret.metadata['research_result']  # type: ignore[index]
+    assert {e.response_id for e in events} == {research.response_id}  # every event names the run it reports
 
 
 async def test_deferred_mode_pauses_the_agent_and_resumes_with_the_collected_result(emulator: Emulator):

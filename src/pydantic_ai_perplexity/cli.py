@@ -23,7 +23,8 @@ import click
 
 if TYPE_CHECKING:
     from .ledger import RunRecord
-    from .results import Progress, ResearchResult
+    from .results import ResearchResult
+    from .steps import Step
 
 STATUSES = ('queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling', 'reserved')
 #: Exit status of `research` / `jobs wait` when the run ended failed, incomplete or cancelled.
@@ -259,18 +260,19 @@ class _StepDisplay:
         step = step if len(step) <= 50 else step[:49] + '…'
         return f'[bold]{escape(title)}[/] {escape(step)}'
 
-    def __call__(self, progress: Progress, step: str) -> None:
+    def __call__(self, step: Step) -> None:
         """The `on_progress` callback."""
         from ._terminal import line_for_terminal
 
-        step = line_for_terminal(step)  # search queries and page titles come from the model and the web
+        progress = step.progress
+        detail = line_for_terminal(step.detail)  # search queries and page titles come from the model and the web
         if self._bar is not None:
             from rich.text import Text
 
-            self._bar.console.print(Text.assemble((f'{progress.elapsed_s:6.1f}s ', 'dim'), step))
-            self._bar.update(self._task, description=self._describe(step), counts=progress.summary())
+            self._bar.console.print(Text.assemble((f'{progress.elapsed_s:6.1f}s ', 'dim'), detail))
+            self._bar.update(self._task, description=self._describe(detail), counts=progress.summary())
         else:
-            _err(f'  [{progress.elapsed_s:6.1f}s] {step}')
+            _err(f'  [{progress.elapsed_s:6.1f}s] {detail}')
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from .emulator import Emulator
     from .results import Progress, ResearchResult
+    from .steps import Step
 
 __all__ = (
     'LiveProgress',
@@ -116,10 +117,10 @@ class LiveProgress:
 
     # -- as a callback --------------------------------------------------------------------------------------
 
-    def __call__(self, progress: Progress, step: str) -> None:
+    def __call__(self, step: Step) -> None:
         """The `on_progress` callback."""
-        self.progress = progress
-        self.timeline(progress, step)
+        self.progress = step.progress
+        self.timeline(step)
         self._show()
 
     def finish(self, result: ResearchResult | None = None) -> None:

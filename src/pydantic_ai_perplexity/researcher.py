@@ -50,8 +50,9 @@ from .options import (
     wire_date,
 )
 from .reconcile import reconcile
-from .results import Progress, ProgressTracker, ResearchResult
+from .results import ResearchResult
 from .settings import Settings
+from .steps import Step, StepReducer
 
 if TYPE_CHECKING:
     import httpx2
@@ -60,8 +61,8 @@ __all__ = ('EFFORTS', 'OnProgress', 'OnStarted', 'Researcher', 'research')
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
-OnProgress = Callable[[Progress, str], Awaitable[None] | None]
-"""Called with the run's progress so far and a short description of each research step."""
+OnProgress = Callable[[Step], Awaitable[None] | None]
+"""Called with each research step people see: its kind, description, specifics, the run's id and the counts so far."""
 
 OnStarted = Callable[[str], Awaitable[None] | None]
 """Called with a run's id as soon as the create answered and the id is in the ledger, before any waiting."""
@@ -423,15 +424,17 @@ class Researcher:
     async def _wait(
         self, response_id: str, run: _Run, *, on_progress: OnProgress | None, wait_seconds: float | None
     ) -> ResearchResult:
-        tracker = ProgressTracker(started=run.started)
+        steps = StepReducer(response_id, started=run.started)
         given = check_wait(wait_seconds)
         budget = self.wait_seconds if given is None else given
 
         async def on_event(event: AgentEvent) -> None:
-            run.trace.observe(event)
-            step = tracker.observe(event)
-            if step is not None and on_progress is not None:
-                outcome = on_progress(tracker.progress, step)
+            step = steps.observe(event)
+            if step is None:
+                return
+            run.trace.step(step)
+            if step.shown and on_progress is not None:
+                outcome = on_progress(step)
                 if outcome is not None:
                     await outcome
 
@@ -440,24 +443,25 @@ class Researcher:
         except ResearchTimeoutError as exc:
             last = cast('Response | None', exc.last)
             if last is not None:
-                tracker.observe_snapshot(last)
-            tracker.progress.elapsed_s = round(time.monotonic() - run.started, 3)
+                steps.snapshot(last)  # counted; not shown nor traced: they arrive together, late
+            steps.progress.elapsed_s = round(time.monotonic() - run.started, 3)
             status = last.status if last is not None and last.status != 'queued' else 'in_progress'
             if self.ledger:
                 self._record(self.ledger.update, response_id, status=status)
             return ResearchResult(
                 response_id=response_id,
                 status=status,
-                progress=tracker.progress,
+                progress=steps.progress,
                 effort=run.effort or None,
                 query=run.query or None,
             )
-        run.trace.response(response)
-        tracker.progress.elapsed_s = round(time.monotonic() - run.started, 3)
-        tracker.progress.answer_chars = len(response.output_text)
+        for step in steps.snapshot(response):  # items of the final snapshot no event reported (a polled run)
+            run.trace.step(step)
+        steps.progress.elapsed_s = round(time.monotonic() - run.started, 3)
+        steps.progress.answer_chars = len(response.output_text)
         result = ResearchResult.from_response(
             response,
-            progress=tracker.progress if tracker.progress.searches or not response.output else None,
+            progress=steps.progress,
             effort=run.effort or None,
             query=run.query or None,
             structured=run.structured,

@@ -18,14 +18,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .client._models import TERMINAL_STATUSES, AgentEvent, Response, SearchResultsItem, field_of
+from .client._models import TERMINAL_STATUSES, Response, SearchResultsItem, field_of
 from .steps import Progress, StepReducer
 
 __all__ = (
     'MARKER',
     'Citation',
     'Progress',
-    'ProgressTracker',
     'ResearchResult',
     'Source',
     'Usage',
@@ -113,28 +112,6 @@ class Usage(_Model):
     tool_calls_cost_usd: float | None = None
     tool_costs_usd: dict[str, float] = Field(default_factory=dict[str, float])
     tool_calls: dict[str, int] = Field(default_factory=dict[str, int])
-
-
-class ProgressTracker:
-    """Folds stream events (or snapshots) into a `Progress`: the `StepReducer`'s counts, with each shown step's
-    description; kept for callers of the earlier interface."""
-
-    def __init__(self, *, started: float | None = None) -> None:
-        self._reducer = StepReducer(started=started)
-
-    @property
-    def progress(self) -> Progress:
-        """The counts so far."""
-        return self._reducer.progress
-
-    def observe(self, event: AgentEvent) -> str | None:
-        """Account for one event; return a short human description when it is a research step, else `None`."""
-        step = self._reducer.observe(event)
-        return step.detail if step is not None and step.shown else None
-
-    def observe_snapshot(self, response: Response) -> None:
-        """Account for the output items of a polled snapshot (each item once)."""
-        self._reducer.snapshot(response)
 
 
 def _invocations(detail: Any) -> int:

@@ -1,8 +1,8 @@
 """A timeline of one research run: each step (search, fetch, remote tool call, answer) with when it happened.
 
 A `Timeline` is an `on_progress` callback: pass it to `research(...)`, `Researcher.run(...)` or `collect(...)` and
-it records `(elapsed, kind, detail)` for every step. The steps come from the same stream events the tracing records
-on the `perplexity.research` span (as events by default, as child spans with `PERPLEXITY_TRACE_STEPS=spans`), so the
+it records every `Step` with when it happened. They are the same typed steps the tracing records on the
+`perplexity.research` span (as events by default, as child spans with `PERPLEXITY_TRACE_STEPS=spans`), so the
 picture and the trace agree. It renders itself as an inline SVG (`to_svg()`, and in notebooks `_repr_html_`).
 
 ```python
@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
+
+from .steps import StepKind
 
 if TYPE_CHECKING:
-    from .results import Progress, ResearchResult
+    from .results import ResearchResult
+    from .steps import Step
 
-__all__ = ('Bar', 'StepKind', 'Timeline', 'TimelineStep', 'step_kind')
-
-StepKind = Literal['search', 'results', 'fetch', 'fetched', 'mcp', 'answer', 'other']
+__all__ = ('Bar', 'StepKind', 'Timeline', 'TimelineStep')
 
 #: Lanes of the picture, top to bottom, with the step kinds that open and close a bar in each.
 LANES: tuple[tuple[str, str], ...] = (
@@ -36,30 +37,17 @@ LANES: tuple[tuple[str, str], ...] = (
 )
 
 
-def step_kind(step: str) -> StepKind:
-    """The kind of a step as `ProgressTracker` describes it (`searching: …`, `found 5 results`, …)."""
-    if step.startswith('searching'):
-        return 'search'
-    if step.startswith('found '):
-        return 'results'
-    if step.startswith('fetching '):
-        return 'fetch'
-    if step.startswith('fetched '):
-        return 'fetched'
-    if step.startswith('remote tool '):
-        return 'mcp'
-    if step.startswith('writing the answer'):
-        return 'answer'
-    return 'other'
-
-
 @dataclass(frozen=True)
 class TimelineStep:
-    """One step of a run: seconds since the timeline started, its kind and its description."""
+    """One step of a run: seconds since the timeline started, its kind and description, and what the picture needs
+    of its specifics (the queries of a search, whether a remote call failed, the `ref` pairing start and end)."""
 
     elapsed_s: float
     kind: StepKind
     detail: str
+    queries: tuple[str, ...] = ()
+    ok: bool = True
+    ref: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,16 +91,17 @@ class Timeline:
             return 0.0
         return round(time.monotonic() - self._t0, 3)
 
-    def record(self, kind: StepKind, detail: str) -> TimelineStep:
+    def record(self, step: Step) -> TimelineStep:
         """Add a step at the current time."""
         self.start()
-        step = TimelineStep(self.elapsed_s, kind, detail)
-        self.steps.append(step)
-        return step
+        recorded = TimelineStep(self.elapsed_s, step.kind, step.detail, step.queries or (), step.ok, step.ref)
+        self.steps.append(recorded)
+        return recorded
 
-    def __call__(self, progress: Progress, step: str) -> None:
-        """The `on_progress` callback: record the step."""
-        self.record(step_kind(step), step)
+    def __call__(self, step: Step) -> None:
+        """The `on_progress` callback: record the step (bookkeeping steps that are not shown are left out)."""
+        if step.shown:
+            self.record(step)
 
     def finish(self, result: ResearchResult | None = None) -> None:
         """Mark the end of the run (now); with the result, note how it ended."""
@@ -137,21 +126,19 @@ class Timeline:
                 case 'search':
                     open_searches.append(step)
                 case 'results':
-                    began = open_searches.pop(0) if open_searches else step
-                    label = began.detail.removeprefix('searching: ').removeprefix('searching')
+                    began = _began(open_searches, step)
+                    label = '; '.join(began.queries)
                     bars.append(Bar('search', began.elapsed_s, step.elapsed_s, f'{label} → {step.detail}'.strip(' →')))
                 case 'fetch':
                     open_fetches.append(step)
                 case 'fetched':
-                    began = open_fetches.pop(0) if open_fetches else step
+                    began = _began(open_fetches, step)
                     bars.append(Bar('fetch', began.elapsed_s, step.elapsed_s, step.detail))
                 case 'mcp':
-                    bars.append(
-                        Bar('mcp', step.elapsed_s, step.elapsed_s, step.detail, ok=not step.detail.endswith('failed'))
-                    )
+                    bars.append(Bar('mcp', step.elapsed_s, step.elapsed_s, step.detail, ok=step.ok))
                 case 'answer':
                     answer = answer or step
-                case 'other':
+                case 'status' | 'other':
                     pass
         bars.extend(Bar('search', s.elapsed_s, end, f'{s.detail} (unfinished)', ok=False) for s in open_searches)
         bars.extend(Bar('fetch', s.elapsed_s, end, f'{s.detail} (unfinished)', ok=False) for s in open_fetches)
@@ -177,3 +164,9 @@ class Timeline:
 
     def __repr__(self) -> str:
         return f'Timeline({len(self.steps)} steps, {self.elapsed_s:.1f}s)'
+
+
+def _began(opened: list[TimelineStep], end: TimelineStep) -> TimelineStep:
+    """The step `end` closes: the open one with its `ref`, else the oldest open one, else `end` itself (an instant)."""
+    index = next((i for i, s in enumerate(opened) if s.ref == end.ref), 0)
+    return opened.pop(index) if opened else end

@@ -40,16 +40,19 @@ from .client._params import McpTool
 from .errors import PerplexityError
 from .ledger import Ledger
 from .researcher import Researcher
-from .results import Progress, ResearchResult
+from .results import ResearchResult
+from .steps import Step
 
 __all__ = ('PerplexityToolset', 'ResearchProgress', 'collect_deferred')
 
 
 @dataclass(kw_only=True)
 class ResearchProgress(CustomEvent):
-    """A research step, streamed live to whoever drives the agent (`agent.run_stream_events`, `agent.iter`)."""
+    """A research step, streamed live to whoever drives the agent (`agent.run_stream_events`, `agent.iter`): the run's
+    id, the step's kind (`search`, `results`, `fetch`, `fetched`, `mcp`, `answer`), its description and the counts."""
 
     response_id: str | None = None
+    kind: str = ''
     step: str = ''
     searches: int = 0
     results_seen: int = 0
@@ -218,10 +221,13 @@ def _rendered(spec: tools.ToolSpec, handler: _Handler) -> Tool[Any]:
 
 
 def _emitter(ctx: RunContext[Any]) -> Any:
-    async def on_progress(progress: Progress, step: str) -> None:
+    async def on_progress(step: Step) -> None:
+        progress = step.progress
         await ctx.emit(
             ResearchProgress(
-                step=step,
+                response_id=step.response_id,
+                kind=step.kind,
+                step=step.detail,
                 searches=progress.searches,
                 results_seen=progress.results_seen,
                 pages_fetched=progress.pages_fetched,

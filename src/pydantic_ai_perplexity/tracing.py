@@ -43,10 +43,10 @@ from . import __version__
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
 
-    from .client._models import AgentEvent, Response
+    from .client._models import Response
     from .ledger import RunRecord
     from .results import ResearchResult
-    from .steps import Step, StepReducer
+    from .steps import Step
 
 __all__ = (
     'PROVIDER',
@@ -186,9 +186,10 @@ class _Step:
 class RunTrace:
     """The telemetry of one research call: its span, a span event (or child span) per step, metrics at the end.
 
-    `observe` is fed every stream event; it does nothing when the span is not recording (no SDK configured), so
-    a run without tracing pays one attribute check per event. Steps are span events by default: a span costs
-    several times an event once a processor such as Logfire's scrubber handles it. `PERPLEXITY_TRACE_STEPS=spans`
+    `step` is fed every research step (from `steps.StepReducer`, the one reading of the stream); it does nothing
+    when the span is not recording (no SDK configured), so a run without tracing pays one attribute check per
+    step. Steps are span events by default: a span costs several times an event once a processor such as
+    Logfire's scrubber handles it. `PERPLEXITY_TRACE_STEPS=spans`
     makes them child spans, for a timeline; `off` leaves them out (the run's span and metrics only).
     """
 
@@ -215,7 +216,6 @@ class RunTrace:
         self._answer_chars = 0
         self._ttft: float | None = None
         self._steps = 0
-        self._reducer: StepReducer | None = None
 
     # -- what the caller reports --------------------------------------------------------------------------------
 
@@ -241,27 +241,6 @@ class RunTrace:
             handler = self._handlers.get(step.kind)
             if handler is not None:
                 handler(self, step)
-
-    def observe(self, event: AgentEvent) -> None:
-        """Account for one stream event, read by this trace's own `StepReducer` (for callers without one)."""
-        if self.recording:
-            if self._reducer is None:
-                from .steps import StepReducer
-
-                self._reducer = StepReducer()
-            step = self._reducer.observe(event)
-            if step is not None:
-                self.step(step)
-
-    def response(self, response: Response) -> None:
-        """The run's final snapshot, for callers of `observe`: its items no event reported become steps."""
-        if self.recording:
-            if self._reducer is None:
-                from .steps import StepReducer
-
-                self._reducer = StepReducer()
-            for step in self._reducer.snapshot(response):
-                self.step(step)
 
     def finish(self, result: ResearchResult) -> None:
         """The call's outcome: status, model, usage, cost, counts; a hand-off when the run is still going."""

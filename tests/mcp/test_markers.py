@@ -31,3 +31,17 @@ def test_grouped_markers_are_renumbered_in_the_text_and_the_structured_answer(re
     for text in (block['text'], structured['answer']):
         assert RENUMBERED_LINE in text  # not [11, 12] under a source list numbered [1] to [4]
         assert '[11' not in text and '[web:' not in text
+
+
+def test_each_progress_notification_names_the_run(replaying: RawServer) -> None:
+    result = replaying.call('perplexity_research', {'query': QUESTION, 'effort': EFFORT}, progress='p-id')
+    response_id = result['structuredContent']['response_id']
+    notes = [m['params'] for m in replaying._seen if m.get('method') == 'notifications/progress']  # pyright: ignore[reportPrivateUsage]
+    mine = [n['message'] for n in notes if n['progressToken'] == 'p-id']
+    assert mine[0] == f'started research run {response_id}'
+    assert [m.split(' (')[0] for m in mine[1:]] == [
+        'searching: What is the EU AI Act?',
+        'found 4 results',
+        'writing the answer',
+    ]
+    assert all(m.endswith(f' · {response_id}') for m in mine[1:])  # each step says which run it reports

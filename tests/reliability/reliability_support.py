@@ -279,16 +279,16 @@ def script_seqs(emu: Emulator, response_id: str) -> list[int]:
 def expected_steps(emu: Emulator, response_id: str) -> list[tuple[str, str]]:
     """The research steps a caller must see for a run, each once: (step, progress summary), from its script."""
     from pydantic_ai_perplexity.client._models import parse_event
-    from pydantic_ai_perplexity.results import ProgressTracker
+    from pydantic_ai_perplexity.steps import StepReducer
 
-    tracker = ProgressTracker()
+    reducer = StepReducer(response_id)
     steps: list[tuple[str, str]] = []
     for step in upstream_runs(emu)[response_id].steps:
         if step.seq == 0:  # `response.created`: waiting starts after it
             continue
-        described = tracker.observe(parse_event(step.event))
-        if described is not None:
-            steps.append((described, tracker.progress.summary()))
+        made = reducer.observe(parse_event(step.event))
+        if made is not None and made.shown:
+            steps.append((made.detail, made.progress.summary()))
     return steps
 
 
@@ -297,7 +297,8 @@ def mcp_progress_messages(emu: Emulator, response_id: str) -> list[str]:
     from pydantic_ai_perplexity.render import sanitize
 
     return [
-        f'{" ".join(sanitize(step).split())[:200]} ({summary})' for step, summary in expected_steps(emu, response_id)
+        f'{" ".join(sanitize(step).split())[:200]} ({summary}) · {response_id}'
+        for step, summary in expected_steps(emu, response_id)
     ]
 
 

@@ -11,6 +11,7 @@ from tracing_support import span_tree
 from pydantic_ai_perplexity import tracing
 from pydantic_ai_perplexity.client._models import AgentEvent, Response
 from pydantic_ai_perplexity.results import ResearchResult
+from pydantic_ai_perplexity.steps import Step, StepReducer
 
 
 def _events(*payloads: dict[str, Any]) -> list[AgentEvent]:
@@ -19,11 +20,14 @@ def _events(*payloads: dict[str, Any]) -> list[AgentEvent]:
 
 def _run(events: list[AgentEvent], final: dict[str, Any]) -> None:
     response = Response.model_validate(final)
+    reducer = StepReducer('resp_1')
     with tracing.research_span('q') as trace:
         trace.started(Response(id='resp_1', status='queued', effort='low'), effort='low')
         for event in events:
-            trace.observe(event)
-        trace.response(response)
+            if (step := reducer.observe(event)) is not None:
+                trace.step(step)
+        for step in reducer.snapshot(response):  # the final snapshot: items no event reported
+            trace.step(step)
         trace.finish(ResearchResult.from_response(response, effort='low'))
 
 
@@ -201,6 +205,7 @@ def test_searches_without_announcements_and_polled_runs_still_show_their_steps(c
 
 
 def test_steps_left_open_at_a_handoff_are_reported_unfinished(capfire: CaptureLogfire):
+    reducer = StepReducer('resp_1')
     with tracing.research_span('q') as trace:
         trace.started(Response(id='resp_1', status='queued', effort='high'), effort='high')
         for event in _events(
@@ -208,7 +213,8 @@ def test_steps_left_open_at_a_handoff_are_reported_unfinished(capfire: CaptureLo
             {'type': 'response.reasoning.search_queries', 'queries': ['tokamak'], 'call_id': 'b'},
             {'type': 'response.reasoning.search_results', 'results': [{'url': 'https://iter.org'}], 'call_id': 'b'},
         ):
-            trace.observe(event)
+            if (step := reducer.observe(event)) is not None:
+                trace.step(step)
         trace.finish(ResearchResult(response_id='resp_1', status='in_progress'))
     assert span_tree(capfire) == snapshot(
         [
@@ -261,7 +267,7 @@ def test_steps_left_open_at_a_handoff_are_reported_unfinished(capfire: CaptureLo
 
 def test_nothing_is_recorded_for_a_run_without_a_span():
     trace = tracing.NO_TRACE
-    trace.observe(AgentEvent(type='response.output_text.delta', delta='x'))
+    trace.step(Step(kind='answer', detail='writing the answer'))
     trace.finish(ResearchResult(response_id='resp_1', status='completed'))
     trace.record_metrics()
     assert trace.effort is None and not trace.recording

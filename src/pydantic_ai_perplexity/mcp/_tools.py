@@ -31,7 +31,8 @@ from ..tools import ResearchOut
 
 if TYPE_CHECKING:
     from ..researcher import Researcher
-    from ..results import Progress, ResearchResult
+    from ..results import ResearchResult
+    from ..steps import Step
 
 __all__ = ('DEFAULT_WAIT_SECONDS', 'SERVER_NAME', 'Drain', 'build_server', 'caller_of')
 
@@ -208,18 +209,19 @@ def peer_cancelled(ctx: Context[Any, Any]) -> bool:
     return cancel_requested(ctx.request_context.session)
 
 
-def _reporter(ctx: Context[Any, Any]) -> Callable[[Progress, str], Awaitable[None]]:
-    """A progress callback that sends one notification per research step (a no-op without a progress token)."""
+def _reporter(ctx: Context[Any, Any]) -> Callable[[Step], Awaitable[None]]:
+    """A progress callback that sends one notification per research step, naming its run (a no-op without a
+    progress token): `searching: heat pumps (1 search, 0 results) · resp_…`."""
     from ..render import sanitize
 
     count = 0
 
-    async def on_progress(progress: Progress, step: str) -> None:
+    async def on_progress(step: Step) -> None:
         nonlocal count
         count += 1
-        message = ' '.join(sanitize(step).split())[:200]
+        message = ' '.join(sanitize(step.detail).split())[:200]
         with contextlib.suppress(Exception):  # a client that went away must not stop the research
-            await ctx.report_progress(count, None, f'{message} ({progress.summary()})')
+            await ctx.report_progress(count, None, f'{message} ({step.progress.summary()}) · {step.response_id}')
 
     return on_progress
 
