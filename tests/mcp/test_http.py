@@ -245,8 +245,9 @@ def test_an_unknown_prompt_or_run_is_invalid_params_without_a_traceback(http_ser
         {'PERPLEXITY_MCP_TOKEN': 'x'},
         {'PERPLEXITY_MCP_TOKENS': 'alice:aaaaaaaaaaaaaaaaaaaaaaaa'},
         {'PERPLEXITY_MCP_TOKENS': f'alice:{TOKEN},bob:short-secret'},
+        {'PERPLEXITY_MCP_TOKENS': 'alice:replace-with-a-long-random-secret'},
     ],
-    ids=['zero tokens', 'one character', 'one repeated character', 'one of two weak'],
+    ids=['zero tokens', 'one character', 'one repeated character', 'one of two weak', 'the example placeholder'],
 )
 def test_zero_or_weak_tokens_do_not_protect_a_non_loopback_bind(tmp_path: Path, tokens: dict[str, str]) -> None:
     done = subprocess.run(

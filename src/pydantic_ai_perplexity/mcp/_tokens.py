@@ -17,7 +17,8 @@ questions other callers asked are spotlighted as untrusted text, with their call
 **Strength.** A server reachable from other machines (bound off loopback) starts only with at least one token, and
 every token it accepts there is at least `MIN_TOKEN_CHARS` (16) characters long with at least `MIN_DISTINCT_CHARS`
 (8) different characters (`openssl rand -hex 32` or `python -c "import secrets; print(secrets.token_urlsafe(32))"`
-make good ones). A tokens file changed later to hold a weaker token is refused like a file that does not parse.
+make good ones); the placeholders of `deploy/mcp-tokens.example` are refused too. A tokens file changed later to
+hold a weaker token is refused like a file that does not parse.
 
 Only SHA-256 digests of the tokens are kept. A presented token is hashed and compared with every digest with
 `hmac.compare_digest`, without stopping at a match, so the time taken tells nothing about which token (or which
@@ -69,6 +70,7 @@ _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$')
 MIN_TOKEN_CHARS = 16
 #: ... and has at least this many different characters (so `aaaaaaaaaaaaaaaa` is refused).
 MIN_DISTINCT_CHARS = 8
+_PLACEHOLDER = 'replace-with-'
 STRENGTH_RULE = (
     f'at least {MIN_TOKEN_CHARS} characters with {MIN_DISTINCT_CHARS} different ones, e.g. `openssl rand -hex 32`'
 )
@@ -81,8 +83,10 @@ def shared_list() -> bool:
 
 
 def is_weak(token: str) -> bool:
-    """Whether `token` is too easy to guess to protect a server reachable from other machines."""
-    return len(token) < MIN_TOKEN_CHARS or len(set(token)) < MIN_DISTINCT_CHARS
+    """Whether `token` is too easy to guess to protect a server reachable from other machines (too short, too few
+    different characters, or a placeholder of `deploy/mcp-tokens.example` left in place)."""
+    placeholder = token.lower().startswith(_PLACEHOLDER)
+    return placeholder or len(token) < MIN_TOKEN_CHARS or len(set(token)) < MIN_DISTINCT_CHARS
 
 
 class TokenConfigError(ValueError):
