@@ -169,3 +169,12 @@ def test_the_shipped_recordings_replay():
             answer = c.post('/v1/agent', json=body).json()
             assert answer['usage'] == data['run']['final']['usage'], path.name
             assert text_of(answer) == text_of(data['run']['final'])
+
+
+def test_a_recording_proxy_whose_upstream_is_down_says_so(tmp_path: Path):
+    with Emulator(record=tmp_path, upstream='http://127.0.0.1:9') as proxy, client_for(proxy, 'pplx-any') as c:
+        response = c.post('/v1/agent', json=QUESTION)
+        assert response.status_code == 502 and EMULATOR_HEADER not in response.headers
+        error = response.json()['error']
+        assert error['type'] == 'bad_gateway' and 'http://127.0.0.1:9 could not be reached' in error['message']
+    assert list(tmp_path.glob('*.json')) == []
