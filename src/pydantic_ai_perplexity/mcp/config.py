@@ -88,15 +88,20 @@ def missing_extra(client: Client | str, launcher: Launcher = 'python') -> str | 
 
     if client == 'pydantic-deep' and find_spec('pydantic_deep') is None:
         return (
-            'A pydantic-deep config needs pydantic-deep and the MCP server: '
-            'install them with `pip install "pydantic-ai-perplexity[deep]"`.'
+            'A pydantic-deep config needs pydantic-deep and the MCP server: install the deep extra into this '
+            f'environment ({_install("deep")}), then run this command again.'
         )
     if launcher == 'python' and find_spec('mcp') is None:
         return (
-            f'The {client} config starts the MCP server, which needs the MCP SDK: '
-            'install it with `pip install "pydantic-ai-perplexity[mcp]"`, then run this command again.'
+            f'The {client} config starts the MCP server, which needs the MCP SDK: install the mcp extra into this '
+            f'environment ({_install("mcp")}), then run this command again.'
         )
     return None
+
+
+def _install(extra: str) -> str:
+    """How to add `extra`, the way the README says while the package is not on the package index."""
+    return f'from a checkout: pip install ".[{extra}]"; once published: pip install "pydantic-ai-perplexity[{extra}]"'
 
 
 def server_command(launcher: Launcher = 'python') -> tuple[str, list[str]]:
