@@ -50,7 +50,7 @@ assert 'emulator' in done.stderr.lower(), done.stderr
 for client, extra in (('claude-desktop', '[mcp]'), ('pydantic-deep', '[deep]')):
     out = run('config', client)
     assert out.returncode == 1 and not out.stdout, (client, out.stdout, out.stderr)
-    assert extra in out.stderr and 'Traceback' not in out.stderr, (client, out.stderr)
+    assert f'pip install ".{extra}"' in out.stderr and 'Traceback' not in out.stderr, (client, out.stderr)
 print('core: the CLI researches; config names the [mcp] and [deep] extras')
 """
 
