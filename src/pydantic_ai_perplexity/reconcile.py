@@ -23,8 +23,9 @@ from .ledger import Ledger, RunRecord, is_provisional
 
 if TYPE_CHECKING:
     from .client import PerplexityClient
+    from .results import ResearchResult
 
-__all__ = ('UNFINISHED', 'reconcile')
+__all__ = ('UNFINISHED', 'finished_fields', 'reconcile')
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
@@ -99,6 +100,14 @@ async def _fields(client: PerplexityClient, record: RunRecord) -> dict[str, Any]
     result = ResearchResult.from_response(response)
     if response.usage is not None:
         observe_usage(response.model, response.usage.model_dump())
+    fields = finished_fields(result)
+    if client.emulated:
+        fields['emulated'] = True
+    return fields
+
+
+def finished_fields(result: ResearchResult) -> dict[str, Any]:
+    """The ledger fields a finished run's result sets on its row: written by `Researcher` and by `reconcile` alike."""
     fields: dict[str, Any] = {
         'status': result.status,
         'sources': len(result.sources),
@@ -111,6 +120,4 @@ async def _fields(client: PerplexityClient, record: RunRecord) -> dict[str, Any]
         fields['model'] = result.model
     if result.cost_usd is not None:
         fields['cost_usd'] = result.cost_usd  # the actual cost replaces the reservation in the spend
-    if client.emulated:
-        fields['emulated'] = True
     return fields

@@ -49,7 +49,7 @@ from .options import (
     response_format,
     wire_date,
 )
-from .reconcile import reconcile
+from .reconcile import finished_fields, reconcile
 from .results import ResearchResult
 from .settings import Settings
 from .steps import Step, StepReducer
@@ -477,19 +477,7 @@ class Researcher:
     async def _record_end(self, result: ResearchResult) -> None:
         if self.ledger is None:
             return
-        fields: dict[str, Any] = {
-            'status': result.status,
-            'sources': len(result.sources),
-            'cited': len(result.cited_sources),
-            'input_tokens': result.usage.input_tokens,
-            'output_tokens': result.usage.output_tokens,
-            'error': result.error,
-        }
-        if result.model:
-            fields['model'] = result.model
-        if result.cost_usd is not None:
-            fields['cost_usd'] = result.cost_usd
-        self._record(self.ledger.update, result.response_id, **fields)
+        self._record(self.ledger.update, result.response_id, **finished_fields(result))
 
     def _record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Queue a ledger write; it runs in order on the recorder thread, never delaying the research call."""
