@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .mcp.server import build_mcp_server
     from .researcher import Researcher, research
     from .results import Citation, Progress, ResearchResult, Source, Usage
+    from .steps import Step
     from .toolset import PerplexityToolset, ResearchProgress, collect_deferred
 
 __version__ = '0.1.0'
@@ -74,6 +75,7 @@ __all__ = (
     'RunMayHaveStartedError',
     'RunRecord',
     'Source',
+    'Step',
     'Usage',
     '__version__',
     'build_mcp_server',
@@ -91,6 +93,7 @@ _LAZY = {
     'Source': '.results',
     'Citation': '.results',
     'Progress': '.results',
+    'Step': '.steps',
     'Usage': '.results',
     'Ledger': '.ledger',
     'RunRecord': '.ledger',
