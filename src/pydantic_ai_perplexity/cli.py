@@ -14,7 +14,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
@@ -131,32 +131,31 @@ def _response_id(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return value
 
 
-def _seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    """A number of seconds, finite and 0 or more, checked as PERPLEXITY_WAIT_SECONDS is."""
+def _checked(value: float | None, check: Callable[[float], float], refusal: str) -> float | None:
+    """`value` through the check its variable gets in `settings.py`; a bad one is click's error, `refusal` its words."""
     if value is None:
         return None
     from .errors import ConfigurationError
-    from .settings import check_seconds
 
     try:
-        return check_seconds(value)
+        return check(value)
     except ConfigurationError:
-        raise click.BadParameter(f'{value:g} is not a number of seconds: give 0 or more, e.g. 600.') from None
+        raise click.BadParameter(refusal.format(value=value)) from None
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A number of seconds, finite and 0 or more, checked as PERPLEXITY_WAIT_SECONDS is."""
+    from .settings import check_seconds
+
+    return _checked(value, check_seconds, '{value:g} is not a number of seconds: give 0 or more, e.g. 600.')
 
 
 def _budget(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     """A budget in USD, finite and 0 or more, checked as PERPLEXITY_BUDGET_USD is."""
-    if value is None:
-        return None
-    from .errors import ConfigurationError
     from .settings import check_budget
 
-    try:
-        return check_budget(value)
-    except ConfigurationError:
-        raise click.BadParameter(
-            f'{value:g} is not a budget: give a number of US dollars, 0 or more, e.g. --budget 5.'
-        ) from None
+    refusal = '{value:g} is not a budget: give a number of US dollars, 0 or more, e.g. --budget 5.'
+    return _checked(value, check_budget, refusal)
 
 
 class _ResearchCommand(click.Command):
