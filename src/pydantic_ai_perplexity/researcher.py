@@ -208,13 +208,15 @@ class Researcher:
         on_started: OnStarted | None = None,
         wait_seconds: float | None = None,
         caller: str | None = None,
+        request_id: str | None = None,
         **given: Unpack[ResearchOptionsDict],
     ) -> ResearchResult:
         """Start a run and wait up to the wait budget: the finished result, or a hand-off if it is still going.
 
         The options are `ResearchOptions`' fields, as keywords or `options=` (keywords win). The run's id is in the
         ledger before any waiting (`on_started` is then called with it), whatever cancels the call. `caller` (who
-        asked, e.g. an MCP token's name) is recorded on the run in the ledger, for spend per caller.
+        asked, e.g. an MCP token's name) is recorded on the run in the ledger, for spend per caller; `request_id` too
+        (e.g. the MCP call's JSON-RPC id, so that a cancel reaching another instance finds the run), as in `start`.
         """
         if _in_durable_workflow():  # DBOS workflow code: a start step and a collect step (durable.py)
             from . import durable
@@ -230,7 +232,7 @@ class Researcher:
                 **given,
             )
         with tracing.research_span(query) as trace:
-            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller)
+            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller, request_id)
             run.trace = trace.started(response, effort=run.effort, model=run.model)
             if on_started is not None:
                 outcome = on_started(response.id)

@@ -21,6 +21,8 @@ limit, a health endpoint for load balancers, and a graceful shutdown.
 - **Size.** Request bodies over 1 MiB are refused (413).
 - **Stateless.** No session lives in the process (every request stands alone, in both protocol eras, and runs are
   shared through the ledger), so any instance behind a load balancer serves any call. Progress streams over SSE.
+  A `notifications/cancelled` any instance accepts stops the call's run upstream, found through the ledger by
+  caller and request id (`_cancels.py`).
 - **Health.** `GET /healthz`, without a token: 200 `{"status": "ok", "ledger": "ok"}` when the ledger answers a
   fresh connection, 503 when it does not or while the server shuts down. It says nothing else (no URL, no names).
 - **Shutdown.** On SIGTERM (or Ctrl-C) the server stops accepting connections and hands off every research call
@@ -165,8 +167,10 @@ class _Front:
         probe: Callable[[], bool],
         cors_origins: list[str] | None = None,
         path: str = '/mcp',
+        on_cancelled: Callable[[str | None, int | str], None] | None = None,
     ) -> None:
         self.app = app
+        self.on_cancelled = on_cancelled
         self.tokens = tokens
         self.probe = probe
         self.cors_origins = frozenset(cors_origins or ())
@@ -191,7 +195,13 @@ class _Front:
                     return
                 scope[CALLER_SCOPE_KEY] = caller
             if scope['method'] == 'POST':
-                await _answer_with_ids(self.app, scope, receive, send)
+                status, body = await _answer_with_ids(self.app, scope, receive, send)
+                if status == 202 and self.on_cancelled is not None:  # a notification the SDK accepted
+                    from ._cancels import cancelled_request
+
+                    request_id = cancelled_request(body)
+                    if request_id is not None:  # the call may be served by any instance: through the ledger
+                        self.on_cancelled(scope.get(CALLER_SCOPE_KEY), request_id)
                 return
         await self.app(scope, receive, send)
 
@@ -297,8 +307,9 @@ def _with_cors(send: Send, origin: str) -> Send:
     return cors_send
 
 
-async def _answer_with_ids(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+async def _answer_with_ids(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> tuple[int, bytes]:
     """Serve a POST; an answer the SDK gives with id null to a request whose id can be read gets that id.
+    Returns the answer's status and the request's body.
 
     The SDK refuses a request whose envelope it cannot validate (`params` that is not an object, a lone surrogate)
     with a JSON-RPC error without an id, so the client would wait for its answer forever. Only such error answers
@@ -314,9 +325,12 @@ async def _answer_with_ids(app: ASGIApp, scope: Scope, receive: Receive, send: S
 
     held: dict[str, Any] | None = None
     chunks: list[bytes] = []
+    status = 0
 
     async def patched(message: Any) -> None:
-        nonlocal held
+        nonlocal held, status
+        if message['type'] == 'http.response.start':
+            status = message['status']
         if message['type'] == 'http.response.start' and message['status'] == 400:
             kind = dict(message.get('headers', ())).get(b'content-type', b'')
             if kind.startswith(b'application/json'):
@@ -335,6 +349,7 @@ async def _answer_with_ids(app: ASGIApp, scope: Scope, receive: Receive, send: S
         await send({'type': 'http.response.body', 'body': data})
 
     await app(scope, tee, patched)
+    return status, bytes(body)
 
 
 def _with_request_id(answer: bytes, request: bytes) -> bytes:
@@ -377,6 +392,7 @@ def http_app(
     """
     from mcp.server.transport_security import TransportSecuritySettings
 
+    from ._cancels import for_server
     from ._sdk import answer_errors_cleanly
 
     answer_errors_cleanly(server)
@@ -397,7 +413,9 @@ def http_app(
     )
     if tokens is None and token:
         tokens = Tokens.from_config(token=token, tokens_file=None)
-    return _Front(app, tokens, probe or LedgerProbe(), cors_origins, path)
+    cancels = for_server(server)
+    on_cancelled = cancels.notify if cancels is not None else None
+    return _Front(app, tokens, probe or LedgerProbe(), cors_origins, path, on_cancelled)
 
 
 def refuse_unsafe_bind(host: str, tokens: Tokens | str | None) -> None:

@@ -28,6 +28,7 @@ from ..errors import InvalidArgumentError, PerplexityError
 from ..options import check_id
 from ..settings import DEFAULT_MCP_WAIT_SECONDS
 from ..tools import ResearchOut
+from ._cancels import RemoteCancels, cancel_upstream, request_key
 
 if TYPE_CHECKING:
     from ..researcher import Researcher
@@ -198,6 +199,15 @@ def _rendered(spec: tools.ToolSpec, body: _Body) -> Tool:
     return tool.model_copy(update={'parameters': spec.schema})
 
 
+def http_request_key(ctx: Context[Any, Any]) -> str | None:
+    """The key a research call over HTTP records with its run (`_cancels.request_key`), or None over stdio."""
+    scope = getattr(ctx.request_context.request, 'scope', None)
+    request_id = ctx.request_context.request_id
+    if not isinstance(scope, dict) or isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    return request_key(request_id)
+
+
 def peer_cancelled(ctx: Context[Any, Any]) -> bool:
     """Whether the client sent `notifications/cancelled` for this call (as opposed to a disconnect or shutdown).
 
@@ -239,6 +249,7 @@ def build_server(
     `drain`, started on shutdown, hands off the research calls in flight at once.
     """
     runtime = _Runtime(researcher, wait_seconds, spotlight, max_answer_chars, drain)
+    cancels = RemoteCancels(runtime.researcher)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncGenerator[None, None]:
@@ -263,7 +274,7 @@ def build_server(
                 if peer_cancelled(ctx) and ids:
                     # The person stopped the call: stop the run too, or it would go on billing.
                     with anyio.move_on_after(_CANCEL_GRACE_SECONDS, shield=True):
-                        await _cancel_upstream(r, ids[-1])
+                        await cancel_upstream(r, ids[-1])
                 raise
         if result is None:  # the server is shutting down: hand the run off now, for any instance to collect
             result = ResearchResult(response_id=ids[-1], status='in_progress')
@@ -274,6 +285,7 @@ def build_server(
 
     async def research(ctx: Context[Any, Any], args: Any) -> CallToolResult:
         r = await runtime.researcher()
+        key = http_request_key(ctx)  # over HTTP, so that a cancel reaching any instance finds the run (_cancels.py)
 
         async def call(ids: list[str]) -> ResearchResult:
             async def started(response_id: str) -> None:
@@ -282,10 +294,19 @@ def build_server(
                 ids.append(response_id)
                 with contextlib.suppress(Exception):
                     await ctx.report_progress(0, None, f'started research run {response_id}')
+                if key is not None:  # a cancel that reached another instance before the run had its id
+                    await cancels.check_mark(r, response_id)
 
-            return await tools.research(r, args, on_progress=_reporter(ctx), on_started=started, caller=caller_of(ctx))
+            return await tools.research(
+                r, args, on_progress=_reporter(ctx), on_started=started, caller=caller_of(ctx), request_id=key
+            )
 
-        return await waited(ctx, r, call, [])
+        ids: list[str] = []
+        answer = await waited(ctx, r, call, ids)
+        if key is not None and ids:
+            with anyio.CancelScope(shield=True):
+                await cancels.answered(r, ids[-1])
+        return answer
 
     async def collect(ctx: Context[Any, Any], args: Any) -> CallToolResult:
         r = await runtime.researcher()
@@ -326,6 +347,7 @@ def build_server(
         log_level='WARNING',
         tools=[_rendered(spec, bodies[spec.name]) for spec in tools.TOOLS],
     )
+    cancels.register(server)
 
     @server.resource(
         SKILL_URI,
@@ -364,18 +386,3 @@ def build_server(
         return ResearchResult.from_response(response).model_dump_json(indent=2)
 
     return server
-
-
-async def _cancel_upstream(r: Researcher, response_id: str) -> None:
-    """Cancel the run after the client cancelled the call, and say so in the ledger."""
-    try:
-        await r.cancel(response_id)
-    except Exception as exc:
-        _log.warning('Could not cancel research run %s after the client cancelled the call: %s', response_id, exc)
-        return
-    if r.ledger is not None:
-        ledger = r.ledger
-        await r.flush()  # the cancel's own ledger writes land first, then the reason
-        await anyio.to_thread.run_sync(
-            lambda: ledger.update(response_id, error='cancelled: the MCP client cancelled the call')
-        )

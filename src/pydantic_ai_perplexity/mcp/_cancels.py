@@ -1,0 +1,201 @@
+"""Cancel from any instance: `notifications/cancelled` over Streamable HTTP stops the run upstream, through the ledger.
+
+The HTTP server is stateless (any instance serves any POST), so the notification may reach an instance that is not
+running the call, and the SDK has nothing to cancel there (in the 2026-07-28 era it drops client notifications
+outright). So each research call over HTTP records its key with the run, `request_key(caller, id)`: the caller (the
+bearer token's name) in the `caller` column and `mcp-http:<JSON id>` in `request_id`, from the run's first ledger
+row on. The key is cleared once the call has answered (a finished or handed-off call can no longer be cancelled,
+and its client may use the id again). When the HTTP front has accepted a `notifications/cancelled` (202), the
+instance that got it looks the call up with `RemoteCancels.notify`:
+
+- exactly one unfinished run of that caller carries the key and it has its id: it is cancelled upstream
+  (`Researcher.cancel`) and the ledger says why, as over stdio;
+- the create is still in flight (the row is a reservation, or there is no row yet): the reservation is marked, and
+  the instance watches the ledger for up to `WATCH_SECONDS` for the run's id; the starting instance also looks for
+  the mark right after recording the id (`RemoteCancels.check_mark`), so whichever sees the id first cancels;
+- two unfinished runs of that caller carry the key: nothing is cancelled (a warning is logged).
+
+A run is only ever cancelled for the caller that started it. Without bearer tokens (loopback only) every client is
+the same anonymous caller and request ids are unique only per client, so two clients that use the same id at the
+same time make the cancel ambiguous (nothing is cancelled); name a token per client to tell them apart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import anyio.to_thread
+
+from . import _jsonrpc
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from ..ledger import Ledger, RunRecord
+    from ..researcher import Researcher
+
+__all__ = (
+    'CANCELLED_BY_CLIENT',
+    'CANCEL_MARK',
+    'KEY_PREFIX',
+    'WATCH_SECONDS',
+    'RemoteCancels',
+    'cancelled_request',
+    'for_server',
+    'request_key',
+)
+
+_log = logging.getLogger('pydantic_ai_perplexity.mcp')
+
+KEY_PREFIX = 'mcp-http:'
+#: What the ledger says of a run cancelled because its MCP client cancelled the call (stdio and HTTP alike).
+CANCELLED_BY_CLIENT = 'cancelled: the MCP client cancelled the call'
+#: Left on a reservation whose create is still in flight; the instance that binds the run's id cancels it.
+CANCEL_MARK = 'cancel requested: the MCP client cancelled the call before the run had its id'
+#: How long the instance that got the notification watches the ledger for the run's id to appear.
+WATCH_SECONDS = 20.0
+_POLL_SECONDS = 0.2
+#: At most this many notifications are watched at once; more are dropped with a warning.
+MAX_WATCHES = 64
+_UNFINISHED = ('starting', 'reserved', 'queued', 'in_progress')
+_NO_ID_YET = ('starting', 'reserved')
+_CANCEL_GRACE_SECONDS = 15.0
+
+
+def request_key(request_id: int | str) -> str:
+    """The `request_id` recorded with a run started by an HTTP `tools/call`: `mcp-http:` and the id as JSON (so the
+    ids `1` and `"1"`, which JSON-RPC tells apart, stay apart)."""
+    return KEY_PREFIX + json.dumps(request_id, ensure_ascii=False)
+
+
+def cancelled_request(body: bytes) -> int | str | None:
+    """The `params.requestId` of a `notifications/cancelled` POST body, or None for anything else."""
+    try:
+        message = _jsonrpc.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict):
+        return None
+    fields = cast('dict[str, Any]', message)
+    if fields.get('jsonrpc') != '2.0' or fields.get('method') != 'notifications/cancelled' or 'id' in fields:
+        return None
+    params = fields.get('params')
+    rid = cast('dict[str, Any]', params).get('requestId') if isinstance(params, dict) else None
+    if isinstance(rid, bool) or not isinstance(rid, int | str):
+        return None
+    return rid
+
+
+_REGISTRY: weakref.WeakKeyDictionary[Any, RemoteCancels] = weakref.WeakKeyDictionary()
+
+
+def for_server(server: MCPServer[Any]) -> RemoteCancels | None:
+    """The `RemoteCancels` that `build_server` made for `server`, or None (a server built another way)."""
+    return _REGISTRY.get(server)
+
+
+class RemoteCancels:
+    """Applies `notifications/cancelled` accepted by this instance to research calls served by any instance."""
+
+    def __init__(self, researcher: Callable[[], Awaitable[Researcher]]) -> None:
+        self._researcher = researcher
+        self._watching = 0
+
+    def register(self, server: MCPServer[Any]) -> None:
+        _REGISTRY[server] = self
+
+    def notify(self, caller: str | None, request_id: int | str) -> None:
+        """Look the call up and cancel its run, in the background (called on the event loop by the HTTP front)."""
+        import asyncio
+
+        if self._watching >= MAX_WATCHES:
+            _log.warning('Too many cancel notifications at once; one for request %s was dropped', str(request_id)[:40])
+            return
+        self._watching += 1
+        task = asyncio.get_running_loop().create_task(self._watch(caller, request_key(request_id)))
+        _TASKS.add(task)
+        task.add_done_callback(_TASKS.discard)
+
+    async def _watch(self, caller: str | None, key: str) -> None:
+        try:
+            await self.apply(caller, key)
+        except Exception as exc:  # a background task: log, never raise into the loop
+            _log.warning('Could not apply a cancel notification: %s', type(exc).__name__)
+        finally:
+            self._watching -= 1
+
+    async def apply(self, caller: str | None, key: str, *, watch_seconds: float = WATCH_SECONDS) -> str:
+        """Cancel the run of `caller`'s call `key`; `cancelled`, `ambiguous`, `marked` (the create was still in flight
+        when the watch ended) or `none` (no research call of that caller with that key appeared)."""
+        r = await self._researcher()
+        ledger = r.ledger
+        if ledger is None:
+            return 'none'
+        deadline = time.monotonic() + watch_seconds
+        marked: set[str] = set()
+        while True:
+            rows = await anyio.to_thread.run_sync(lambda: _in_flight(ledger, caller, key))
+            if len(rows) > 1:
+                _log.warning(
+                    'A cancel notification matches %d calls in flight of the same caller (request ids are unique only '
+                    'per client; give each client its own token): nothing was cancelled',
+                    len(rows),
+                )
+                return 'ambiguous'
+            if rows and rows[0].status not in _NO_ID_YET:
+                await cancel_upstream(r, rows[0].response_id)
+                return 'cancelled'
+            if rows and rows[0].response_id not in marked:
+                pending = rows[0].response_id
+                await anyio.to_thread.run_sync(partial(ledger.update, pending, error=CANCEL_MARK))
+                marked.add(pending)
+            if time.monotonic() >= deadline:
+                return 'marked' if marked else 'none'
+            await anyio.sleep(_POLL_SECONDS)
+
+    async def check_mark(self, r: Researcher, response_id: str) -> bool:
+        """On the starting instance, right after the run's id is recorded: cancel it if a cancel came first."""
+        ledger = r.ledger
+        if ledger is None:
+            return False
+        record = await anyio.to_thread.run_sync(lambda: ledger.get(response_id))
+        if record is None or record.error != CANCEL_MARK:
+            return False
+        with anyio.move_on_after(_CANCEL_GRACE_SECONDS, shield=True):
+            await cancel_upstream(r, response_id)
+        return True
+
+    async def answered(self, r: Researcher, response_id: str) -> None:
+        """The call answered (a result or a hand-off): its key leaves the run, so a late cancel never stops it."""
+        ledger = r.ledger
+        if ledger is not None:
+            await r.flush()
+            await anyio.to_thread.run_sync(lambda: ledger.update(response_id, request_id=None))
+
+
+_TASKS: set[Any] = set()
+
+
+def _in_flight(ledger: Ledger, caller: str | None, key: str) -> list[RunRecord]:
+    rows = ledger.list(caller=caller, request_id=key, status=_UNFINISHED, limit=20)
+    return [row for row in rows if row.caller == caller]
+
+
+async def cancel_upstream(r: Researcher, response_id: str) -> None:
+    """Cancel the run after the client cancelled the call, and say so in the ledger."""
+    try:
+        await r.cancel(response_id)
+    except Exception as exc:
+        _log.warning('Could not cancel research run %s after the client cancelled the call: %s', response_id, exc)
+        return
+    if r.ledger is not None:
+        ledger = r.ledger
+        await r.flush()  # the cancel's own ledger writes land first, then the reason
+        await anyio.to_thread.run_sync(lambda: ledger.update(response_id, error=CANCELLED_BY_CLIENT))

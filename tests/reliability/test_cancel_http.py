@@ -1,0 +1,299 @@
+"""Cancel over Streamable HTTP: a client's `notifications/cancelled` stops the run upstream and the ledger says why.
+
+The server is stateless, so the notification arrives on a POST of its own and is applied through the ledger (the
+call records its caller and JSON-RPC id with the run). Proved with raw JSON-RPC in both protocol eras, with the
+official TypeScript SDK client (an `AbortSignal`) and with pydantic-ai's MCP client (the task cancelled), against
+one instance on SQLite; `tests/scale/test_cancel.py` does it across two instances behind nginx on PostgreSQL. A
+cancel never stops a run another caller started, and one that comes before the run has its id still stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp_support import DEADLINE, server_env, upstream_status
+from reliability_support import HttpServer, record, until
+from scale_support import LEGACY, MODERN, call_tool
+
+from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.ledger import Ledger, RunRecord
+from pydantic_ai_perplexity.mcp._cancels import CANCELLED_BY_CLIENT, RemoteCancels, request_key
+from pydantic_ai_perplexity.researcher import Researcher
+
+pytestmark = pytest.mark.anyio
+
+ALICE = secrets.token_urlsafe(24)
+BOB = secrets.token_urlsafe(24)
+LONG = 'What does the EU AI Act regulate? [[emulate: duration=3000]]'  # 30 s: far longer than any test waits
+SHORT = 'What does the EU AI Act regulate? [[emulate: duration=200]]'  # 2 s
+
+
+@pytest.fixture(scope='module')
+def emu() -> Iterator[Emulator]:
+    """`duration=N` runs N x 10 ms."""
+    with Emulator(time_scale=0.01) as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope='module')
+def server(emu: Emulator, module_state: Path) -> Iterator[HttpServer]:
+    env = server_env(emu, module_state, PERPLEXITY_MCP_TOKENS=f'alice:{ALICE},bob:{BOB}', PERPLEXITY_WAIT_SECONDS='40')
+    http = HttpServer(env)
+    yield http
+    http.stop()
+
+
+@pytest.fixture(scope='module')
+def ledger(module_state: Path) -> Iterator[Ledger]:
+    with Ledger(module_state / 'ledger.sqlite3') as opened:
+        yield opened
+
+
+async def post_cancel(url: str, token: str, request_id: Any, *, era: str = LEGACY) -> int:
+    """A `notifications/cancelled` POSTed on its own, as a client sends it; the HTTP status of the answer."""
+    body = {'jsonrpc': '2.0', 'method': 'notifications/cancelled', 'params': {'requestId': request_id}}
+    headers = {
+        'Content-Type': 'application/json',
+        'Accept': 'application/json, text/event-stream',
+        'Authorization': f'Bearer {token}',
+        'MCP-Protocol-Version': era,
+    }
+    async with httpx2.AsyncClient(timeout=DEADLINE) as client:
+        reply = await client.post(url, content=json.dumps(body), headers=headers)
+    return reply.status_code
+
+
+async def ended(emu: Emulator, ledger: Ledger, response_id: str) -> tuple[str, RunRecord]:
+    """Wait (in a thread: the client's last POSTs may still be going out) until the run has ended upstream and the
+    ledger has its end; both."""
+
+    def wait() -> tuple[str, RunRecord]:
+        status = until(lambda: (s := upstream_status(emu, response_id)) in ('completed', 'cancelled') and s, what='end')
+        row = until(lambda: (r := ledger.get(response_id)) is not None and r.status == status and r, what='ledger')
+        return status, row
+
+    return await anyio.to_thread.run_sync(wait)
+
+
+@pytest.mark.parametrize('era', [LEGACY, MODERN])
+async def test_a_cancel_notification_stops_the_run_upstream(
+    server: HttpServer, emu: Emulator, ledger: Ledger, era: str
+) -> None:
+    async def on_progress(message: str) -> None:
+        if message.startswith('started research run '):
+            assert await post_cancel(server.url, ALICE, 1, era=era) == 202
+
+    with anyio.fail_after(DEADLINE):
+        async with httpx2.AsyncClient(timeout=DEADLINE) as client:
+            outcome = await call_tool(
+                client,
+                server.url,
+                'perplexity_research',
+                {'query': LONG, 'effort': 'fast'},
+                token=ALICE,
+                era=era,
+                progress='p1',
+                on_progress=on_progress,
+            )
+    response_id = outcome.started_id
+    assert response_id is not None, outcome
+    status, row = await ended(emu, ledger, response_id)
+    assert status == 'cancelled' and row.caller == 'alice'
+    assert row.error == CANCELLED_BY_CLIENT
+    assert row.request_id is None  # the call answered: a late cancel or a reused id can no longer reach the run
+    record('cancel', 'mcp-http', f'notifications/cancelled on its own POST ({era} era)', runs=1, cancels=1,
+           outcome='cancelled upstream and in the ledger', lost=0)  # fmt: skip
+
+
+async def test_a_cancel_from_another_caller_with_the_same_id_changes_nothing(
+    server: HttpServer, emu: Emulator, ledger: Ledger
+) -> None:
+    accepted: list[int] = []
+
+    async def on_progress(message: str) -> None:
+        if message.startswith('started research run '):
+            accepted.append(await post_cancel(server.url, BOB, 1))  # Bob's client also used id 1, for its own call
+
+    with anyio.fail_after(DEADLINE):
+        async with httpx2.AsyncClient(timeout=DEADLINE) as client:
+            outcome = await call_tool(
+                client,
+                server.url,
+                'perplexity_research',
+                {'query': SHORT, 'effort': 'fast'},
+                token=ALICE,
+                progress='p2',
+                on_progress=on_progress,
+            )
+    assert accepted == [202]
+    assert outcome.ok and outcome.structured['status'] == 'completed', outcome
+    assert outcome.started_id is not None
+    status, row = await ended(emu, ledger, outcome.started_id)
+    assert status == 'completed' and row.error is None
+    record('cancel', 'mcp-http', "another caller's cancel with the same request id", runs=1, cancels=1,
+           outcome='ignored: the run completed', lost=0)  # fmt: skip
+
+
+async def test_a_cancel_before_the_run_has_its_id_still_stops_it(emu: Emulator, tmp_path: Path) -> None:
+    """The notification reaches one instance while the create is in flight on another: both orders end cancelled."""
+    key = request_key(7)
+    async with Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'l.sqlite3') as r:
+        assert r.ledger is not None
+        ledger = r.ledger
+
+        async def researcher() -> Researcher:
+            return r
+
+        cancels = RemoteCancels(researcher)
+        # 1. The cancel marks the reservation; the starting instance finds the mark once it has bound the id.
+        record_ = RunRecord(query='q', effort='fast', status='starting', origin='mcp', caller='alice', request_id=key)
+        token = ledger.reserve(record_, cap_usd=100.0)
+        assert await cancels.apply('alice', key, watch_seconds=0) == 'marked'
+        assert await cancels.apply('bob', key, watch_seconds=0) == 'none'  # never another caller's run
+        started = await r.client.start(LONG, effort='fast')
+        ledger.bind(token, started.id, status=started.status)
+        assert await cancels.check_mark(r, started.id)
+        assert until(lambda: upstream_status(emu, started.id) == 'cancelled')
+        assert ledger.get(started.id).error == CANCELLED_BY_CLIENT  # type: ignore[union-attr]
+
+        # 2. The instance that got the cancel watches until the id is bound, then cancels itself.
+        key2 = request_key('req-8')
+        token2 = ledger.reserve(record_.model_copy(update={'request_id': key2}), cap_usd=100.0)
+        async with anyio.create_task_group() as tg:
+            outcome: list[str] = []
+
+            async def watch() -> None:
+                outcome.append(await cancels.apply('alice', key2, watch_seconds=DEADLINE))
+
+            tg.start_soon(watch)
+            second = await r.client.start(LONG, effort='fast')
+            ledger.bind(token2, second.id, status=second.status)
+        assert outcome == ['cancelled']
+        assert until(lambda: upstream_status(emu, second.id) == 'cancelled')
+    record('cancel', 'researcher', 'cancel before the run has its id (create in flight elsewhere), both orders',
+           runs=2, cancels=2, outcome='cancelled upstream and in the ledger', lost=0)  # fmt: skip
+
+
+# -- real clients ------------------------------------------------------------------------------------------------
+
+
+TS_CANCEL = r"""
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+const [url, token, query] = process.argv.slice(2);
+const client = new Client({ name: 'ts-cancel-client', version: '1.0.0' });
+const transport = new StreamableHTTPClientTransport(new URL(url), {
+  requestInit: { headers: { Authorization: `Bearer ${token}` } },
+});
+await client.connect(transport);
+const controller = new AbortController();
+let started = null;
+let error = null;
+try {
+  await client.callTool({ name: 'perplexity_research', arguments: { query, effort: 'fast' } }, undefined, {
+    signal: controller.signal,
+    timeout: 60000,
+    onprogress: (p) => {
+      if (!started && (p.message ?? '').startsWith('started research run ')) {
+        started = p.message.slice('started research run '.length);
+        controller.abort('the user stopped it');
+      }
+    },
+  });
+} catch (e) {
+  error = String(e?.message ?? e);
+}
+// notifications/cancelled goes out as its own POST; a tools/list after it shows the client went on working.
+const tools = (await client.listTools()).tools.length;
+console.log(JSON.stringify({ started, error, tools }));
+await client.close();
+"""
+
+
+def ts_sdk() -> Path:
+    """The TypeScript SDK's cached install (tests/mcp/test_typescript_client.py's), with the cancel script in it."""
+    from test_typescript_client import CACHE, SDK
+
+    if shutil.which('node') is None or shutil.which('npm') is None:
+        pytest.skip('Node.js and npm are needed for the TypeScript SDK client')
+    if not (CACHE / 'node_modules' / '@modelcontextprotocol' / 'sdk' / 'package.json').exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        (CACHE / 'package.json').write_text('{"private": true, "type": "module"}\n', encoding='utf-8')
+        npm = shutil.which('npm')
+        assert npm is not None
+        done = subprocess.run(
+            [npm, 'install', '--no-audit', '--no-fund', '--silent', SDK], cwd=CACHE, capture_output=True, timeout=300
+        )
+        if done.returncode != 0:
+            pytest.skip(f'npm install {SDK} failed (no registry?)')
+    (CACHE / 'cancel.mjs').write_text(TS_CANCEL, encoding='utf-8')
+    return CACHE
+
+
+def ts_cancel(url: str, token: str, query: str = LONG) -> dict[str, Any]:
+    """Run the TypeScript client: a research call aborted once it reports its run started."""
+    folder = ts_sdk()
+    node = shutil.which('node')
+    assert node is not None
+    done = subprocess.run(
+        [node, str(folder / 'cancel.mjs'), url, token, query], cwd=folder, capture_output=True, timeout=DEADLINE
+    )
+    assert done.returncode == 0, done.stderr.decode(errors='replace')[-3000:]
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+async def test_the_typescript_sdk_client_cancels_with_an_abort_signal(
+    server: HttpServer, emu: Emulator, ledger: Ledger
+) -> None:
+    outcome = await anyio.to_thread.run_sync(lambda: ts_cancel(server.url, ALICE))
+    assert outcome['started'] and outcome['error'] and outcome['tools'] == 5, outcome
+    status, row = await ended(emu, ledger, outcome['started'])
+    assert status == 'cancelled' and row.error == CANCELLED_BY_CLIENT and row.caller == 'alice'
+    record('cancel', 'mcp-http', 'TypeScript SDK client aborts the call (AbortSignal)', runs=1, cancels=1,
+           outcome='cancelled upstream and in the ledger', lost=0)  # fmt: skip
+
+
+async def pydantic_ai_cancel(url: str, token: str, source: Ledger) -> str:
+    """pydantic-ai's MCP client: `direct_call_tool` in a task, cancelled once the run is in the ledger; its id.
+
+    The client speaks the handshake era (`mode='legacy'`): there, cancelling the task POSTs `notifications/cancelled`.
+    In the 2026-07-28 era (its default against this server) it cancels by closing the response stream instead, which
+    the server cannot tell from a client that went away (a run is never cancelled by a disconnect).
+    """
+    from fastmcp.client import Client
+    from fastmcp.client.transports import StreamableHttpTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    query = f'{LONG} ({secrets.token_hex(4)})'
+    toolset = MCPToolset(Client(StreamableHttpTransport(url, auth=token), mode='legacy', timeout=DEADLINE))
+
+    def started() -> str | None:
+        rows = [r for r in source.list(limit=50) if r.query == query and r.status in ('queued', 'in_progress')]
+        return rows[0].response_id if rows else None
+
+    with anyio.fail_after(DEADLINE):
+        async with toolset, anyio.create_task_group() as tg:
+            tg.start_soon(toolset.direct_call_tool, 'perplexity_research', {'query': query, 'effort': 'fast'})
+            response_id = await anyio.to_thread.run_sync(lambda: until(started, what='run started'))
+            tg.cancel_scope.cancel()  # the person stops the agent: the task running the call is cancelled
+    return response_id
+
+
+async def test_pydantic_ais_mcp_client_cancels_when_its_task_is_cancelled(
+    server: HttpServer, emu: Emulator, ledger: Ledger
+) -> None:
+    response_id = await pydantic_ai_cancel(server.url, ALICE, ledger)
+    status, row = await ended(emu, ledger, response_id)
+    assert status == 'cancelled' and row.error == CANCELLED_BY_CLIENT
+    record('cancel', 'mcp-http', "pydantic-ai's MCP client: the task running the call is cancelled", runs=1,
+           cancels=1, outcome='cancelled upstream and in the ledger', lost=0)  # fmt: skip
