@@ -244,7 +244,9 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
             ledger.record_start(run('resp_m'))
     applied = raw_rows(target, 'SELECT name, applied_at FROM _migrations ORDER BY name')
     names = [fn.__name__ for fn in MIGRATIONS]
-    assert [name for name, _ in applied] == names == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request']
+    assert (
+        [name for name, _ in applied] == names == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request']
+    )
     assert len(names) == SCHEMA_VERSION
     applied_at = applied[0][1]
     if isinstance(applied_at, str):
