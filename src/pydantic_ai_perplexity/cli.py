@@ -414,9 +414,7 @@ def research(
     except Exception as exc:
         _fail(exc)
         return
-    _print_result(result, as_json=as_json)
-    if result.done and result.status != 'completed':
-        sys.exit(EXIT_RUN_FAILED)
+    _print_outcome(result, as_json=as_json)
 
 
 #: Exit status after Ctrl-C, as a shell reports a command ended by SIGINT.
@@ -440,6 +438,13 @@ def _interrupted(response_id: str | None, *, emulated: bool, collecting: bool = 
             f'  Cancel it:  pydantic-ai-perplexity jobs cancel {response_id}'
         )
     sys.exit(EXIT_INTERRUPTED)
+
+
+def _print_outcome(result: ResearchResult, *, as_json: bool) -> None:
+    """Print a result (`research`, `jobs wait`); a run that ended other than `completed` exits `EXIT_RUN_FAILED`."""
+    _print_result(result, as_json=as_json)
+    if result.done and result.status != 'completed':
+        sys.exit(EXIT_RUN_FAILED)
 
 
 def _print_result(result: ResearchResult, *, as_json: bool) -> None:
@@ -713,9 +718,7 @@ def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
     except Exception as exc:
         _fail(exc)
         return
-    _print_result(result, as_json=as_json)
-    if result.done and result.status != 'completed':
-        sys.exit(EXIT_RUN_FAILED)
+    _print_outcome(result, as_json=as_json)
 
 
 @jobs.command('cancel', context_settings=_CONTEXT)
