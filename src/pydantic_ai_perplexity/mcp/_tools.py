@@ -29,6 +29,7 @@ from ..options import check_id
 from ..settings import DEFAULT_MCP_WAIT_SECONDS
 from ..tools import ResearchOut
 from ._cancels import RemoteCancels, cancel_upstream, request_key
+from ._tasks import ResearchTasks
 
 if TYPE_CHECKING:
     from ..researcher import Researcher
@@ -259,6 +260,15 @@ def build_server(
             with anyio.CancelScope(shield=True):
                 await runtime.aclose()
 
+    def rendered(result: ResearchResult) -> CallToolResult:
+        """A research result as the client reads it (a plain call's answer, and a task's result)."""
+        from .. import render
+
+        opts = runtime.render_options
+        return _text(render.for_model(result, **opts), structured=render.structured_for_model(result, **opts))
+
+    research_tasks = ResearchTasks(runtime.researcher, rendered)  # MCP tasks, both eras (_tasks.py)
+
     async def waited(
         ctx: Context[Any, Any], r: Researcher, call: Callable[[list[str]], Awaitable[ResearchResult]], ids: list[str]
     ) -> CallToolResult:
@@ -346,7 +356,9 @@ def build_server(
         lifespan=lifespan,
         log_level='WARNING',
         tools=[_rendered(spec, bodies[spec.name]) for spec in tools.TOOLS],
+        extensions=[research_tasks],
     )
+    server.middleware.append(research_tasks.middleware)
     cancels.register(server)
 
     @server.resource(
