@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = (
     'CANCELLED_BY_CLIENT',
+    'CANCELLED_PREFIX',
     'CANCEL_MARK',
     'KEY_PREFIX',
     'WATCH_SECONDS',
@@ -55,6 +56,9 @@ __all__ = (
 _log = logging.getLogger('pydantic_ai_perplexity.mcp')
 
 KEY_PREFIX = 'mcp-http:'
+#: A run's `request_id` once a cancel notification for its call was applied: the instance serving the call reads
+#: it when the call ends, and writes the reason again after its own record of the run's end.
+CANCELLED_PREFIX = 'cancelled:'
 #: What the ledger says of a run cancelled because its MCP client cancelled the call (stdio and HTTP alike).
 CANCELLED_BY_CLIENT = 'cancelled: the MCP client cancelled the call'
 #: Left on a reservation whose create is still in flight; the instance that binds the run's id cancels it.
@@ -150,7 +154,7 @@ class RemoteCancels:
                 )
                 return 'ambiguous'
             if rows and rows[0].status not in _NO_ID_YET:
-                await cancel_upstream(r, rows[0].response_id)
+                await self._cancel(r, rows[0].response_id, key)
                 return 'cancelled'
             if rows and rows[0].response_id not in marked:
                 pending = rows[0].response_id
@@ -169,15 +173,32 @@ class RemoteCancels:
         if record is None or record.error != CANCEL_MARK:
             return False
         with anyio.move_on_after(_CANCEL_GRACE_SECONDS, shield=True):
-            await cancel_upstream(r, response_id)
+            await self._cancel(r, response_id, record.request_id or '')
         return True
 
-    async def answered(self, r: Researcher, response_id: str) -> None:
-        """The call answered (a result or a hand-off): its key leaves the run, so a late cancel never stops it."""
+    async def _cancel(self, r: Researcher, response_id: str, key: str) -> None:
         ledger = r.ledger
-        if ledger is not None:
-            await r.flush()
-            await anyio.to_thread.run_sync(lambda: ledger.update(response_id, request_id=None))
+        assert ledger is not None
+        # First the sign that the client cancelled the call, for the instance serving it (see `answered`).
+        await anyio.to_thread.run_sync(partial(ledger.update, response_id, request_id=CANCELLED_PREFIX + key))
+        await cancel_upstream(r, response_id)
+
+    async def answered(self, r: Researcher, response_id: str) -> None:
+        """The call answered (a result or a hand-off): its key leaves the run, so a late cancel never stops it.
+
+        If a cancel notification stopped the run, the reason is written again: this instance's record of the run's
+        end (the API's words) may have landed after the reason the cancelling instance wrote.
+        """
+        ledger = r.ledger
+        if ledger is None:
+            return
+        await r.flush()
+        record = await anyio.to_thread.run_sync(lambda: ledger.get(response_id))
+        by_client = record is not None and (record.request_id or '').startswith(CANCELLED_PREFIX)
+        fields: dict[str, Any] = {'request_id': None}
+        if by_client and record is not None and record.status == 'cancelled':
+            fields['error'] = CANCELLED_BY_CLIENT
+        await anyio.to_thread.run_sync(partial(ledger.update, response_id, **fields))
 
 
 _TASKS: set[Any] = set()
