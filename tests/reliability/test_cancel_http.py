@@ -183,6 +183,33 @@ async def test_a_cancel_before_the_run_has_its_id_still_stops_it(emu: Emulator, 
            runs=2, cancels=2, outcome='cancelled upstream and in the ledger', lost=0)  # fmt: skip
 
 
+async def test_two_calls_in_flight_with_the_same_id_and_caller_cancel_nothing(emu: Emulator, tmp_path: Path) -> None:
+    """Without tokens every client is the same anonymous caller: an id two calls share in flight names neither."""
+    key = request_key(1)
+    async with Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'l.sqlite3') as r:
+        assert r.ledger is not None
+        ledger = r.ledger
+
+        async def researcher() -> Researcher:
+            return r
+
+        cancels = RemoteCancels(researcher)
+        runs = [await r.client.start(f'{LONG} ({n})', effort='fast') for n in range(2)]
+        for run in runs:
+            ledger.record_start(RunRecord(response_id=run.id, query='q', status='queued', origin='mcp', request_id=key))
+        assert await cancels.apply(None, key, watch_seconds=0) == 'ambiguous'
+        assert 'cancelled' not in [upstream_status(emu, run.id) for run in runs]  # neither was cancelled
+        # Once one call has answered (its key cleared), the other is the only one: the cancel is its.
+        await cancels.answered(r, runs[0].id)
+        assert await cancels.apply(None, key, watch_seconds=0) == 'cancelled'
+        assert await anyio.to_thread.run_sync(lambda: until(lambda: upstream_status(emu, runs[1].id) == 'cancelled'))
+        assert upstream_status(emu, runs[0].id) != 'cancelled'
+        for run in runs:
+            await r.cancel(run.id)
+    record('cancel', 'researcher', 'two anonymous calls in flight with the same request id', runs=2, cancels=2,
+           outcome='ambiguous: none cancelled; then only the call still in flight', lost=0)  # fmt: skip
+
+
 # -- real clients ------------------------------------------------------------------------------------------------
 
 
