@@ -210,6 +210,35 @@ async def test_two_calls_in_flight_with_the_same_id_and_caller_cancel_nothing(em
            outcome='ambiguous: none cancelled; then only the call still in flight', lost=0)  # fmt: skip
 
 
+async def test_a_collect_call_is_cancelled_only_for_the_runs_own_caller(emu: Emulator, tmp_path: Path) -> None:
+    """`perplexity_research_result` over HTTP claims the run for its call while it waits, if the run is the caller's
+    and carries no other key (a durable workflow's); a cancel of that call then stops it."""
+    async with Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'l.sqlite3') as r:
+        assert r.ledger is not None
+        ledger = r.ledger
+
+        async def researcher() -> Researcher:
+            return r
+
+        cancels = RemoteCancels(researcher)
+        mine, durable = [await r.client.start(f'{LONG} ({n})', effort='fast') for n in range(2)]
+        ledger.record_start(RunRecord(response_id=mine.id, query='q', status='queued', origin='mcp', caller='alice'))
+        row = RunRecord(response_id=durable.id, query='q', status='queued', origin='api', caller='alice')
+        ledger.record_start(row.model_copy(update={'request_id': 'dbos:wf:1'}))
+        assert not await cancels.claim(r, mine.id, 'bob', request_key(4))  # not Bob's run
+        assert not await cancels.claim(r, durable.id, 'alice', request_key(4))  # its key is not ours to replace
+        assert ledger.get(durable.id).request_id == 'dbos:wf:1'  # type: ignore[union-attr]
+        assert await cancels.claim(r, mine.id, 'alice', request_key(4))
+        assert await cancels.apply('bob', request_key(4), watch_seconds=0) == 'none'
+        assert await cancels.apply('alice', request_key(4), watch_seconds=0) == 'cancelled'
+        assert await anyio.to_thread.run_sync(lambda: until(lambda: upstream_status(emu, mine.id) == 'cancelled'))
+        assert ledger.get(mine.id).error == CANCELLED_BY_CLIENT  # type: ignore[union-attr]
+        assert upstream_status(emu, durable.id) != 'cancelled'
+        await r.cancel(durable.id)
+    record('cancel', 'researcher', 'a collect call of the run\'s own caller (other callers and keys left alone)',
+           runs=2, cancels=3, outcome='only the claimed run cancelled', lost=0)  # fmt: skip
+
+
 # -- real clients ------------------------------------------------------------------------------------------------
 
 

@@ -5,7 +5,9 @@ running the call, and the SDK has nothing to cancel there (in the 2026-07-28 era
 outright). So each research call over HTTP records its key with the run, `request_key(caller, id)`: the caller (the
 bearer token's name) in the `caller` column and `mcp-http:<JSON id>` in `request_id`, from the run's first ledger
 row on. The key is cleared once the call has answered (a finished or handed-off call can no longer be cancelled,
-and its client may use the id again). When the HTTP front has accepted a `notifications/cancelled` (202), the
+and its client may use the id again). A `perplexity_research_result` call over HTTP claims the run the same way
+while it waits (`RemoteCancels.claim`), if the run is its caller's and carries no other key (a durable workflow's).
+When the HTTP front has accepted a `notifications/cancelled` (202), the
 instance that got it looks the call up with `RemoteCancels.notify`:
 
 - exactly one unfinished run of that caller carries the key and it has its id: it is cancelled upstream
@@ -174,6 +176,20 @@ class RemoteCancels:
             return False
         with anyio.move_on_after(_CANCEL_GRACE_SECONDS, shield=True):
             await self._cancel(r, response_id, record.request_id or '')
+        return True
+
+    async def claim(self, r: Researcher, response_id: str, caller: str | None, key: str) -> bool:
+        """A collect call over HTTP: record its key on the run while it waits, if the run is the caller's, unfinished
+        and carries no other key (a durable workflow's, say); whether it did (then `answered` clears it)."""
+        ledger = r.ledger
+        if ledger is None:
+            return False
+        record = await anyio.to_thread.run_sync(lambda: ledger.get(response_id))
+        if record is None or record.caller != caller or record.status not in _UNFINISHED:
+            return False
+        if record.request_id is not None and not record.request_id.startswith(KEY_PREFIX):
+            return False
+        await anyio.to_thread.run_sync(partial(ledger.update, response_id, request_id=key))
         return True
 
     async def _cancel(self, r: Researcher, response_id: str, key: str) -> None:

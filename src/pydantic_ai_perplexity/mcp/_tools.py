@@ -325,7 +325,13 @@ def build_server(
         async def call(_: list[str]) -> ResearchResult:
             return await tools.collect(r, args, on_progress=_reporter(ctx))
 
-        return await waited(ctx, r, call, [run_id])
+        key = http_request_key(ctx)  # the caller's own run: a cancel reaching any instance stops it (_cancels.py)
+        claimed = key is not None and await cancels.claim(r, run_id, caller_of(ctx), key)
+        answer = await waited(ctx, r, call, [run_id])
+        if claimed:
+            with anyio.CancelScope(shield=True):
+                await cancels.answered(r, run_id)
+        return answer
 
     async def cancel(ctx: Context[Any, Any], args: Any) -> CallToolResult:
         return _text(await tools.cancel_text(await runtime.researcher(), args))
