@@ -109,7 +109,7 @@ async def test_a_run_started_through_one_instance_is_collected_and_listed_throug
     first, second, third = team.topology.instances
     token = TOKENS['carol']
     async with client() as http:
-        question = {'query': 'Survey district heating networks [[emulate: duration=450]]'}  # 4.5 s, over the 3 s wait
+        question = {'query': 'Survey heat pumps in Europe [[emulate: duration=450]]'}  # 4.5 s, over the 3 s wait
         started = await call_tool(http, first.url, 'perplexity_research', question, token=token)
         assert started.ok and started.structured['status'] != 'completed' and 'next' in started.structured
         response_id = started.structured['response_id']
