@@ -189,3 +189,32 @@ async def test_a_start_step_run_again_finds_its_run_by_key_and_never_creates_twi
             refused = await durable._start_step(researcher, 'q', options, None)
             assert refused['failure']['type'] == 'RunMayHaveStartedError'
             assert sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent') == 1
+
+
+@pytest.mark.anyio
+async def test_in_a_workflow_a_hand_off_and_its_later_collection_are_steps_too(tmp_path: Path) -> None:
+    """`Researcher.run` past its wait budget hands off (checkpointed); `Researcher.collect` is one more step."""
+    pytest.importorskip('dbos')
+    from dbos import DBOS, SetWorkflowID
+
+    with Emulator(time_scale=0.01) as emu:
+        researcher = Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'ledger.sqlite3')
+
+        @DBOS.workflow(name='test.hand_off')
+        async def hand_off(question: str) -> list[str]:
+            first = await researcher.run(question, effort='medium', wait_seconds=0.01)
+            later = await researcher.collect(first.response_id, wait_seconds=30)
+            return [first.status, later.status, first.response_id, later.response_id]
+
+        DBOS(config={'name': 'test-hand-off', 'system_database_url': f'sqlite:///{tmp_path / "dbos.sqlite3"}'})
+        DBOS.launch()
+        try:
+            with SetWorkflowID('hand-off-1'):
+                first_status, later_status, first_id, later_id = await hand_off('What is the EU AI Act?')
+            steps = await DBOS.list_workflow_steps_async('hand-off-1')
+        finally:
+            DBOS.destroy()
+    assert first_status in ('queued', 'in_progress') and later_status == 'completed' and first_id == later_id
+    names = [s['function_name'] for s in sorted(steps, key=lambda s: s['function_id'])]
+    assert names == [durable.START_STEP, durable.COLLECT_STEP, durable.COLLECT_STEP]
+    assert sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent') == 1
