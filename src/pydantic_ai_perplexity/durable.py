@@ -23,7 +23,6 @@ import sys
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Mapping
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
 import anyio.to_thread
@@ -32,6 +31,7 @@ from opentelemetry import trace
 from pydantic import BaseModel
 
 from . import errors
+from .batch import _not_started, _split  # pyright: ignore[reportPrivateUsage]
 from .errors import AuthenticationError, ConfigurationError, PermissionDeniedError, PerplexityError
 from .ledger import RESERVED
 from .options import ResearchOptions, ResearchOptionsDict, response_format
@@ -348,22 +348,6 @@ class RateLimit(TypedDict):
     period: float
 
 
-@dataclass
-class _Question:
-    query: str
-    options: dict[str, Any]
-
-
-def _split(item: str | Mapping[str, Any], options: Mapping[str, Any]) -> _Question:
-    if isinstance(item, str):
-        return _Question(item, dict(options))
-    fields = dict(item)
-    query = fields.pop('query', None)
-    if not isinstance(query, str):
-        raise TypeError(f'a batch item needs a "query" string: {item!r}')
-    return _Question(query, {**options, **fields})
-
-
 class ResearchQueue:
     """Questions researched as DBOS workflows on a queue, by every worker process sharing the system database.
 
@@ -469,8 +453,6 @@ class ResearchQueue:
                 if isinstance(response_id, str) and response_id:  # started, then collecting it failed
                     result = ResearchResult(response_id=response_id, status='failed', query=query, error=str(exc))
                 else:  # refused by the budget, a bad option, a create that failed: no run
-                    from .batch import _not_started  # pyright: ignore[reportPrivateUsage]
-
                     result = _not_started(query, options.get('effort'), exc)
         return result.model_dump(mode='json')
 
@@ -503,10 +485,10 @@ class ResearchQueue:
         `batch_id` names the workflows (`<batch_id>-<index>`), so submitting the same batch again (after this
         process restarted, say) waits for the same runs instead of starting new ones.
         """
-        questions = [_split(item, options) for item in queries]
+        questions = [_split(item, options) for item in queries]  # the same items as research_many takes
         batch = batch_id or uuid.uuid4().hex
         ids = [
-            await self.enqueue(q.query, workflow_id=f'{self.name}-{batch}-{i}', **q.options)
-            for i, q in enumerate(questions)
+            await self.enqueue(query, workflow_id=f'{self.name}-{batch}-{i}', **given)
+            for i, (query, given) in enumerate(questions)
         ]
         return [await self.result(workflow_id) for workflow_id in ids]
