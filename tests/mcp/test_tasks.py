@@ -240,7 +240,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
-const [mode, target, token, query] = process.argv.slice(2);
+const [mode, target, token, query, long, peek] = process.argv.slice(2);
 const client = new Client({ name: 'ts-tasks-client', version: '1.0.0' });
 const headers = { Authorization: `Bearer ${token}` };
 const transport = mode === 'stdio'
@@ -249,6 +249,22 @@ const transport = mode === 'stdio'
 await client.connect(transport);
 const out = { protocol: transport.protocolVersion ?? null, capabilities: client.getServerCapabilities() };
 out.tools = (await client.listTools()).tools.map((t) => ({ name: t.name, execution: t.execution ?? null }));
+const refused = async (call) => {
+  try {
+    return { answered: await call() };
+  } catch (error) {
+    return { code: error.code, message: error.message };
+  }
+};
+if (peek) {  // another caller: what can it see of a task it did not make?
+  out.list = await client.experimental.tasks.listTasks();
+  out.get = await refused(() => client.experimental.tasks.getTask(peek));
+  out.result = await refused(() => client.experimental.tasks.getTaskResult(peek, CallToolResultSchema));
+  out.cancel = await refused(() => client.experimental.tasks.cancelTask(peek));
+  console.log(JSON.stringify(out));
+  await client.close();
+  process.exit(0);
+}
 out.messages = [];
 const stream = client.experimental.tasks.callToolStream(
   { name: 'perplexity_research', arguments: { query, effort: 'fast' } },
@@ -268,6 +284,14 @@ try {
   out.unknown = { code: error.code, message: error.message };
 }
 out.plain = await client.callTool({ name: 'perplexity_research', arguments: { query, effort: 'fast' } });
+const longCall = { name: 'perplexity_research', arguments: { query: long, effort: 'fast' } };
+for await (const message of client.experimental.tasks.callToolStream(longCall, CallToolResultSchema, { task: {} })) {
+  if (message.type === 'taskCreated') {
+    out.long = message.task.taskId;
+    break;
+  }
+}
+out.cancelled = await client.experimental.tasks.cancelTask(out.long);
 console.log(JSON.stringify(out));
 await client.close();
 """
@@ -291,15 +315,16 @@ def run_ts(script: Path, *args: str) -> dict[str, Any]:
 def test_the_typescript_sdk_client_runs_research_as_a_task(
     tasks_client: Path, emu: Emulator, tmp_path: Path, transport: str
 ) -> None:
-    env = server_env(emu, tmp_path, PERPLEXITY_WAIT_SECONDS='20', PERPLEXITY_MCP_TOKENS=f'alice:{ALICE}')
+    env = server_env(emu, tmp_path, PERPLEXITY_WAIT_SECONDS='20', PERPLEXITY_MCP_TOKENS=f'alice:{ALICE},bob:{BOB}')
+    peeked: dict[str, Any] | None = None
     if transport == 'stdio':
-        out = run_ts(
-            tasks_client, 'stdio', json.dumps({'command': sys.executable, 'args': SERVER[1:], 'env': env}), '', SLOW
-        )
+        target = json.dumps({'command': sys.executable, 'args': SERVER[1:], 'env': env})
+        out = run_ts(tasks_client, 'stdio', target, '', SLOW, LONG)
     else:
         server = HttpServer(env)
         try:
-            out = run_ts(tasks_client, 'http', server.url, ALICE, SLOW)
+            out = run_ts(tasks_client, 'http', server.url, ALICE, SLOW, LONG)
+            peeked = run_ts(tasks_client, 'http', server.url, BOB, '', '', out['long'])
         finally:
             server.stop()
     assert out['capabilities']['tasks'] == {'list': {}, 'cancel': {}, 'requests': {'tools': {'call': {}}}}
@@ -322,3 +347,9 @@ def test_the_typescript_sdk_client_runs_research_as_a_task(
     assert out['result']['_meta']['io.modelcontextprotocol/related-task'] == {'taskId': task_id}
     assert [t['taskId'] for t in out['list']['tasks']] == [task_id]  # the plain call is not a task
     assert out['unknown']['code'] == -32602
+    assert out['cancelled']['taskId'] == out['long'] and out['cancelled']['status'] == 'cancelled'
+    assert upstream_status(emu, out['long']) == 'cancelled'  # stopped upstream: no more billing
+    if peeked is not None:  # bob sees none of alice's tasks, and cannot touch them
+        assert peeked['list']['tasks'] == []
+        for answer in (peeked['get'], peeked['result'], peeked['cancel']):
+            assert answer.get('code') == -32602 and 'not found' in answer['message'], answer

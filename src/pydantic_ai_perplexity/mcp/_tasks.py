@@ -22,6 +22,7 @@ A client that asks for no task gets today's plain call, byte for byte.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -44,10 +45,12 @@ from mcp_types import (
     PaginatedRequestParams,
     Task,
     TaskStatus,
+    TextContent,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import tools
+from ..errors import PerplexityError
 
 if TYPE_CHECKING:
     from ..ledger import RunRecord
@@ -69,6 +72,7 @@ _RELATED = 'io.modelcontextprotocol/related-task'
 _LIST_LIMIT = 50
 
 Render = Callable[['ResearchResult'], CallToolResult]
+_log = logging.getLogger('pydantic_ai_perplexity.mcp')
 
 
 def _now() -> str:
@@ -144,6 +148,8 @@ class ResearchTasks(Extension):
         task = await self._create(params.arguments or {}, _caller(ctx))
         if task is None:
             return await call_next(ctx)
+        if isinstance(task, CallToolResult):
+            return task
         return {'resultType': 'task', **self._modern(task)}
 
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -168,15 +174,20 @@ class ResearchTasks(Extension):
             arguments = params.get('arguments')
             given = cast('dict[str, Any]', arguments) if isinstance(arguments, dict) else {}
             task = await self._create(given, _caller(ctx))
+            if isinstance(task, CallToolResult):
+                return task
             if task is not None:
                 return CreateTaskResult(task=task)
         return await call_next(ctx)
 
     # -- the methods --------------------------------------------------------------------------------------------
 
-    async def _create(self, arguments: Mapping[str, Any], caller: str | None) -> Task | None:
-        """Start the run (recorded in the ledger, with the caller, before this returns) and its task; None when the
-        call cannot be a task (bad arguments, no ledger): then the plain call answers, in its own words."""
+    async def _create(self, arguments: Mapping[str, Any], caller: str | None) -> Task | CallToolResult | None:
+        """Start the run (recorded in the ledger, with the caller, before this returns) and its task.
+
+        None when the call cannot be a task (bad arguments, no ledger): then the plain call answers, in its own words.
+        A run that could not start (budget, API) is the plain call's error result, without a second attempt.
+        """
         r = await self._researcher()
         if r.ledger is None:
             return None
@@ -185,7 +196,14 @@ class ResearchTasks(Extension):
         except Exception:
             return None
         given = args.model_dump(exclude={'query'}, exclude_none=True)
-        started = await r.start(args.query, caller=caller, request_id=TASK_MARK, **given)
+        try:
+            started = await r.start(args.query, caller=caller, request_id=TASK_MARK, **given)
+        except Exception as exc:
+            from ._tools import error_text
+
+            if not isinstance(exc, PerplexityError):
+                _log.error('Unexpected %s starting a task (masked for the client)', type(exc).__name__, exc_info=exc)
+            return CallToolResult(content=[TextContent(type='text', text=error_text(exc))], is_error=True)
         with anyio.CancelScope(shield=True):
             await r.flush()  # durably created: a tasks/get reaching any instance now finds it
         created = _iso(started.created_at)
@@ -219,7 +237,6 @@ class ResearchTasks(Extension):
 
     async def _state(self, r: Researcher, record: RunRecord, *, modern: bool) -> tuple[Task, ResearchResult | None]:
         """The task now, from the API: its status and latest step, and the run's result once it has ended."""
-        from ..errors import PerplexityError
         from ..steps import StepReducer
         from ._tools import error_text
 
@@ -262,7 +279,6 @@ class ResearchTasks(Extension):
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: CancelTaskRequestParams) -> HandlerResult:
         """Cancel the run upstream (it stops billing), from whichever instance the request reached."""
-        from ..errors import PerplexityError
         from ._tools import error_text
 
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
