@@ -139,7 +139,7 @@ async def measure(emu: Emulator, url: str, polls: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
     parser.add_argument('--polls', type=int, default=200)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as state, Emulator(time_scale=0.005) as emu:

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -117,9 +117,11 @@ def until(check: Callable[[], _T | None], *, what: str) -> _T:
 
 
 @asynccontextmanager
-async def http_client(server: HttpServer, token: str, *extensions: ClientExtension) -> AsyncIterator[Client]:
+async def http_client(server: HttpServer | str, token: str, *extensions: ClientExtension) -> AsyncGenerator[Client]:
+    """The MCP SDK's client over Streamable HTTP to a server (or a URL, e.g. nginx's), with a bearer token."""
+    url = server if isinstance(server, str) else server.url
     async with httpx2.AsyncClient(headers={'Authorization': f'Bearer {token}'}) as http:
-        transport = streamable_http_client(server.url, http_client=http)
+        transport = streamable_http_client(url, http_client=http)
         async with Client(transport, extensions=list(extensions)) as client:
             yield client
 
@@ -166,8 +168,9 @@ async def test_the_sdk_client_runs_research_as_a_task_and_gets_the_plain_calls_r
         assert not result.is_error
         assert result.structured_content is not None and result.structured_content['status'] == 'completed'
         assert result.structured_content['sources'] and 'Sources:' in result.content[0].text  # type: ignore[union-attr]
-    assert as_task.structured_content['response_id'] == handle.task_id  # type: ignore[index]
-    assert set(as_task.structured_content) == set(plain.structured_content)  # type: ignore[arg-type]
+    assert as_task.structured_content is not None and plain.structured_content is not None
+    assert as_task.structured_content['response_id'] == handle.task_id
+    assert set(as_task.structured_content) == set(plain.structured_content)
     assert unknown.value.error.code == -32602
     assert undeclared.value.error.code == -32021  # tasks/get without the extension declared
 
