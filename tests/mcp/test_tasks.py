@@ -356,3 +356,37 @@ def test_the_typescript_sdk_client_runs_research_as_a_task(
         assert peeked['list']['tasks'] == []
         for answer in (peeked['get'], peeked['result'], peeked['cancel']):
             assert answer.get('code') == -32602 and 'not found' in answer['message'], answer
+
+
+# -- what a task says when the run cannot start, fails, or there is no ledger (in process) --------------------------
+
+
+@pytest.mark.anyio
+async def test_a_run_that_cannot_start_or_fails_reads_as_the_plain_call_and_no_ledger_means_no_task(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    from pydantic_ai_perplexity.mcp._tools import build_server
+    from pydantic_ai_perplexity.researcher import Researcher
+
+    async def call(researcher: Researcher, query: str, effort: str = 'fast') -> tuple[Tasks, CallToolResult]:
+        tasks = Tasks()
+        async with Client(build_server(researcher=researcher), extensions=[tasks]) as client:
+            result = await client.call_tool('perplexity_research', {'query': query, 'effort': effort})
+        return tasks, result
+
+    keys = {'api_key': emu.api_key, 'base_url': emu.base_url}
+    with anyio.fail_after(DEADLINE):
+        async with Researcher(**keys, ledger=tmp_path / 'l.sqlite3', budget_usd=0.001) as capped:
+            refused_tasks, refused = await call(capped, QUESTION, 'high')
+        async with Researcher(**keys, ledger=tmp_path / 'l.sqlite3', wait_seconds=20) as r:
+            failed_tasks, failed = await call(r, f'{QUESTION} [[emulate: fail]]')
+            plain_failed = await r.run(f'{QUESTION} [[emulate: fail]]', effort='fast')
+        async with Researcher(**keys, ledger=False, wait_seconds=20) as unrecorded:
+            untracked_tasks, untracked = await call(unrecorded, QUESTION)
+    assert not refused_tasks.handles and refused.is_error  # the budget's refusal, as a plain call reads it
+    assert 'budget' in refused.content[0].text.lower()  # type: ignore[union-attr]
+    [handle] = failed_tasks.handles  # a failed run is a task that completed with the plain call's result
+    assert failed_tasks.polls[-1]['status'] == 'completed'
+    assert failed.structured_content is not None and failed.structured_content['status'] == plain_failed.status
+    assert plain_failed.status == 'failed' and failed.structured_content['response_id'] == handle.task_id
+    assert not untracked_tasks.handles and not untracked.is_error  # no ledger, no task: the plain call answers

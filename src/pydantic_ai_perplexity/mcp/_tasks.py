@@ -237,6 +237,7 @@ class ResearchTasks(Extension):
 
     async def _state(self, r: Researcher, record: RunRecord, *, modern: bool) -> tuple[Task, ResearchResult | None]:
         """The task now, from the API: its status and latest step, and the run's result once it has ended."""
+        from ..client._models import TERMINAL_STATUSES
         from ..steps import StepReducer
         from ._tools import error_text
 
@@ -244,7 +245,7 @@ class ResearchTasks(Extension):
         try:
             response = await r.client.retrieve(task_id)
             result: ResearchResult | None = None
-            if response.status in ('queued', 'in_progress'):
+            if response.status not in TERMINAL_STATUSES:
                 steps = [s for s in StepReducer(task_id).snapshot(response) if s.shown]
                 message = steps[-1].detail if steps else f'Research run {task_id} is {response.status}.'
             else:
@@ -266,7 +267,7 @@ class ResearchTasks(Extension):
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: GetTaskRequestParams) -> HandlerResult:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if modern and not _declared(ctx):
+        if modern:  # -32021 for a client that did not declare the extension
             require_client_extension(ctx, EXTENSION)
         r, record = await self._record(ctx, params.task_id)
         task, result = await self._state(r, record, modern=modern)
