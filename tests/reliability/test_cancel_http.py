@@ -78,8 +78,14 @@ async def ended(emu: Emulator, ledger: Ledger, response_id: str) -> tuple[str, R
 
     def wait() -> tuple[str, RunRecord]:
         status = until(lambda: (s := upstream_status(emu, response_id)) in ('completed', 'cancelled') and s, what='end')
-        row = until(lambda: (r := ledger.get(response_id)) is not None and r.status == status and r, what='ledger')
-        return status, row
+        # Cancelled: the reason lands after the run's end (the serving instance's record of it, then the reason).
+        reason = CANCELLED_BY_CLIENT if status == 'cancelled' else None
+
+        def landed() -> RunRecord | None:
+            row = ledger.get(response_id)
+            return row if row is not None and row.status == status and row.error == reason else None
+
+        return status, until(landed, what=f'the ledger row {status} with error {reason!r}')
 
     return await anyio.to_thread.run_sync(wait)
 

@@ -66,7 +66,8 @@ async def cancelled(emu: Emulator, ledger: Ledger, response_id: str) -> RunRecor
         while upstream(emu, response_id) not in ('cancelled', 'completed'):
             await anyio.sleep(0.05)
         assert upstream(emu, response_id) == 'cancelled'
-        while (row := ledger.get(response_id)) is None or row.status != 'cancelled':
+        # The reason lands after the run's end (the serving instance's record of it, then the reason).
+        while (row := ledger.get(response_id)) is None or (row.status, row.error) != ('cancelled', CANCELLED_BY_CLIENT):
             await anyio.sleep(0.05)
     return row
 
