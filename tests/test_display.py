@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from pydantic_ai_perplexity.display import NO_MATH, result_to_html, timeline_steps_html
+from pydantic_ai_perplexity.results import ResearchResult
 from pydantic_ai_perplexity.timeline import TimelineStep
 from test_render import _Collector, make_result
 
@@ -40,3 +41,23 @@ def test_table_cells_carry_their_left_alignment_inline():
     steps = timeline_steps_html([TimelineStep(elapsed_s=0.5, kind='search', detail='searching: $5 and $6')])
     assert NO_MATH in steps
     assert all('text-align:left' in style for style in re.findall(r'<t[dh]( style="[^"]*")?>', steps))
+
+
+def test_an_emulated_result_wears_a_badge_in_html_and_says_so_in_markdown():
+    real = make_result()
+    assert 'class="pplx-emulated"' not in result_to_html(real) and 'emulated' not in real.to_markdown()
+    for result in (make_result(), ResearchResult(response_id='resp_g', status='in_progress')):
+        result.emulated = True
+        page = result_to_html(result)
+        parser = _Collector()
+        parser.feed(page)
+        assert parser.errors == [] and parser.stack == []
+        assert re.search(r'<span class="pplx-emulated"[^>]*>emulated</span>', page)
+        assert 'emulated' in result.to_markdown()
+    finished = make_result()
+    finished.emulated = True
+    footer = re.search(r'<p class="pplx-footer">(.*?)</p>', result_to_html(finished))
+    assert footer is not None and ' · completed · emulated · medium' in footer.group(1)
+    assert finished.to_markdown().splitlines()[-1] == (
+        '<sub>completed · emulated · medium · openai/gpt-5.5 · $0.0123 · resp_r</sub>'
+    )

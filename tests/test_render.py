@@ -106,6 +106,20 @@ def test_handoff_has_id_progress_and_the_next_call_but_no_page_text():
     assert structured['next'] == 'perplexity_research_result(response_id="resp_h")'
 
 
+def test_an_emulated_result_says_so_to_the_model_in_text_and_fields_finished_or_not():
+    note = 'emulated: answered by an emulator, not Perplexity; not a real answer'
+    finished = make_result()
+    finished.emulated = True
+    assert render.for_model(finished, spotlight=False).splitlines()[-1] == (
+        f'status: completed | effort: medium | cost: $0.0123 | response_id: resp_r | {note}'
+    )
+    assert render.structured_for_model(finished)['emulated'] is True
+    going = ResearchResult(response_id='resp_h', status='in_progress', emulated=True)
+    assert note in render.for_model(going) and render.structured_for_model(going)['emulated'] is True
+    real = make_result()  # a real run's output is unchanged: no `emulated` key, no note
+    assert 'emulated' not in render.for_model(real) and 'emulated' not in render.structured_for_model(real)
+
+
 def test_orphan_markers_are_called_out():
     text = render.for_model(make_result(answer='Good [1]. Bad [9].'), spotlight=False)
     assert 'markers [9] point at no source' in text

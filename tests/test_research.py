@@ -17,6 +17,7 @@ from pydantic_ai_perplexity import (
     Ledger,
     Progress,
     Researcher,
+    ResearchResult,
     research,
 )
 from pydantic_ai_perplexity.emulator import Emulator
@@ -240,3 +241,32 @@ async def test_a_key_pasted_into_a_question_is_never_stored_in_the_ledger(emulat
         record = r.ledger.get(result.response_id) if r.ledger else None
     assert record is not None and emulator.api_key not in record.query
     assert record.query == 'Is my key [redacted] valid?'
+
+
+async def test_every_result_an_emulator_answers_is_marked_emulated(emulator: Emulator, tmp_path: Path):
+    ledger_path = tmp_path / 'emulated.sqlite3'
+    async with researcher_for(emulator, ledger=ledger_path, effort='fast', wait_seconds=0.05) as r:
+        finished = await r.run('What is the EU AI Act?', wait_seconds=30)
+        handoff = await r.run('Survey of heat pumps in Europe [[emulate: duration=200]]', effort='high')
+        started = await r.start('A long survey [[emulate: duration=5000]]', effort='xhigh')
+    assert finished.done and not handoff.done and not started.done
+    async with researcher_for(emulator, ledger=ledger_path, wait_seconds=30) as fresh:  # knows only what it is told
+        collected = await fresh.collect(handoff.response_id)
+        cancelled = await fresh.cancel(started.response_id)
+    assert collected.done and cancelled.status == 'cancelled'
+    for result in (finished, handoff, started, collected, cancelled):
+        assert result.emulated is True, result.response_id
+        assert ResearchResult.model_validate_json(result.model_dump_json()).emulated is True
+
+
+async def test_a_replayed_recording_is_still_marked_emulated(tmp_path: Path):
+    recordings = Path(__file__).parent / 'emulator' / 'recordings'
+    with Emulator(replay=recordings, time_scale=0.002) as replayer:
+        async with researcher_for(replayer, effort='fast', ledger=tmp_path / 'l.db') as r:
+            result = await r.run('What is the EU AI Act?')
+            assert r.client.emulated is True
+            await r.flush()
+            record = r.ledger.get(result.response_id) if r.ledger else None
+    assert result.status == 'completed' and result.sources
+    assert result.emulated is True
+    assert record is not None and record.emulated is True

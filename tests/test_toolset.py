@@ -28,6 +28,7 @@ from pydantic_ai_perplexity.testing import scripted_research_model
 pytestmark = pytest.mark.anyio
 
 Script = list[list[ToolCallPart] | str]
+EMULATED_NOTE = 'answered by an emulator, not Perplexity; not a real answer'
 
 
 def toolset_for(emu: Emulator, **kw: Any) -> PerplexityToolset:
@@ -64,6 +65,7 @@ async def test_an_agent_researches_and_answers_with_cited_sources(emulator: Emul
     assert isinstance(research, ResearchResult) and research.done and research.cited_sources
     assert ret.metadata['untrusted'] is True  # type: ignore[index]
     assert '<<web-' in ret.content and 'response_id: resp_' in ret.content
+    assert research.emulated and ret.content.splitlines()[-1].endswith('| emulated: ' + EMULATED_NOTE)
     for source in research.cited_sources:
         assert source.url in result.output
 
@@ -323,3 +325,4 @@ async def test_grouped_citation_markers_reach_the_model_renumbered(tmp_path: Pat
     assert [s.ids for s in research.cited_sources] == [[11], [12], [14]]
     assert RENUMBERED_LINE in ret.content  # not [11, 12] under a source list numbered [1] to [4]
     assert '[11' not in ret.content and '[web:' not in ret.content
+    assert research.emulated and 'emulated: ' + EMULATED_NOTE in ret.content  # a replayed recording is no real answer

@@ -475,12 +475,16 @@ def _print_result(result: ResearchResult, *, as_json: bool) -> None:
     if result.orphan_markers:
         _out(f'\nMarkers pointing at no source: {", ".join(result.orphan_markers)}')
     cost = f'${result.cost_usd:.4f}' if result.cost_usd is not None else 'cost unknown'
-    _out(f'\n{result.status} · {result.effort or "-"} · {result.model or "-"} · {cost} · {result.response_id}')
+    status = f'{result.status} · emulated' if result.emulated else result.status  # never taken for a real answer
+    _out(f'\n{status} · {result.effort or "-"} · {result.model or "-"} · {cost} · {result.response_id}')
 
 
 def _handoff_notice(result: ResearchResult) -> None:
     state = 'Started' if result.status == 'queued' else f'Still going ({result.progress.summary()})'
-    _err(f'{state}: {result.response_id}. Collect it with: pydantic-ai-perplexity jobs wait {result.response_id}')
+    where = ' (emulated)' if result.emulated else ''
+    _err(
+        f'{state}{where}: {result.response_id}. Collect it with: pydantic-ai-perplexity jobs wait {result.response_id}'
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -573,7 +577,7 @@ def _cost(record: RunRecord) -> str:
 @click.option('--limit', type=click.IntRange(1, 10_000), default=20, show_default=True, help='At most this many.')
 @click.option('--json', 'as_json', is_flag=True, help='Print the records as JSON.')
 def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
-    """Recent runs, newest first: id, status, when, cost (~ an estimate), effort, question.
+    """Recent runs, newest first: id, status, when, cost (~ an estimate; `emulated`: no real spend), effort, question.
 
     \b
     Examples:
@@ -595,7 +599,7 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
             'run': r.response_id,
             'status': r.status,
             'started': f'{r.created_at:%Y-%m-%d %H:%M}',
-            'cost': _cost(r),
+            'cost': 'emulated' if r.emulated else _cost(r),  # billed by no one: never read as real spend
             'effort': r.effort or '-',
             'question': r.query,  # a question may come from any caller: shown (made terminal-safe), never acted on
         }
@@ -627,7 +631,7 @@ def jobs_show(response_id: str, as_json: bool) -> None:
         return
     fields = [
         ('run', record.response_id),
-        ('status', record.status),
+        ('status', f'{record.status} (emulated: not Perplexity)' if record.emulated else record.status),
         ('question', record.query),
         ('effort', record.effort or '-'),
         ('model', record.model or '-'),

@@ -25,6 +25,8 @@ __all__ = ('result_to_html', 'result_to_markdown', 'timeline_steps_html', 'timel
 
 def _footer(result: ResearchResult, *, cost: bool = True) -> str:
     parts = [result.status]
+    if result.emulated:
+        parts.append('emulated')
     if result.effort:
         parts.append(result.effort)
     if result.model:
@@ -38,7 +40,8 @@ def _footer(result: ResearchResult, *, cost: bool = True) -> str:
 def result_to_markdown(result: ResearchResult) -> str:
     """Answer, numbered sources (cited ones marked) and a status line, as Markdown."""
     if not result.done:
-        return f'*Research still going* ({result.progress.summary()}) · `{result.response_id}`'
+        emulated = ' · emulated' if result.emulated else ''
+        return f'*Research still going* ({result.progress.summary()}){emulated} · `{result.response_id}`'
     lines: list[str] = []
     if result.error:
         lines.append(f'> **{result.status}**: {result.error}\n')
@@ -170,17 +173,22 @@ _STYLE = (
     '.pplx-sources{border-collapse:collapse;font-size:.9em}'
     '.pplx-result .pplx-sources td,.pplx-result .pplx-sources th{padding:.15em .6em;text-align:left;'
     'border-bottom:1px solid #ddd}'
-    '.pplx-uncited{opacity:.6}.pplx-footer{color:#555;font-size:.85em}.pplx-error{color:#b00}</style>'
+    '.pplx-uncited{opacity:.6}.pplx-footer{color:#555;font-size:.85em}.pplx-error{color:#b00}'
+    '.pplx-emulated{display:inline-block;padding:0 .5em;border-radius:.6em;background:#fde68a;color:#713f12;'
+    'font-size:.8em;font-weight:600}</style>'
 )
+#: The badge of a result an emulator answered (the built-in one or a replayed recording): never a real answer.
+_EMULATED_BADGE = '<span class="pplx-emulated" title="answered by an emulator, not Perplexity">emulated</span>'
 
 
 def result_to_html(result: ResearchResult) -> str:
     """Answer with linked citation markers, a sources table and cost, as a self-contained HTML fragment."""
     esc = html.escape
+    badge = f'{_EMULATED_BADGE} ' if result.emulated else ''
     if not result.done:
         return (
-            f'<div class="pplx-result {NO_MATH}"><em>Research still going</em> ({esc(result.progress.summary())}) '
-            f'<code>{esc(result.response_id)}</code></div>'
+            f'{_STYLE if badge else ""}<div class="pplx-result {NO_MATH}">{badge}<em>Research still going</em> '
+            f'({esc(result.progress.summary())}) <code>{esc(result.response_id)}</code></div>'
         )
     rows: list[str] = []
     for s in result.sources:
@@ -208,7 +216,7 @@ def result_to_html(result: ResearchResult) -> str:
         if result.orphan_markers
         else ''
     )
-    question = f'<p><strong>{esc(result.query)}</strong></p>' if result.query else ''
+    question = f'<p>{badge}<strong>{esc(result.query or "")}</strong></p>' if result.query or badge else ''
     counts = f'{len(result.cited_sources)} of {len(result.sources)} sources cited'
     return (
         f'{_STYLE}<div class="pplx-result {NO_MATH}">{question}{error}'

@@ -144,7 +144,13 @@ def _status_line(result: ResearchResult) -> str:
     if result.cost_usd is not None:
         parts.append(f'cost: ${result.cost_usd:.4f}')
     parts.append(f'response_id: {result.response_id}')
+    if result.emulated:
+        parts.append(f'emulated: {_EMULATED}')
     return ' | '.join(parts)
+
+
+#: What a model is told of a result an emulator answered (`ResearchResult.emulated`).
+_EMULATED = 'answered by an emulator, not Perplexity; not a real answer'
 
 
 def for_model(
@@ -184,7 +190,7 @@ def handoff_for_model(result: ResearchResult) -> str:
     return (
         f'The research run is still going (status: {result.status}, {p.elapsed_s:.0f}s so far; {p.summary()}). '
         f'Nothing is lost: call perplexity_research_result with response_id="{result.response_id}" '
-        'to wait for and collect the answer.'
+        'to wait for and collect the answer.' + (f' (emulated: {_EMULATED}.)' if result.emulated else '')
     )
 
 
@@ -204,6 +210,8 @@ def structured_for_model(
         'model': result.model,
         'cost_usd': result.cost_usd,
     }
+    if result.emulated:
+        out['emulated'] = True
     if not result.done:
         out['progress'] = result.progress.summary()
         out['next'] = f'perplexity_research_result(response_id="{result.response_id}")'

@@ -197,7 +197,7 @@ class Researcher:
         with tracing.research_span(query) as trace:
             response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller, request_id)
             trace.started(response, effort=run.effort, model=run.model)
-            return ResearchResult.from_response(response, effort=response.effort, query=query)
+            return self._marked(ResearchResult.from_response(response, effort=response.effort, query=query))
 
     async def run(
         self,
@@ -272,7 +272,7 @@ class Researcher:
         except BadRequestError:
             # Already finished: nothing to cancel; report how it ended.
             response = await self.client.retrieve(response_id)
-            result = ResearchResult.from_response(response)
+            result = self._marked(ResearchResult.from_response(response))
             await self._record_end(result)
             return result
         if self.ledger:
@@ -283,8 +283,8 @@ class Researcher:
             )
         except ResearchTimeoutError as exc:
             last = cast('Response | None', exc.last)
-            return ResearchResult(response_id=response_id, status=last.status if last else ack.status)
-        result = ResearchResult.from_response(response)
+            return self._marked(ResearchResult(response_id=response_id, status=last.status if last else ack.status))
+        result = self._marked(ResearchResult.from_response(response))
         await self._record_end(result)
         return result
 
@@ -450,23 +450,27 @@ class Researcher:
             status = last.status if last is not None and last.status != 'queued' else 'in_progress'
             if self.ledger:
                 self._record(self.ledger.update, response_id, status=status)
-            return ResearchResult(
-                response_id=response_id,
-                status=status,
-                progress=steps.progress,
-                effort=run.effort or None,
-                query=run.query or None,
+            return self._marked(
+                ResearchResult(
+                    response_id=response_id,
+                    status=status,
+                    progress=steps.progress,
+                    effort=run.effort or None,
+                    query=run.query or None,
+                )
             )
         for step in steps.snapshot(response):  # items of the final snapshot no event reported (a polled run)
             run.trace.step(step)
         steps.progress.elapsed_s = round(time.monotonic() - run.started, 3)
         steps.progress.answer_chars = len(response.output_text)
-        result = ResearchResult.from_response(
-            response,
-            progress=steps.progress,
-            effort=run.effort or None,
-            query=run.query or None,
-            structured=run.structured,
+        result = self._marked(
+            ResearchResult.from_response(
+                response,
+                progress=steps.progress,
+                effort=run.effort or None,
+                query=run.query or None,
+                structured=run.structured,
+            )
         )
         if run.adapter is not None and result.data is not None:
             try:
@@ -474,6 +478,11 @@ class Researcher:
             except ValidationError as exc:
                 result.error = f'structured output did not match the requested type: {exc.error_count()} errors'
         await self._record_end(result)
+        return result
+
+    def _marked(self, result: ResearchResult) -> ResearchResult:
+        """The result marked `emulated` when the API's last answer came from an emulator (`x-pplx-emulator`)."""
+        result.emulated = self.client.emulated is True
         return result
 
     async def _record_end(self, result: ResearchResult) -> None:

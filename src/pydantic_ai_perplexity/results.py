@@ -193,7 +193,8 @@ class ResearchResult(_Model):
 
     `status` is the API's: `queued`, `in_progress`, `completed`, `incomplete`, `failed` or `cancelled`. A run
     still going (`done` false) is a hand-off: collect it later by `response_id`. Failed, incomplete and
-    cancelled runs are results too, with `error` saying why.
+    cancelled runs are results too, with `error` saying why. `emulated` is true when an emulator (the built-in
+    one, or a replay of a recording) answered, not Perplexity: such a result is never a real answer.
     """
 
     response_id: str
@@ -211,6 +212,7 @@ class ResearchResult(_Model):
     data: Any = None
     created_at: datetime | None = None
     completed_at: datetime | None = None
+    emulated: bool = False
 
     @property
     def done(self) -> bool:

@@ -85,6 +85,7 @@ class ResearchOut(TypedDict, total=False):
     orphan_markers: NotRequired[list[str]]
     error: NotRequired[str]
     data: NotRequired[Any]
+    emulated: NotRequired[bool]
 
 
 @dataclass(frozen=True)

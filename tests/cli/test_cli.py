@@ -46,16 +46,17 @@ def test_research_without_a_key_prints_the_answer_on_stdout_and_progress_on_stde
     listed = dict(re.findall(r'^\[(\d+)\]\s+.+?\s+(https://\S+)\s+(?:yes|no)$', rest, flags=re.MULTILINE))
     assert markers and markers <= set(listed)
     footer = text.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r'completed · low · openai/gpt-5\.4 · \$\d+\.\d{4} · resp_[\w-]+', footer)
+    assert re.fullmatch(r'completed · emulated · low · openai/gpt-5\.4 · \$\d+\.\d{4} · resp_[\w-]+', footer)
     assert 'searching' not in text.stdout and 'emulator' not in text.stdout
 
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout)
     assert data['status'] == 'completed' and data['sources'] and data['usage']['cost_usd'] > 0
+    assert data['emulated'] is True
     assert any(STEP_LINE.match(line) for line in as_json.stderr.splitlines())
 
     assert failed.returncode == 1 and 'The run ended failed' in failed.stderr
-    assert failed.stdout.strip().splitlines()[-1].startswith('failed · fast')
+    assert failed.stdout.strip().splitlines()[-1].startswith('failed · emulated · fast')
 
     assert refused.returncode == 1 and refused.stdout == ''
     assert 'Budget exceeded' in refused.stderr
@@ -71,7 +72,9 @@ def test_on_a_terminal_progress_is_a_live_display_and_stdout_is_unchanged(tmp_pa
     assert '✓ completed in' in plain
     assert not any(STEP_LINE.match(line) for line in plain.splitlines())  # not the plain-line format
     assert not ANSI.search(done.stdout)
-    assert 'Sources:' in done.stdout and done.stdout.strip().splitlines()[-1].startswith('completed · medium')
+    assert 'Sources:' in done.stdout and done.stdout.strip().splitlines()[-1].startswith(
+        'completed · emulated · medium'
+    )
 
 
 def test_jobs_list_show_wait_and_cancel_runs_started_by_another_process(emulator: Emulator, tmp_path: Path):
@@ -86,6 +89,7 @@ def test_jobs_list_show_wait_and_cancel_runs_started_by_another_process(emulator
         assert started.returncode == 0, started.stderr
         assert re.fullmatch(r'resp_[\w-]+', started.stdout.strip())
         assert f'jobs wait {started.stdout.strip()}' in started.stderr and 'emulator' not in started.stderr
+        assert started.stderr.startswith('Started (emulated): ')
 
     listed, shown, missing, waited, cancelled = run_all(
         ('jobs', 'list'),
@@ -96,13 +100,18 @@ def test_jobs_list_show_wait_and_cancel_runs_started_by_another_process(emulator
         env=env,
     )
     assert listed.returncode == 0 and quick_id in listed.stdout and slow_id in listed.stdout
+    costs = {line.split()[0]: line.split()[4] for line in listed.stdout.splitlines()[1:]}  # run status date time cost
+    assert costs[quick_id] == costs[slow_id] == 'emulated'  # never read as real spend
     assert 'A long survey of fusion energy' in listed.stdout
     assert shown.returncode == 0 and re.search(rf'^run:\s+{slow_id}$', shown.stdout, flags=re.MULTILINE)
+    assert re.search(r'^status:\s+\w+ \(emulated: not Perplexity\)$', shown.stdout, flags=re.MULTILINE)
     # Until its actual cost is known, a run counts the most its request can cost (it was a flat $1.00 per `high`).
     most = reservation('A long survey of fusion energy [[emulate: duration=6000]]', {'effort': 'high'}).usd
     assert re.search(rf'^cost:\s+~\${most:.4f} \(estimate\)$', shown.stdout, flags=re.MULTILINE)
     assert waited.returncode == 0, waited.stderr
-    assert 'Sources:' in waited.stdout and waited.stdout.strip().splitlines()[-1].startswith('completed · fast')
+    assert 'Sources:' in waited.stdout and waited.stdout.strip().splitlines()[-1].startswith(
+        'completed · emulated · fast'
+    )
     assert cancelled.returncode == 0 and cancelled.stdout.strip() == f'{slow_id} cancelled'
 
     assert missing.returncode == 1 and "No run 'resp_nope'" in missing.stderr
@@ -111,6 +120,24 @@ def test_jobs_list_show_wait_and_cancel_runs_started_by_another_process(emulator
     assert {k: r['status'] for k, r in records.items()} == {quick_id: 'completed', slow_id: 'cancelled'}
     assert records[quick_id]['cost_usd'] > 0 and records[quick_id]['origin'] == 'cli'
     assert records[quick_id]['query'] == 'What is the EU AI Act?'
+    assert all(r['emulated'] is True for r in records.values())
+    shown_json, waited_json = run_all(
+        ('jobs', 'show', quick_id, '--json'), ('jobs', 'wait', quick_id, '--json'), env=env
+    )
+    assert json.loads(shown_json.stdout)['emulated'] is True and json.loads(waited_json.stdout)['emulated'] is True
+
+
+def test_a_replayed_recording_is_marked_emulated_in_the_footer_and_the_json(tmp_path: Path):
+    with Emulator(replay=Path(__file__).parent.parent / 'emulator' / 'recordings', time_scale=0.002) as replayer:
+        env = cli_env(tmp_path, PERPLEXITY_API_KEY=replayer.api_key, PERPLEXITY_BASE_URL=replayer.base_url)
+        text, as_json = run_all(
+            ('research', 'What is the EU AI Act?', '--effort', 'fast'),
+            ('research', 'What is the EU AI Act?', '--effort', 'fast', '--json'),
+            env=env,
+        )
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.strip().splitlines()[-1].startswith('completed · emulated · fast · ')
+    assert as_json.returncode == 0 and json.loads(as_json.stdout)['emulated'] is True
 
 
 def _closed_port() -> int:

@@ -21,6 +21,7 @@ from pydantic_ai_perplexity.ledger import Ledger
 from pydantic_ai_perplexity.mcp import _snapshot
 
 HANDSHAKE = json.loads(_snapshot.SNAPSHOT_FILE.read_text(encoding='utf-8'))
+EMULATED_NOTE = 'answered by an emulator, not Perplexity; not a real answer'
 
 
 @pytest.fixture(scope='module')
@@ -183,6 +184,21 @@ def test_research_returns_the_answer_with_sources_as_text_and_structured_content
     assert structured['sources'] and structured['answer']
     assert '[1]' in text and 'Sources:' in text and f'response_id: {structured["response_id"]}' in text
     assert 'data retrieved from the web' in text  # spotlighted
+    assert structured['emulated'] is True and text.splitlines()[-1].endswith('| emulated: ' + EMULATED_NOTE)
+
+
+def test_a_replayed_recording_is_marked_emulated_in_text_and_structured_content(
+    raw_server_factory: Callable[..., RawServer], tmp_path: Path
+) -> None:
+    recordings = Path(__file__).parent.parent / 'emulator' / 'recordings'
+    with Emulator(replay=recordings, time_scale=0.002) as replayer:
+        process = raw_server_factory(server_env(replayer, tmp_path))
+        process.initialize()
+        result = process.call('perplexity_research', {'query': 'What is the EU AI Act?', 'effort': 'fast'})
+        assert process.close() == 0
+    structured = result['structuredContent']
+    assert structured['status'] == 'completed' and structured['sources']
+    assert structured['emulated'] is True and f'emulated: {EMULATED_NOTE}' in text_of(result)
 
 
 def test_progress_is_notified_per_research_step(server: RawServer) -> None:
