@@ -4,11 +4,11 @@ Run with `uv run --frozen python benchmarks/tasks.py [--polls 200]`.
 
 One MCP HTTP server (a subprocess, SQLite ledger) against the emulator. The MCP SDK's client, on a 2026-07-28
 session that declares the tasks extension, starts `perplexity_research` as a task on a run that lasts minutes, then
-polls it with `tasks/get` (each answer reads the ledger and retrieves the run from the API: stateless). The baseline
-is what any poller pays anyway: a bare `GET /v1/responses/{id}` to the emulator with httpx2; and the poll of
-today's convention, `perplexity_research_result` with `wait_seconds: 0`. All are interleaved so they see the same
-load. Also reported: a `tasks/get` of a finished task (the result inlined, rendered
-as a plain call's).
+polls it with `tasks/get` (each answer reads the ledger, retrieves the run from the API and replays its events up
+to the first 50 ms lull for the latest step: stateless). The baselines: a bare `GET /v1/responses/{id}` to the
+emulator with httpx2, and the poll of today's convention, `perplexity_research_result` with `wait_seconds: 0`. All
+are interleaved so they see the same load. Also reported: a `tasks/get` of a finished task (the result inlined,
+rendered as a plain call's).
 """
 
 from __future__ import annotations

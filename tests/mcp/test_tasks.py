@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shutil
 import subprocess
@@ -51,6 +52,8 @@ QUESTION = 'What does the EU AI Act regulate?'
 SLOW = f'{QUESTION} [[emulate: duration=1200]]'  # 6 s
 LONG = f'{QUESTION} [[emulate: duration=12000]]'  # 60 s: far longer than any test waits
 _ANY = TypeAdapter(dict[str, Any])
+#: A research step as `tasks/get` says it: `searching: ... (1 search, 0 results)`, `writing the answer (...)`.
+STEP = re.compile(r'^(searching|found|fetching|fetched|writing)\b.*\(\d+ search')
 
 
 class GetTask(Request[GetTaskRequestParams, Literal['tasks/get']]):
@@ -162,7 +165,8 @@ async def test_the_sdk_client_runs_research_as_a_task_and_gets_the_plain_calls_r
     assert handle.status == 'working' and handle.task_id.startswith('resp_')
     assert handle.ttl_ms and handle.ttl_ms > 0 and handle.poll_interval_ms and handle.poll_interval_ms > 0
     working = [p for p in tasks.polls if p['status'] == 'working']
-    assert working and all(p['statusMessage'] for p in working)  # the latest step, as the run goes
+    assert working and all(p['statusMessage'] for p in working)
+    assert any(STEP.search(p['statusMessage']) for p in working)  # the latest step, as the run goes
     assert tasks.polls[-1]['status'] == 'completed' and tasks.polls[-1]['resultType'] == 'complete'
     for result in (as_task, plain):
         assert not result.is_error
@@ -340,7 +344,7 @@ def test_the_typescript_sdk_client_runs_research_as_a_task(
     assert created['status'] == 'working' and created['ttl'] > 0 and created['pollInterval'] > 0
     task_id = created['taskId']
     statuses = [m['task'] for m in out['messages'] if m['type'] == 'taskStatus']
-    assert any(s['status'] == 'working' and s.get('statusMessage') for s in statuses)
+    assert any(s['status'] == 'working' and STEP.search(s.get('statusMessage', '')) for s in statuses)
     assert out['get']['status'] == 'completed'
     for result in (out['messages'][-1]['result'], out['result'], out['plain']):
         assert result.get('isError') is not True

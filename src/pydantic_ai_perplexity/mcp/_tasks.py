@@ -69,6 +69,8 @@ TTL_MS = 24 * 3600 * 1000
 #: How often a client is asked to poll: a research run takes from seconds (fast) to many minutes (high).
 POLL_INTERVAL_MS = 2000
 _RELATED = 'io.modelcontextprotocol/related-task'
+_PEEK_SECONDS = 1.0
+_LULL_SECONDS = 0.05
 _LIST_LIMIT = 50
 
 Render = Callable[['ResearchResult'], CallToolResult]
@@ -238,7 +240,6 @@ class ResearchTasks(Extension):
     async def _state(self, r: Researcher, record: RunRecord, *, modern: bool) -> tuple[Task, ResearchResult | None]:
         """The task now, from the API: its status and latest step, and the run's result once it has ended."""
         from ..client._models import TERMINAL_STATUSES
-        from ..steps import StepReducer
         from ._tools import error_text
 
         task_id = record.response_id
@@ -246,8 +247,8 @@ class ResearchTasks(Extension):
             response = await r.client.retrieve(task_id)
             result: ResearchResult | None = None
             if response.status not in TERMINAL_STATUSES:
-                steps = [s for s in StepReducer(task_id).snapshot(response) if s.shown]
-                message = steps[-1].detail if steps else f'Research run {task_id} is {response.status}.'
+                latest = await _latest_step(r, task_id)
+                message = latest or f'Research run {task_id} is {response.status}.'
             else:
                 result = await r.collect(task_id, wait_seconds=0)
                 message = f'Research run {task_id} {result.status}.'
@@ -343,6 +344,38 @@ class ResearchTasks(Extension):
         fields.pop('ttl', None)
         fields.pop('pollInterval', None)
         return {**fields, 'ttlMs': task.ttl, 'pollIntervalMs': task.poll_interval}
+
+
+async def _latest_step(r: Researcher, task_id: str) -> str | None:
+    """The run's latest step, read from its event stream (a retrieve shows no output until the run ends).
+
+    Stateless, so the stream is replayed from the start: its backlog arrives at once, and the read stops at the first
+    lull (or after a second in all), with the last step seen. None if the stream said nothing in time.
+    """
+    from ..steps import StepReducer
+
+    reducer = StepReducer(task_id)
+    latest: str | None = None
+    stream = r.client.resume(task_id, starting_after=0)
+    try:
+        with anyio.move_on_after(_PEEK_SECONDS):
+            wait = _PEEK_SECONDS
+            while True:
+                event: Any = None
+                with anyio.move_on_after(wait):
+                    event = await stream.__anext__()
+                if event is None:  # a lull: the backlog is over
+                    break
+                step = reducer.observe(event)
+                if step is not None and step.shown:
+                    latest = f'{step.detail} ({step.progress.summary()})'
+                wait = _LULL_SECONDS
+    except (StopAsyncIteration, PerplexityError):
+        pass
+    finally:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await stream.aclose()
+    return latest
 
 
 def _with_task_support(tool: Any) -> Any:
