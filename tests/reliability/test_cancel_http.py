@@ -357,5 +357,5 @@ async def test_pydantic_ais_mcp_client_cancels_when_its_task_is_cancelled(
     response_id = await pydantic_ai_cancel(server.url, ALICE, ledger)
     status, row = await ended(emu, ledger, response_id)
     assert status == 'cancelled' and row.error == CANCELLED_BY_CLIENT
-    record('cancel', 'mcp-http', "pydantic-ai's MCP client: the task running the call is cancelled", runs=1,
-           cancels=1, outcome='cancelled upstream and in the ledger', lost=0)  # fmt: skip
+    record('cancel', 'mcp-http', "pydantic-ai's MCP client (handshake era): the task running the call is cancelled",
+           runs=1, cancels=1, outcome='cancelled upstream and in the ledger', lost=0)  # fmt: skip
