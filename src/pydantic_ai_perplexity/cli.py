@@ -223,15 +223,28 @@ def _research_options(given: dict[str, Any]) -> dict[str, Any]:
 # progress on stderr
 
 
-class _StepDisplay:
-    """Research progress on stderr: a live rich display on a terminal, one plain line per step otherwise."""
+#: A resumed stream first replays the run's earlier events in one burst: steps closer together than this, from the
+#: start of the wait on, are that burst (their real times are unknown: the events carry none).
+BURST_GAP_S = 0.5
 
-    def __init__(self, title: str) -> None:
+
+class _StepDisplay:
+    """Research progress on stderr: a live rich display on a terminal, one plain line per step otherwise.
+
+    For a run started earlier (`run_created_at`, the API's `created_at`, as `jobs wait` gives it), steps are timed
+    from the run's start, in whole seconds (the API's clock has no finer grain), and the steps its stream replays in
+    one burst when it opens are marked `earlier`, with no time: nothing says when they happened.
+    """
+
+    def __init__(self, title: str, *, run_created_at: float | None = None) -> None:
         from ._terminal import line_for_terminal
 
         self.title = line_for_terminal(title)
         self.live = sys.stderr.isatty()
         self.started = time.monotonic()
+        self.run_created_at = run_created_at
+        self._replaying = run_created_at is not None  # until the stream's first pause: the replayed burst
+        self._last = self.started
         self._bar: Any = None
         self._task: Any = None
 
@@ -259,19 +272,31 @@ class _StepDisplay:
         step = step if len(step) <= 50 else step[:49] + '…'
         return f'[bold]{escape(title)}[/] {escape(step)}'
 
+    def _when(self, step: Step) -> str:
+        """When the step happened, 7 characters: seconds since the wait (or the run) started, or `earlier`."""
+        if self.run_created_at is None:
+            return f'{step.progress.elapsed_s:6.1f}s'
+        now = time.monotonic()
+        gap, self._last = now - self._last, now
+        if self._replaying and gap <= BURST_GAP_S:
+            return 'earlier'
+        self._replaying = False
+        return f'{max(0.0, time.time() - self.run_created_at):6.0f}s'
+
     def __call__(self, step: Step) -> None:
         """The `on_progress` callback."""
         from ._terminal import line_for_terminal
 
         progress = step.progress
         detail = line_for_terminal(step.detail)  # search queries and page titles come from the model and the web
+        when = self._when(step)
         if self._bar is not None:
             from rich.text import Text
 
-            self._bar.console.print(Text.assemble((f'{progress.elapsed_s:6.1f}s ', 'dim'), detail))
+            self._bar.console.print(Text.assemble((f'{when} ', 'dim'), detail))
             self._bar.update(self._task, description=self._describe(detail), counts=progress.summary())
         else:
-            _err(f'  [{progress.elapsed_s:6.1f}s] {detail}')
+            _err(f'  [{when}] {detail}')
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -283,6 +308,9 @@ class _StepDisplay:
         """One closing line on stderr: how the run ended, how long it took, what it did."""
         elapsed = time.monotonic() - self.started
         line = f'{result.status} in {elapsed:.1f}s: {result.progress.summary()}'
+        if self.run_created_at is not None and result.created_at and result.completed_at:
+            took = (result.completed_at - result.created_at).total_seconds()
+            line = f'{result.status} in {took:.0f}s (waited {elapsed:.1f}s here): {result.progress.summary()}'
         if self._bar is not None:
             self._bar.console.print(f'[green]✓[/] {line}' if result.status == 'completed' else f'[red]✗[/] {line}')
         else:
@@ -709,7 +737,9 @@ def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
         from .researcher import Researcher
 
         async with Researcher(origin='cli', wait_seconds=timeout) as researcher:
-            with _StepDisplay(response_id) as display:
+            # The run's start as the API has it: its steps are timed from there, not from this wait.
+            created_at = (await researcher.client.retrieve(response_id)).created_at
+            with _StepDisplay(response_id, run_created_at=created_at or None) as display:
                 result = await researcher.collect(response_id, on_progress=display)
             if result.done:
                 display.summary(result)

@@ -140,6 +140,28 @@ def test_a_replayed_recording_is_marked_emulated_in_the_footer_and_the_json(tmp_
     assert as_json.returncode == 0 and json.loads(as_json.stdout)['emulated'] is True
 
 
+def test_jobs_wait_times_steps_from_the_runs_start_and_marks_replayed_ones_earlier(emulator: Emulator, tmp_path: Path):
+    env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
+    question = 'How do heat pumps work? [[emulate: duration=2000]]'  # about 10 s: still going when the wait begins
+    handed_off = run('research', question, '--effort', 'low', '--wait', '1', env=env)
+    assert handed_off.returncode == 0 and 'Still going' in handed_off.stderr, handed_off.stderr
+    seen_before = [line.split('] ', 1)[1] for line in handed_off.stderr.splitlines() if STEP_LINE.match(line)]
+    assert seen_before  # the run had done something before the wait: the wait's stream replays it
+
+    waited = run('jobs', 'wait', handed_off.stdout.strip(), env=env)
+    assert waited.returncode == 0, waited.stderr
+    steps = [re.match(r'^  \[(earlier|\s*\d+s)\] (.*)$', line) for line in waited.stderr.splitlines()[:-1]]
+    assert steps and all(steps), waited.stderr  # every step line says when (or `earlier`), nothing else is printed
+    whens = [m.group(1).strip() for m in steps if m]
+    details = [m.group(2) for m in steps if m]
+    earlier = whens.index(next(w for w in whens if w != 'earlier'))  # the replayed burst comes first, untimed
+    assert earlier >= len(seen_before) and details[: len(seen_before)] == seen_before
+    timed = [int(w.removesuffix('s')) for w in whens[earlier:]]
+    assert 'earlier' not in whens[earlier:] and timed == sorted(timed)
+    assert timed[0] >= 1  # seconds since the run started (it was over 1 s old when the wait began), not 0.0s
+    assert re.match(r'^completed in \d+s \(waited \d+\.\d+s here\): ', waited.stderr.splitlines()[-1])
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
