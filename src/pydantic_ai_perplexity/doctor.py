@@ -206,9 +206,10 @@ def _ledger_privacy_check() -> Check:
 
 def _tracing_check() -> Check:
     from ._redact import redact_url
+    from .errors import install_hint
 
     has_logfire = importlib.util.find_spec('logfire') is not None
-    install = 'pip install "pydantic-ai-perplexity[logfire]"'
+    install = install_hint('logfire')
     otlp = os.environ.get('OTEL_EXPORTER_OTLP_ENDPOINT') or os.environ.get('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT')
     if os.environ.get('LOGFIRE_TOKEN'):
         if has_logfire:

@@ -56,6 +56,11 @@ __all__ = (
 )
 
 
+def install_hint(extra: str) -> str:
+    """How to add `extra`, the way the README says while the package is not on the package index."""
+    return f'from a checkout: pip install ".[{extra}]"; once published: pip install "pydantic-ai-perplexity[{extra}]"'
+
+
 class PerplexityError(Exception):
     """Root of every error this library raises."""
 

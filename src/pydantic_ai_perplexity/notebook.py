@@ -12,7 +12,7 @@ live.timeline                         # when each search, fetch and the answer h
 ```
 
 Every display degrades: without IPython, `LiveProgress` prints one line per step. Trace capture (`SpanCapture`)
-needs the OpenTelemetry SDK (`pip install "pydantic-ai-perplexity[logfire]"` brings it).
+needs the OpenTelemetry SDK (the `logfire` extra brings it: `pip install ".[logfire]"` from a checkout).
 """
 
 from __future__ import annotations
@@ -288,8 +288,10 @@ class SpanCapture:
             from opentelemetry.sdk.trace.export import SimpleSpanProcessor
             from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
         except ImportError as exc:  # pragma: no cover - depends on the environment
+            from .errors import install_hint
+
             raise ImportError(
-                'SpanCapture needs the OpenTelemetry SDK: pip install "pydantic-ai-perplexity[logfire]"'
+                f'SpanCapture needs the OpenTelemetry SDK: install it ({install_hint("logfire")})'
             ) from exc
         self._exporter = InMemorySpanExporter()
         processor = SimpleSpanProcessor(self._exporter)

@@ -29,9 +29,9 @@ try:
     from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
     from pydantic_ai.toolsets import ToolsetTool
 except ImportError as _exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        'PerplexityToolset needs pydantic-ai: install it with `pip install "pydantic-ai-perplexity[pydantic-ai]"`.'
-    ) from _exc
+    from .errors import install_hint
+
+    raise ImportError(f'PerplexityToolset needs pydantic-ai: install it ({install_hint("pydantic-ai")}).') from _exc
 
 from pydantic import BaseModel
 

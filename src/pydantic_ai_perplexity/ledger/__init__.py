@@ -141,7 +141,7 @@ def _engine_for(target: str | os.PathLike[str] | None) -> Engine:
         if importlib.util.find_spec('psycopg') is None:
             raise ConfigurationError(
                 f'{source} names a PostgreSQL ledger ({redact_url(target)[0]}), but its driver psycopg is not '
-                f'installed. Install it with {INSTALL_HINT}, or unset {LEDGER_URL_ENV} to use the SQLite ledger.'
+                f'installed. Install it ({INSTALL_HINT}), or unset {LEDGER_URL_ENV} to use the SQLite ledger.'
             )
         return PostgresEngine(target)
     if target.lower().startswith('sqlite://'):

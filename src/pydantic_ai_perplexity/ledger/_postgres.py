@@ -41,6 +41,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 
 from .._redact import redact_url_and_secrets
+from ..errors import install_hint
 from ._engine import MIGRATIONS, Engine, EngineName, Failure
 from ._records import EPSILON_USD, LEDGER_URL_ENV, RESERVED, RunRecord, in_utc, now, record_from_row
 
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 _T = TypeVar('_T')
 
-INSTALL_HINT = 'pip install "pydantic-ai-perplexity[postgres]"'
+INSTALL_HINT = install_hint('postgres')
 SCHEMES = ('postgresql://', 'postgres://')
 
 _POOL_SIZE = 4  # connections per process at most; ledger calls last milliseconds
@@ -138,7 +139,7 @@ def _driver() -> Any:
         import psycopg
     except ImportError as exc:
         raise DriverMissingError(
-            f'the PostgreSQL driver psycopg is not installed; install it with {INSTALL_HINT}'
+            f'the PostgreSQL driver psycopg is not installed; install it ({INSTALL_HINT})'
         ) from exc
     return psycopg
 
@@ -539,7 +540,7 @@ class PostgresEngine(Engine):
             return Failure(
                 lasting=True,
                 cause=str(exc),
-                fix=f'Install the driver with {INSTALL_HINT}, or unset {LEDGER_URL_ENV} to use the SQLite ledger.',
+                fix=f'Install the driver ({INSTALL_HINT}), or unset {LEDGER_URL_ENV} to use the SQLite ledger.',
                 summary=f'{action} failed: {detail}',
             )
         if isinstance(exc, _ServerDown | _PoolExhausted) or _is_transient(exc):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._safe_write import refuse_link, write_text_no_follow
+from ..errors import install_hint
 from ..settings import DEFAULT_MCP_WAIT_SECONDS
 from ._config_env import reference, split_for_file, vscode_input
 
@@ -89,19 +90,14 @@ def missing_extra(client: Client | str, launcher: Launcher = 'python') -> str | 
     if client == 'pydantic-deep' and find_spec('pydantic_deep') is None:
         return (
             'A pydantic-deep config needs pydantic-deep and the MCP server: install the deep extra into this '
-            f'environment ({_install("deep")}), then run this command again.'
+            f'environment ({install_hint("deep")}), then run this command again.'
         )
     if launcher == 'python' and find_spec('mcp') is None:
         return (
             f'The {client} config starts the MCP server, which needs the MCP SDK: install the mcp extra into this '
-            f'environment ({_install("mcp")}), then run this command again.'
+            f'environment ({install_hint("mcp")}), then run this command again.'
         )
     return None
-
-
-def _install(extra: str) -> str:
-    """How to add `extra`, the way the README says while the package is not on the package index."""
-    return f'from a checkout: pip install ".[{extra}]"; once published: pip install "pydantic-ai-perplexity[{extra}]"'
 
 
 def server_command(launcher: Launcher = 'python') -> tuple[str, list[str]]:
@@ -167,9 +163,7 @@ def perplexity_mcp_config(
     try:
         from pydantic_deep.mcp import MCPAuth, MCPServerConfig  # pyright: ignore[reportMissingTypeStubs]
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            'perplexity_mcp_config needs pydantic-deep: install it with `pip install "pydantic-ai-perplexity[deep]"`.'
-        ) from exc
+        raise ImportError(f'perplexity_mcp_config needs pydantic-deep: install it ({install_hint("deep")}).') from exc
     if wait_seconds is not None and wait_seconds > _DEEP_MAX_WAIT_SECONDS:
         raise ValueError(
             f'wait_seconds={wait_seconds:g} is too long for pydantic-deep, which ends every MCP call at 300 s: '
@@ -235,8 +229,8 @@ def perplexity_mcp_toolset(
         from ._toolset import PerplexityMCPToolset
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            'perplexity_mcp_toolset needs pydantic-ai and the MCP extra: install them with '
-            '`pip install "pydantic-ai-perplexity[pydantic-ai,mcp]"`.'
+            'perplexity_mcp_toolset needs pydantic-ai and the MCP extra: install them '
+            f'({install_hint("pydantic-ai,mcp")}).'
         ) from exc
     budget = SERVER_WAIT_SECONDS if wait_seconds is None else wait_seconds
     child_env = child_environment(wait_seconds=wait_seconds) | dict(env or {})

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..errors import install_hint
+
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ('build_mcp_server', 'main', 'serve')
 
-_MCP_MISSING = 'The MCP server needs the MCP SDK: install it with `pip install "pydantic-ai-perplexity[mcp]"`.\n'
+_MCP_MISSING = f'The MCP server needs the MCP SDK: install it ({install_hint("mcp")}).\n'
 #: Said on stderr when stdin is a terminal: a person typed the command, and stdio waits for a client's JSON-RPC.
 _TTY_NOTE = (
     'Waiting for an MCP client on stdio: this server is meant to be started by an MCP client (Claude Desktop, '
