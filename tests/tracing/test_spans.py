@@ -152,7 +152,9 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
     emulator: Emulator, capfire: CaptureLogfire, tmp_path: Path
 ):
     ledger = tmp_path / 'ledger.sqlite3'
-    async with researcher_for(emulator, ledger=ledger, wait_seconds=0.05) as first:
+    # A wait of 0 hands off before any step can arrive (one retrieve, whose snapshot has no output yet), so the
+    # hand-off span's contents do not depend on how fast the machine is.
+    async with researcher_for(emulator, ledger=ledger, wait_seconds=0) as first:
         handoff = await first.run('Survey of heat pumps in Europe [[emulate: duration=200]]', effort='high')
     assert not handoff.done
     async with researcher_for(emulator, ledger=ledger, wait_seconds=30) as second:
@@ -177,25 +179,17 @@ async def test_a_handed_off_run_is_collected_in_a_span_linked_to_the_one_that_st
                     'perplexity.query': 'Survey of heat pumps in Europe [[emulate: duration=200]]',
                     'perplexity.sources': 0,
                     'perplexity.status': 'in_progress',
-                    'perplexity.steps': 1,
+                    'perplexity.steps': 0,
                 },
                 'events': [
-                    {
-                        'name': 'perplexity.search',
-                        'attributes': {
-                            'perplexity.duration_s': '<float>',
-                            'perplexity.search.queries': ['Survey of heat pumps in Europe'],
-                            'perplexity.unfinished': True,
-                        },
-                    },
                     {
                         'name': 'perplexity.handoff',
                         'attributes': {
                             'perplexity.elapsed_s': '<float>',
-                            'perplexity.progress': '1 search, 0 results',
+                            'perplexity.progress': '0 searches, 0 results',
                             'perplexity.status': 'in_progress',
                         },
-                    },
+                    }
                 ],
             },
             {
