@@ -40,6 +40,7 @@ else:  # the client package imports the HTTP stack, which the CLI must not load 
 
 __all__ = (
     'EFFORTS',
+    'LEGACY_PRESETS',
     'RECENCIES',
     'RUN_STATUSES',
     'Effort',
@@ -66,7 +67,8 @@ RECENCIES: tuple[str, ...] = get_args(Recency)
 RunStatus = Literal['queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled']
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 
-_LEGACY_PRESETS = {
+#: The old preset names the API still accepts, and the effort each stands for.
+LEGACY_PRESETS = {
     'fast-search': 'fast',
     'pro-search': 'low',
     'deep-research': 'medium',
@@ -92,7 +94,7 @@ def _shown(value: object, limit: int = 60) -> str:
 def normalize_effort(effort: str) -> str:
     """Check an effort name and return it (legacy preset names mapped to today's); raise with the choices."""
     value = effort.strip().lower()
-    value = _LEGACY_PRESETS.get(value, value)
+    value = LEGACY_PRESETS.get(value, value)
     if not _EFFORT.match(value):
         raise InvalidArgumentError(
             f'Unknown effort {_shown(effort)}: use one of {", ".join(EFFORTS)} '

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .errors import ConfigurationError
+from .options import LEGACY_PRESETS
 
 __all__ = (
     'PRICES_ENV',
@@ -55,12 +56,7 @@ __all__ = (
 PRICES_ENV = 'PERPLEXITY_PRICES'
 #: Output tokens a tightened request keeps at least (an answer needs room), and the fewest steps.
 MIN_OUTPUT_TOKENS = 1024
-_EFFORT_ALIASES = {
-    'fast-search': 'fast',
-    'pro-search': 'low',
-    'deep-research': 'medium',
-    'advanced-deep-research': 'high',
-}
+_EFFORT_ALIASES = LEGACY_PRESETS
 _DEFAULT_EFFORT = 'medium'
 
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from ..errors import BudgetExceededError
+from ..options import LEGACY_PRESETS
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
 
@@ -29,13 +30,7 @@ LEDGER_URL_ENV = 'PERPLEXITY_LEDGER_URL'
 ESTIMATED_COST_USD: dict[str, float] = {'fast': 0.01, 'low': 0.05, 'medium': 0.25, 'high': 1.00, 'xhigh': 3.00}
 #: The effort whose estimate applies when the effort is unknown or not given (the API's default depth).
 DEFAULT_EFFORT = 'medium'
-#: The old preset names the API still accepts, and the effort each stands for.
-_EFFORT_ALIASES = {
-    'fast-search': 'fast',
-    'pro-search': 'low',
-    'deep-research': 'medium',
-    'advanced-deep-research': 'high',
-}
+_EFFORT_ALIASES = LEGACY_PRESETS  # the old preset names the API still accepts
 
 #: The status of a row that holds budget for a run whose create has not answered yet.
 RESERVED = 'reserved'
