@@ -36,3 +36,14 @@ def test_the_documented_self_test_works(emu: Emulator, tmp_path: Path) -> None:
     result = replies[2]['result']
     assert result['structuredContent']['status'] == 'completed'
     assert 'Sources:' in result['content'][0]['text']
+
+
+def test_the_tool_table_names_each_tools_arguments_as_the_spec_does() -> None:
+    """The table of tools in docs/mcp.md is written by hand: it must list the arguments `tools.py` declares."""
+    from pydantic_ai_perplexity.tools import TOOLS
+
+    rows = dict(re.findall(r'^\| `(perplexity_\w+)\(([^)]*)\)` \|', DOC.read_text(encoding='utf-8'), re.MULTILINE))
+    assert set(rows) == {spec.name for spec in TOOLS}
+    for spec in TOOLS:
+        documented = [name.strip() for name in rows[spec.name].split(',') if name.strip()]
+        assert documented == list(spec.schema['properties']), spec.name
