@@ -1,10 +1,12 @@
-"""`Settings`: every `PERPLEXITY_*` variable, read and checked in one place, once, by every way in.
+"""`Settings`: the research core's `PERPLEXITY_*` variables, read and checked in one place, once.
 
-The researcher, the toolset, the MCP server, the CLI and `doctor` all call `Settings.load()` (explicit arguments
-win over the environment), so a bad value is refused with the same words everywhere: the variable's name, what it
-must be, an example, and what was given (never for a secret). NaN and infinities are not numbers here. This module
-imports only the standard library at import time: the CLI and the MCP server call `skip_idle_logfire_plugin`
-before pydantic loads.
+`Researcher` calls `Settings.load()` (explicit arguments win over the environment), and the toolset, the MCP
+server and the CLI get their settings through it; `doctor` reports from one. So a bad value is refused with the same
+words everywhere: the variable's name, what it must be, an example, and what was given (never for a secret). A few
+variables are still read where they are used: `PERPLEXITY_TRACE_STEPS` (tracing), the ledger's location, the MCP
+tokens (re-read when their file changes) and `PERPLEXITY_PRICES` (pricing). NaN and infinities are not numbers
+here. This module imports only the standard library at import time: the CLI and the MCP server call
+`skip_idle_logfire_plugin` before pydantic loads.
 """
 
 from __future__ import annotations
