@@ -442,7 +442,7 @@ def research(
     except Exception as exc:
         _fail(exc)
         return
-    _print_outcome(result, as_json=as_json)
+    _print_outcome(result, as_json=as_json, builtin_emulator=emulated)
 
 
 #: Exit status after Ctrl-C, as a shell reports a command ended by SIGINT.
@@ -468,22 +468,22 @@ def _interrupted(response_id: str | None, *, emulated: bool, collecting: bool = 
     sys.exit(EXIT_INTERRUPTED)
 
 
-def _print_outcome(result: ResearchResult, *, as_json: bool) -> None:
+def _print_outcome(result: ResearchResult, *, as_json: bool, builtin_emulator: bool = False) -> None:
     """Print a result (`research`, `jobs wait`); a run that ended other than `completed` exits `EXIT_RUN_FAILED`."""
-    _print_result(result, as_json=as_json)
+    _print_result(result, as_json=as_json, builtin_emulator=builtin_emulator)
     if result.done and result.status != 'completed':
         sys.exit(EXIT_RUN_FAILED)
 
 
-def _print_result(result: ResearchResult, *, as_json: bool) -> None:
+def _print_result(result: ResearchResult, *, as_json: bool, builtin_emulator: bool = False) -> None:
     if as_json:
         _out_json(result.model_dump_json(indent=2))
         if not result.done:
-            _handoff_notice(result)
+            _handoff_notice(result, builtin_emulator=builtin_emulator)
         return
     if not result.done:
         _out(result.response_id)
-        _handoff_notice(result)
+        _handoff_notice(result, builtin_emulator=builtin_emulator)
         return
     from .render import answer_with_source_numbers
 
@@ -507,9 +507,12 @@ def _print_result(result: ResearchResult, *, as_json: bool) -> None:
     _out(f'\n{status} · {result.effort or "-"} · {result.model or "-"} · {cost} · {result.response_id}')
 
 
-def _handoff_notice(result: ResearchResult) -> None:
+def _handoff_notice(result: ResearchResult, *, builtin_emulator: bool = False) -> None:
     state = 'Started' if result.status == 'queued' else f'Still going ({result.progress.summary()})'
     where = ' (emulated)' if result.emulated else ''
+    if builtin_emulator:  # it stopped with this command: there is nothing left to collect
+        _err(f'{state}{where}: {result.response_id}. It cannot be collected: the built-in emulator has stopped.')
+        return
     _err(
         f'{state}{where}: {result.response_id}. Collect it with: pydantic-ai-perplexity jobs wait {result.response_id}'
     )

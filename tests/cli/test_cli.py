@@ -262,3 +262,16 @@ def test_the_console_script_answers_help_and_imports_only_what_a_command_needs(t
         [sys.executable, '-c', probe], capture_output=True, text=True, timeout=60, check=False, env=cli_env(tmp_path)
     )
     assert imported.stdout.strip() == '[] False', imported.stderr
+
+
+def test_research_no_wait_on_the_built_in_emulator_says_the_run_cannot_be_collected(tmp_path: Path):
+    """The built-in emulator stops with the command: the notice must not offer a `jobs wait` that cannot work."""
+    env = cli_env(tmp_path)
+    started = run('research', 'What is the EU AI Act?', '--effort', 'fast', '--no-wait', env=env)
+    assert started.returncode == 0, started.stderr
+    response_id = started.stdout.strip()
+    assert response_id.startswith('resp_')
+    assert 'cannot be collected' in started.stderr and 'jobs wait' not in started.stderr
+    listed = run('jobs', 'list', '--json', env=env)
+    [row] = [r for r in json.loads(listed.stdout) if r['response_id'] == response_id]
+    assert row['emulated'] is True  # never counted against a budget for the real API
