@@ -9,7 +9,6 @@ the edge; the state directory and the ledger files are private to the user.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sqlite3
 import stat
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from disk_support import fill, mounted_small_disk
 from postgres_support import fresh_schema
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity.emulator import Emulator
@@ -121,32 +121,8 @@ def test_a_forked_child_records_through_its_own_recorder_and_both_exit_with_ever
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 1 MiB filesystem (tmpfs), so that a write can meet a full disk; needs the right to mount."""
-    mount = tmp_path / 'disk'
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip('mounting a small filesystem needs root')
-    done = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m,mode=0755', 'tmpfs', str(mount)], check=False)
-    if done.returncode != 0:
-        pytest.skip('cannot mount a tmpfs here')
-    try:
+    with mounted_small_disk(tmp_path) as mount:
         yield mount
-    finally:
-        subprocess.run(['umount', '-l', str(mount)], check=False)
-
-
-def fill(directory: Path) -> Path:
-    """Fill the filesystem of `directory` to the last byte; returns the file to delete to free it."""
-    filler = directory / 'filler'
-    with filler.open('wb', buffering=0) as out:
-        for size in (65536, 4096, 512, 1):
-            while True:
-                try:
-                    out.write(b'\0' * size)
-                except OSError as exc:
-                    assert exc.errno == errno.ENOSPC
-                    break
-    return filler
 
 
 @pytest.mark.anyio

@@ -7,7 +7,6 @@ Each test records its row for the README's Reliability section. (`tests/test_bud
 
 from __future__ import annotations
 
-import errno
 import os
 import sqlite3
 import subprocess
@@ -22,6 +21,7 @@ from mcp_support import server_env
 from reliability_support import record
 from scale_support import Instance, Outcome, call_tool
 
+from disk_support import fill, mounted_small_disk
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import EPSILON_USD, Ledger
 
@@ -78,30 +78,8 @@ def test_scripts_that_never_close_their_researcher_exit_cleanly_with_every_row(t
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 1 MiB filesystem (tmpfs), so that the ledger can meet a full disk; needs the right to mount."""
-    mount = tmp_path / 'disk'
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip('mounting a small filesystem needs root')
-    if subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', str(mount)], check=False).returncode:
-        pytest.skip('cannot mount a tmpfs here')
-    try:
+    with mounted_small_disk(tmp_path) as mount:
         yield mount
-    finally:
-        subprocess.run(['umount', '-l', str(mount)], check=False)
-
-
-def fill(directory: Path) -> Path:
-    filler = directory / 'filler'
-    with filler.open('wb', buffering=0) as out:
-        for size in (65536, 4096, 512, 1):
-            while True:
-                try:
-                    out.write(b'\0' * size)
-                except OSError as exc:
-                    assert exc.errno == errno.ENOSPC
-                    break
-    return filler
 
 
 @pytest.mark.anyio
