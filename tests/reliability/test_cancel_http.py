@@ -13,7 +13,8 @@ import json
 import secrets
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -149,17 +150,22 @@ async def test_a_cancel_from_another_caller_with_the_same_id_changes_nothing(
            outcome='ignored: the run completed', lost=0)  # fmt: skip
 
 
-async def test_a_cancel_before_the_run_has_its_id_still_stops_it(emu: Emulator, tmp_path: Path) -> None:
-    """The notification reaches one instance while the create is in flight on another: both orders end cancelled."""
-    key = request_key(7)
+@asynccontextmanager
+async def cancels_on(emu: Emulator, tmp_path: Path) -> AsyncIterator[tuple[Researcher, Ledger, RemoteCancels]]:
+    """A researcher on the emulator with its ledger, and the `RemoteCancels` an MCP HTTP instance would hold."""
     async with Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'l.sqlite3') as r:
         assert r.ledger is not None
-        ledger = r.ledger
 
         async def researcher() -> Researcher:
             return r
 
-        cancels = RemoteCancels(researcher)
+        yield r, r.ledger, RemoteCancels(researcher)
+
+
+async def test_a_cancel_before_the_run_has_its_id_still_stops_it(emu: Emulator, tmp_path: Path) -> None:
+    """The notification reaches one instance while the create is in flight on another: both orders end cancelled."""
+    key = request_key(7)
+    async with cancels_on(emu, tmp_path) as (r, ledger, cancels):
         # 1. The cancel marks the reservation; the starting instance finds the mark once it has bound the id.
         record_ = RunRecord(query='q', effort='fast', status='starting', origin='mcp', caller='alice', request_id=key)
         token = ledger.reserve(record_, cap_usd=100.0)
@@ -192,14 +198,7 @@ async def test_a_cancel_before_the_run_has_its_id_still_stops_it(emu: Emulator, 
 async def test_two_calls_in_flight_with_the_same_id_and_caller_cancel_nothing(emu: Emulator, tmp_path: Path) -> None:
     """Without tokens every client is the same anonymous caller: an id two calls share in flight names neither."""
     key = request_key(1)
-    async with Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'l.sqlite3') as r:
-        assert r.ledger is not None
-        ledger = r.ledger
-
-        async def researcher() -> Researcher:
-            return r
-
-        cancels = RemoteCancels(researcher)
+    async with cancels_on(emu, tmp_path) as (r, ledger, cancels):
         runs = [await r.client.start(f'{LONG} ({n})', effort='fast') for n in range(2)]
         for run in runs:
             ledger.record_start(RunRecord(response_id=run.id, query='q', status='queued', origin='mcp', request_id=key))
@@ -219,14 +218,7 @@ async def test_two_calls_in_flight_with_the_same_id_and_caller_cancel_nothing(em
 async def test_a_collect_call_is_cancelled_only_for_the_runs_own_caller(emu: Emulator, tmp_path: Path) -> None:
     """`perplexity_research_result` over HTTP claims the run for its call while it waits, if the run is the caller's
     and carries no other key (a durable workflow's); a cancel of that call then stops it."""
-    async with Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'l.sqlite3') as r:
-        assert r.ledger is not None
-        ledger = r.ledger
-
-        async def researcher() -> Researcher:
-            return r
-
-        cancels = RemoteCancels(researcher)
+    async with cancels_on(emu, tmp_path) as (r, ledger, cancels):
         mine, durable = [await r.client.start(f'{LONG} ({n})', effort='fast') for n in range(2)]
         ledger.record_start(RunRecord(response_id=mine.id, query='q', status='queued', origin='mcp', caller='alice'))
         row = RunRecord(response_id=durable.id, query='q', status='queued', origin='api', caller='alice')
