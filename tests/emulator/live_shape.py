@@ -23,7 +23,7 @@ SEARCHED = [
 ]
 FETCHED = ('https://digital-strategy.ec.europa.eu/en/policies/regulatory-framework-ai', 'AI Act | Digital Strategy')
 ANSWER = (
-    'The EU AI Act is the European Union\'s regulation on artificial intelligence, adopted in 2024 [1]. '
+    "The EU AI Act is the European Union's regulation on artificial intelligence, adopted in 2024 [1]. "
     'It sorts AI systems by risk and phases in obligations from 2025 on [2][web:0].'
 )
 HEADERS = {
@@ -37,7 +37,11 @@ USAGE: dict[str, Any] = {
     'input_tokens': 2210,
     'output_tokens': 64,
     'total_tokens': 2274,
-    'input_tokens_details': {'cache_creation_input_tokens': 1210, 'cache_read_input_tokens': 1000, 'cached_tokens': 1000},
+    'input_tokens_details': {
+        'cache_creation_input_tokens': 1210,
+        'cache_read_input_tokens': 1000,
+        'cached_tokens': 1000,
+    },
     'output_tokens_details': {'reasoning_tokens': 0},
     'tool_calls_details': {
         'search_web': {'invocation': 1, 'cost_usd': 0.001},

@@ -17,9 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import live_shape
+import pytest
 from live_shape import write_live_recording
 
 from pydantic_ai_perplexity.emulator import Emulator

@@ -95,6 +95,7 @@ _KINDS = frozenset({'run', 'search', 'models'})
 #: The longest run a replay plays (recorded seconds); a run id as the API makes them (it is replaced on replay).
 _MAX_SECONDS = 86_400
 _RUN_ID = re.compile(r'resp_[A-Za-z0-9_-]{4,128}')
+_MODEL_ID = re.compile(r'[^/\s]+/\S+')
 _TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
 _TERMINAL_STATUSES = frozenset({'completed', 'failed', 'incomplete', 'cancelled'})
 _REDACTED = '[redacted]'
@@ -270,13 +271,19 @@ class Recording:
         if content.get('version') != VERSION:
             raise RecordingError(f'{name}: recording version {content.get("version")!r}, this emulator reads {VERSION}')
         kind = content.get('kind')
-        if kind not in _KINDS:
+        if not isinstance(kind, str) or kind not in _KINDS:
             raise RecordingError(f'{name}: "kind" is {kind!r}; expected "run", "search" or "models"')
         request = _field(content, 'request', dict, name)
         body = _field(request, 'body', dict, name, where='request.')
         recorded_at = content.get('recorded_at', '')
-        recording = cls(str(kind), body, recorded_at=recorded_at if isinstance(recorded_at, str) else '', path=path)
+        recording = cls(kind, body, recorded_at=recorded_at if isinstance(recorded_at, str) else '', path=path)
         if kind == 'run':
+            named = [('model', body.get('model'))] + [
+                (f'models[{i}]', m) for i, m in enumerate(_arr(body.get('models')))
+            ]
+            for where, model in named:
+                if model is not None and not _is_model_id(model):
+                    raise RecordingError(f'{name}: "request.body.{where}" is {model!r}; expected "provider/model"')
             run = _field(content, 'run', dict, name)
             recording.events = _events(_field(run, 'events', list, name, where='run.'), name)
             recording.final = _final(run.get('final'), name)
@@ -308,6 +315,11 @@ def _field(parent: dict[str, Any], key: str, kind: type, name: str, *, where: st
         wanted = 'a JSON object' if kind is dict else 'a JSON array'
         raise RecordingError(f'{name}: "{where}{key}" is missing or not {wanted}')
     return value
+
+
+def _is_model_id(value: Any) -> bool:
+    """Whether `value` is a `provider/model` id (a replay adds the recorded ones to its model table)."""
+    return isinstance(value, str) and _MODEL_ID.fullmatch(value) is not None
 
 
 def _is_int(value: Any) -> bool:
@@ -355,8 +367,8 @@ def _final(raw: Any, name: str) -> dict[str, Any]:
             'record it again and let it finish)'
         )
     final = _obj(raw)
-    status = final.get('status', 'completed')
-    if status not in _TERMINAL_STATUSES:
+    status = final.get('status')
+    if not isinstance(status, str) or status not in _TERMINAL_STATUSES:
         raise RecordingError(
             f'{name}: "run.final.status" is {status!r}, not an end state ({", ".join(sorted(_TERMINAL_STATUSES))}); '
             'the run did not end while it was recorded'
@@ -371,8 +383,8 @@ def _final(raw: Any, name: str) -> dict[str, Any]:
         )
     if final.get('id') is not None and not (isinstance(final['id'], str) and _RUN_ID.fullmatch(final['id'])):
         raise RecordingError(f'{name}: "run.final.id" is {final["id"]!r}; expected a run id such as "resp_<uuid>"')
-    if final.get('model') is not None and not isinstance(final['model'], str):
-        raise RecordingError(f'{name}: "run.final.model" is {final["model"]!r}; expected a string')
+    if final.get('model') is not None and not _is_model_id(final['model']):
+        raise RecordingError(f'{name}: "run.final.model" is {final["model"]!r}; expected "provider/model"')
     output = final.get('output', [])
     if not isinstance(output, list) or not all(isinstance(item, dict) for item in _arr(output)):
         raise RecordingError(f'{name}: "run.final.output" is not a JSON array of objects')
