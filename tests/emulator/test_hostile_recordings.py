@@ -16,22 +16,13 @@ from typing import Any
 
 import httpx2
 import pytest
+from emulator_helpers import client_for
 from live_shape import HEADERS, QUESTION, live_recording, write_live_recording
 
 from pydantic_ai_perplexity.emulator import Emulator, RecordingError
 from pydantic_ai_perplexity.errors import ConfigurationError
 
 VICTIM_TEXT = "the user's own file\n"
-
-
-@pytest.fixture
-def upstream() -> Iterator[Emulator]:
-    with Emulator(time_scale=0.001, api_key='pplx-upstream-secret-key-0000') as emu:
-        yield emu
-
-
-def client_for(emu: Emulator, key: str) -> httpx2.Client:
-    return httpx2.Client(base_url=emu.base_url, headers={'Authorization': f'Bearer {key}'}, timeout=30)
 
 
 def record(upstream: Emulator, directory: Path, body: dict[str, Any]) -> httpx2.Response:
