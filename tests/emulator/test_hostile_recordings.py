@@ -280,6 +280,24 @@ def _drop(path: str) -> Mutation:
     return mutate
 
 
+def _search_answered(status: int) -> Mutation:
+    """The recording turned into a search recording answered with `status` (the test then searches too)."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        data.clear()
+        data.update(
+            {
+                'format': 'pydantic-ai-perplexity/recording',
+                'version': 1,
+                'kind': 'search',
+                'request': {'body': {'query': QUESTION}},
+                'response': {'status': status, 'body': {'results': []}},
+            }
+        )
+
+    return mutate
+
+
 #: Paths into the live-shape recording, with the field a refusal must name.
 FIELDS = [
     'kind',
@@ -334,6 +352,12 @@ def _variants() -> Iterator[tuple[str, Mutation]]:
     yield 'a run of a year', _set('run.final.completed_at', 1796122340 + 365 * 86_400)
     yield 'still running', _set('run.final.status', 'in_progress')
     yield 'a set-cookie header', _set('run.headers.set-cookie', 'a=b')
+    for index in (0, 3, 6):  # an end event early in the stream, or an unknown one
+        for kind in ('response.completed', 'response.failed', 'response.cancelled', 'response.unknown', 'error'):
+            yield f'event {index} is {kind}', _set(f'run.events.{index}.event.type', kind)
+    yield 'a search answered 204', _search_answered(204)
+    yield 'a search answered 304', _search_answered(304)
+    yield 'a search answered 503', _search_answered(503)
 
 
 def test_every_malformed_field_is_refused_at_load_or_served_without_an_error(tmp_path: Path):
@@ -354,6 +378,8 @@ def test_every_malformed_field_is_refused_at_load_or_served_without_an_error(tmp
             continue
         with emulator, client_for(emulator, emulator.api_key) as c:
             body = {'input': QUESTION, 'effort': 'fast'}
+            searched = c.post('/search', json={'query': QUESTION})
+            assert searched.status_code != 500 and searched.headers['content-type'] == 'application/json', label
             blocking = c.post('/v1/agent', json=body)
             assert blocking.status_code in (200, 404), (label, blocking.text)
             if blocking.status_code == 200:
