@@ -98,6 +98,8 @@ def redact_url_and_secrets(
     cut = min((i for i in (rest.find('?'), rest.find('#')) if i >= 0), default=len(rest))
     before, after = rest[:cut], rest[cut:]
     userinfo, at, hosts = before.rpartition('@')
+    if at and ':' not in userinfo and '/' in userinfo:  # an `@` in the path (`https://medium.com/@name`), no user
+        at = ''
     if at:
         user, colon, password = userinfo.partition(':')
         if whole_userinfo:
