@@ -173,6 +173,11 @@ def _plant(kind: str, folder: Path, outside: Path) -> str:
         data['run']['final']['metadata'] = json.loads('{"a":' * 100 + '1' + '}' * 100)
         (folder / 'nested.json').write_text(json.dumps(data))
         return 'nested.json'
+    if kind == 'nan':
+        (folder / 'nan.json').write_text(
+            json.dumps(live_recording()).replace('"total_cost": 0.00429', '"total_cost": NaN')
+        )
+        return 'nan.json'
     if kind == 'huge':
         with open(folder / 'huge.json', 'wb') as f:
             f.truncate(64 * 1024 * 1024)  # sparse: no disk used
@@ -187,6 +192,7 @@ def _plant(kind: str, folder: Path, outside: Path) -> str:
 
 
 HOSTILE = [
+    'nan',
     'symlink out',
     'device',
     'fifo',
@@ -198,6 +204,7 @@ HOSTILE = [
     'not json',
 ]
 REASONS = {
+    'nan': 'NaN is not a JSON value',
     'symlink out': 'symbolic link',
     'device': 'symbolic link',
     'fifo': 'not a regular file',

@@ -96,6 +96,8 @@ _KINDS = frozenset({'run', 'search', 'models'})
 _MAX_SECONDS = 86_400
 _RUN_ID = re.compile(r'resp_[A-Za-z0-9_-]{4,128}')
 _MODEL_ID = re.compile(r'[^/\s]+/\S+')
+#: Statuses whose answers have no body: a recorded answer (which has one) cannot be served with them.
+_NO_BODY = frozenset({204, 205, 304})
 _TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
 _TERMINAL_STATUSES = frozenset({'completed', 'failed', 'incomplete', 'cancelled'})
 _REDACTED = '[redacted]'
@@ -291,8 +293,11 @@ class Recording:
         else:
             response = _field(content, 'response', dict, name)
             status = response.get('status', 200)
-            if type(status) is not int or not 200 <= status <= 599:
-                raise RecordingError(f'{name}: "response.status" is {status!r}; expected an HTTP status (200-599)')
+            if type(status) is not int or not 200 <= status <= 599 or status in _NO_BODY:
+                raise RecordingError(
+                    f'{name}: "response.status" is {status!r}; expected an HTTP status with a body (200-599, '
+                    'not 204, 205 or 304)'
+                )
             if 'body' not in response or (kind == 'models' and not isinstance(response['body'], dict)):
                 wanted = 'a JSON object' if kind == 'models' else 'the recorded JSON answer'
                 raise RecordingError(f'{name}: "response.body" is missing or not {wanted}')
@@ -718,7 +723,7 @@ def _read_recording(dir_fd: int, name: str) -> Any:
     if size > MAX_RECORDING_BYTES:
         raise RecordingError(f'{name}: grew over the {MAX_RECORDING_BYTES}-byte limit while it was read')
     try:
-        data = json.loads(b''.join(chunks).decode('utf-8'))
+        data = json.loads(b''.join(chunks).decode('utf-8'), parse_constant=_not_json)
     except UnicodeDecodeError:
         raise RecordingError(f'{name}: is not UTF-8 text') from None
     except RecursionError:
@@ -728,6 +733,11 @@ def _read_recording(dir_fd: int, name: str) -> Any:
     if _depth_over(data, MAX_DEPTH):
         raise RecordingError(f'{name}: JSON nested deeper than {MAX_DEPTH} levels')
     return data
+
+
+def _not_json(constant: str) -> Any:
+    """`NaN` and `Infinity`, which Python's reader takes but JSON has not (nor can a replay serve them)."""
+    raise ValueError(f'{constant} is not a JSON value')
 
 
 def _depth_over(value: Any, limit: int) -> bool:
