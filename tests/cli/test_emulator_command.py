@@ -17,6 +17,8 @@ import httpx2
 from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, run_each
 from live_shape import QUESTION, live_recording, write_live_recording
 
+from pydantic_ai_perplexity.emulator import Emulator
+
 
 def _refused(done_stderr: str) -> list[str]:
     """The stderr lines of a refusal (uvicorn never started, so there is nothing else)."""
@@ -107,3 +109,43 @@ def test_allow_remote_never_prints_the_key(tmp_path: Path) -> None:
         assert process.stdout is not None
         stdout = process.stdout.read().decode()
     assert key not in stderr + stdout and 'API key' not in stderr
+
+
+def test_recording_through_the_command_neither_follows_a_planted_link_nor_keeps_a_credential(tmp_path: Path) -> None:
+    """`emulator --record` in a cloned folder holding `<recording>.json.tmp -> victim`, with a credentialed MCP URL."""
+    secret = 'ZjQ2ZTk4NTgtYmMxNS00YjQ1LWE5OGQt'
+    body = {
+        'input': QUESTION,
+        'effort': 'fast',
+        'tools': [{'type': 'mcp', 'server_label': 'z', 'server_url': f'https://mcp.zapier.com/api/mcp/s/{secret}/mcp'}],
+    }
+    victim, folder = tmp_path / 'victim.txt', tmp_path / 'cloned'
+    victim.write_text('untouched\n')
+    with Emulator(time_scale=0.001) as upstream:
+        # The name a recording of `body` gets, learnt from a first recording; then planted as a link's name.
+        with Emulator(record=tmp_path / 'probe', upstream=upstream.base_url) as probe:
+            httpx2.post(
+                f'{probe.base_url}/v1/agent', json=body, headers={'Authorization': f'Bearer {upstream.api_key}'}
+            )
+        [name] = [p.name for p in (tmp_path / 'probe').glob('*.json')]
+        folder.mkdir()
+        (folder / f'{name}.tmp').symlink_to(victim)
+
+        args = ['emulator', '--record', str(folder), '--upstream', upstream.base_url, '--port', '0']
+        deadline = time.monotonic() + TIMEOUT
+        with subprocess.Popen([*COMMAND, *args], env=cli_env(tmp_path), stderr=subprocess.PIPE) as process:
+            lines = StderrLines(process)
+            try:
+                announced = lines.wait_for(r'Recording proxy at http://127\.0\.0\.1:\d+', deadline)
+                proxy_url = announced.split(' at ', 1)[1].split()[0]
+                headers = {'Authorization': f'Bearer {upstream.api_key}'}
+                answer = httpx2.post(f'{proxy_url}/v1/agent', json=body, headers=headers, timeout=30)
+                assert answer.status_code == 200, answer.text
+            finally:
+                process.send_signal(signal.SIGINT)
+                process.wait(timeout=TIMEOUT)
+            stderr = lines.rest(deadline)
+    assert victim.read_text() == 'untouched\n' and (folder / f'{name}.tmp').is_symlink()
+    written = (folder / name).read_text()
+    assert json.loads(written)['run']['final']['status'] == 'completed'
+    assert secret not in written and upstream.api_key not in written and upstream.api_key not in stderr
