@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pydantic_ai_perplexity._redact import has_secret, redact_url, redact_urls_in
+from pydantic_ai_perplexity._redact import has_secret, redact_url, redact_url_and_secrets, redact_urls_in
 from pydantic_ai_perplexity.ledger import Ledger
 
 
@@ -53,3 +53,29 @@ def test_urls_inside_text_are_redacted() -> None:
         redact_urls_in(text)
         == 'cannot reach https://me:***@otel.example/v1 (or postgresql://u:***@db/runs?password=***).'
     )
+
+
+@pytest.mark.parametrize(
+    ('url', 'stored', 'secrets'),
+    [
+        ('https://ghp_TOKEN123@mcp.example/mcp', 'https://***@mcp.example/mcp', {'ghp_TOKEN123'}),
+        ('https://alice:pw-1/x@mcp.example/mcp', 'https://***@mcp.example/mcp', {'pw-1/x'}),
+        (
+            'https://mcp.zapier.com/api/mcp/s/ZjQ2ZTk4NTgtYmMxNS00YjQ1/mcp',
+            'https://mcp.zapier.com/api/mcp/s/***/mcp',
+            {'ZjQ2ZTk4NTgtYmMxNS00YjQ1'},
+        ),
+        ('https://mcp.example/api-key/k3y/mcp?x=1', 'https://mcp.example/api-key/***/mcp?x=1', {'k3y'}),
+        (
+            'https://api.telegram.org/bot123456:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/getMe',
+            'https://api.telegram.org/***/getMe',
+            {'bot123456:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw'},
+        ),
+        ('https://mcp.example/v1/mcp?sig=abc', 'https://mcp.example/v1/mcp?sig=***', {'abc'}),
+        ('https://medium.com/@someone/a-post', 'https://medium.com/@someone/a-post', set()),  # an `@` in the path
+        ('https://docs.example/mcp', 'https://docs.example/mcp', set()),
+    ],
+)
+def test_stored_urls_lose_every_credential_form(url: str, stored: str, secrets: set[str]) -> None:
+    """What a recording keeps of a remote MCP server's URL: no user info, secret parameter or path token."""
+    assert redact_url_and_secrets(url, whole_userinfo=True, path_tokens=True) == (stored, frozenset(secrets))

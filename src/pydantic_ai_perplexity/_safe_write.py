@@ -31,7 +31,7 @@ def refuse_link(path: Path) -> None:
         if candidate.is_symlink():
             raise UnsafePathError(
                 f'{candidate} is a symbolic link (to {os.readlink(candidate)}); not writing through it. Replace the '
-                f'link with a real {what}, or write the config elsewhere.'
+                f'link with a real {what}, or write the file elsewhere.'
             )
 
 
@@ -49,7 +49,7 @@ def write_text_no_follow(target: str | os.PathLike[str], text: str) -> Path:
         if directory.is_symlink():
             raise UnsafePathError(
                 f'{directory} is a symbolic link (to {os.readlink(directory)}); not writing through it. '
-                'Make it a real directory, or write the config elsewhere.'
+                'Make it a real directory, or write the file elsewhere.'
             ) from None
         raise exc
     try:

@@ -922,9 +922,15 @@ def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: st
 
 
 @cli.command(context_settings=_CONTEXT)
-@click.option('--host', default='127.0.0.1', show_default=True)
+@click.option(
+    '--host', default='127.0.0.1', show_default=True, help='Interface to bind; off loopback needs --allow-remote.'
+)
 @click.option('--port', type=int, default=8787, show_default=True)
-@click.option('--api-key', help='The key the emulator accepts (default: a random pplx-emulator-… key, printed).')
+@click.option(
+    '--api-key',
+    envvar='PERPLEXITY_EMULATOR_API_KEY',
+    help='The key the emulator accepts (default: a random pplx-emulator-… key, printed on loopback only).',
+)
 @click.option('--time-scale', type=float, default=0.1, show_default=True, help='Real seconds per emulated second.')
 @click.option(
     '--record',
@@ -934,9 +940,26 @@ def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: st
 @click.option(
     '--replay', type=click.Path(exists=True, file_okay=False), help='Serve the recordings in DIR, matched by request.'
 )
-@click.option('--upstream', default='https://api.perplexity.ai', show_default=True, help='Where --record forwards to.')
+@click.option(
+    '--upstream',
+    default='https://api.perplexity.ai',
+    show_default=True,
+    help='Where --record forwards to (and your key with it): https://, or http:// to loopback only.',
+)
+@click.option(
+    '--allow-remote',
+    is_flag=True,
+    help='Allow a --host that other machines can reach. The key is then never printed: give it with --api-key.',
+)
 def emulator(
-    host: str, port: int, api_key: str | None, time_scale: float, record: str | None, replay: str | None, upstream: str
+    host: str,
+    port: int,
+    api_key: str | None,
+    time_scale: float,
+    record: str | None,
+    replay: str | None,
+    upstream: str,
+    allow_remote: bool,
 ) -> None:
     """Run the offline Perplexity API emulator on loopback, for tests and demos without a key.
 
@@ -946,6 +969,7 @@ def emulator(
       PERPLEXITY_BASE_URL=http://127.0.0.1:8787 PERPLEXITY_API_KEY=<printed key> pydantic-ai-perplexity research "q"
       pydantic-ai-perplexity emulator --record tests/recordings   # then use your real key against it
       pydantic-ai-perplexity emulator --replay tests/recordings
+      PERPLEXITY_EMULATOR_API_KEY=<a key> pydantic-ai-perplexity emulator --host 0.0.0.0 --allow-remote
     """
     from .emulator import serve
 
@@ -960,9 +984,11 @@ def emulator(
             record=record,
             replay=replay,
             upstream=upstream,
+            allow_remote=allow_remote,
         )
-    except ValueError as exc:  # a replay directory holding a file that is not a recording of this version
-        raise click.UsageError(str(exc)) from None
+    except ValueError as exc:  # an unsafe setting, or a replay directory holding a file it cannot serve
+        _err(f'Error: {exc}')
+        sys.exit(2)
 
 
 def _undecodable_argument(args: list[str]) -> str | None:

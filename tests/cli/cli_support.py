@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import queue
+import re
 import struct
 import subprocess
 import sys
 import termios
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,3 +90,33 @@ def run_each(*commands: tuple[tuple[str, ...], dict[str, str]]) -> list[Done]:
     """Run several independent commands at once, each in its own environment; their results in order."""
     started = [Running(list(args), env) for args, env in commands]
     return [r.wait() for r in started]
+
+
+class StderrLines:
+    """A process's stderr read line by line on a thread, so a test can wait for a line with a deadline."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        assert process.stderr is not None
+        stream = process.stderr
+
+        def read() -> None:
+            for raw in stream:
+                self.lines.put(raw.decode('utf-8', 'replace'))
+            self.lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def wait_for(self, pattern: str, deadline: float) -> str:
+        while True:
+            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            assert line is not None, f'ended before {pattern!r}: {self.seen}'
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return line
+
+    def rest(self, deadline: float) -> str:
+        while (line := self.lines.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
+            self.seen.append(line)
+        return ''.join(self.seen)

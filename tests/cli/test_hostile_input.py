@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from cli_support import COMMAND, TIMEOUT, cli_env, run, run_each
+from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, run, run_each
 
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
@@ -152,36 +150,6 @@ def test_doctor_shows_no_credentials_and_blames_the_key_not_the_base_url(emulato
 # --- Ctrl-C -----------------------------------------------------------------------------------------------------------
 
 
-class _Lines:
-    """A process's stderr read line by line on a thread, so a test can wait for a line with a deadline."""
-
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.seen: list[str] = []
-        assert process.stderr is not None
-        stream = process.stderr
-
-        def read() -> None:
-            for raw in stream:
-                self.lines.put(raw.decode('utf-8', 'replace'))
-            self.lines.put(None)
-
-        threading.Thread(target=read, daemon=True).start()
-
-    def wait_for(self, pattern: str, deadline: float) -> str:
-        while True:
-            line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            assert line is not None, f'ended before {pattern!r}: {self.seen}'
-            self.seen.append(line)
-            if re.search(pattern, line):
-                return line
-
-    def rest(self, deadline: float) -> str:
-        while (line := self.lines.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
-            self.seen.append(line)
-        return ''.join(self.seen)
-
-
 @pytest.mark.parametrize('tty', [False, True], ids=['pipe', 'terminal'])
 def test_ctrl_c_during_research_says_how_to_collect_or_cancel_the_run(tmp_path: Path, tty: bool) -> None:
     with Emulator(time_scale=0.1) as slow:  # a `high` run takes several seconds: time enough for Ctrl-C
@@ -224,7 +192,7 @@ def _interrupt(args: list[str], env: dict[str, str], *, tty: bool) -> tuple[int,
             finally:
                 os.close(master)
         else:
-            lines = _Lines(process)
+            lines = StderrLines(process)
             lines.wait_for(r'^\s+\[\s*\d+\.\d+s\] ', deadline)  # a research step: the run's id is known
             process.send_signal(signal.SIGINT)
             process.wait(timeout=TIMEOUT)

@@ -50,3 +50,10 @@ async def aclient(emu: Emulator) -> AsyncIterator[httpx2.AsyncClient]:
         base_url=emu.base_url, headers={'Authorization': f'Bearer {emu.api_key}'}, timeout=10
     ) as c:
         yield c
+
+
+@pytest.fixture
+def upstream() -> Iterator[Emulator]:
+    """An emulator for a recording proxy to forward to, with a key that must never reach a recording."""
+    with Emulator(time_scale=0.001, api_key='pplx-upstream-secret-key-0000') as emu:
+        yield emu

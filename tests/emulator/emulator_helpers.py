@@ -1,4 +1,4 @@
-"""Helpers shared by the emulator tests: SSE parsing of raw bytes, polling with a deadline."""
+"""Helpers shared by the emulator tests: SSE parsing of raw bytes, polling with a deadline, keyed clients."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import anyio
 import httpx2
 
 from pydantic_ai_perplexity.client._models import parse_event, parse_response
+from pydantic_ai_perplexity.emulator import Emulator
 
 TERMINAL = {'completed', 'failed', 'cancelled', 'incomplete'}
 TERMINAL_EVENTS = {'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'}
@@ -73,3 +74,8 @@ async def apoll(get: Callable[[], Any], until: Callable[[Any], bool], timeout: f
             if until(value):
                 return value
             await anyio.sleep(0.005)
+
+
+def client_for(emu: Emulator, key: str) -> httpx2.Client:
+    """A client of `emu` sending `key` (a recording proxy forwards it upstream)."""
+    return httpx2.Client(base_url=emu.base_url, headers={'Authorization': f'Bearer {key}'}, timeout=30)

@@ -3,29 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
-from emulator_helpers import stream_events, wait_terminal
+from emulator_helpers import client_for, stream_events, wait_terminal
 
 from pydantic_ai_perplexity import __version__
 from pydantic_ai_perplexity.emulator import EMULATOR_HEADER, Emulator
 from pydantic_ai_perplexity.emulator._record import FORMAT, VERSION
 
 SHIPPED = Path(__file__).parent / 'recordings'
-
-
-@pytest.fixture
-def upstream() -> Iterator[Emulator]:
-    with Emulator(time_scale=0.001, api_key='pplx-upstream-secret-key-0000') as emu:
-        yield emu
-
-
-def client_for(emu: Emulator, key: str) -> httpx2.Client:
-    return httpx2.Client(base_url=emu.base_url, headers={'Authorization': f'Bearer {key}'}, timeout=30)
 
 
 def text_of(response: dict[str, Any]) -> str:

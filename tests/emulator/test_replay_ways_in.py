@@ -17,7 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import live_shape
 import pytest
+from live_shape import write_live_recording
 
 from pydantic_ai_perplexity.emulator import Emulator
 
@@ -192,3 +194,19 @@ def test_the_shipped_recordings_replay_through_each_way_in(way: str, tmp_path: P
     assert outcome['status'] == 'completed'
     assert outcome['cost_usd'] == final['usage']['cost']['total_cost']
     assert sorted(set(outcome['sources'])) == sorted(set(recorded_urls))
+
+
+@pytest.mark.parametrize('way', list(WAYS))
+def test_a_recording_in_the_live_shape_replays_through_each_way_in(way: str, tmp_path: Path):
+    """A run answered in the live API's shape (fetched pages, cache costs, tool-call details, live headers).
+
+    Live facts: cfdude/mcp-perplexity-pro tests/fixtures/agent_low_fetch_url.json and agent_response_headers.json,
+    captured 2026-10-09 (encoded in live_shape.py).
+    """
+    write_live_recording(tmp_path / 'live')
+    with Emulator(replay=tmp_path / 'live', time_scale=0.002) as replayer:
+        outcome = WAYS[way](replayer.base_url, replayer.api_key, tmp_path / 'state')
+    assert outcome['status'] == 'completed'
+    assert live_shape.ANSWER in outcome['answer']  # whole, with its `[web:0]` marker (MCP adds its delimiters)
+    assert outcome['cost_usd'] == live_shape.USAGE['cost']['total_cost']
+    assert {url for url, _ in live_shape.SEARCHED} <= set(outcome['sources'])

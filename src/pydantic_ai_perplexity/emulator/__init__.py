@@ -10,12 +10,14 @@ with Emulator() as emu:
 Answers come from a small local corpus, deterministically, in scaled time; fault directives
 (`[[emulate: 429x2, drop@5]]` in the query, or `emu.faults.add(...)`) exercise every failure path.
 `Emulator(record=DIR)` is a proxy that records real sessions (secrets removed) and `Emulator(replay=DIR)` serves
-them back, matched by request. Every emulated response carries the `x-pplx-emulator: <version>` header
-(`EMULATOR_HEADER`), so that a client can tell an emulated answer from a real one. See `docs/emulator.md`.
+them back, matched by request; a replay folder's file it cannot serve is refused at start (`RecordingError`).
+Every emulated response carries the `x-pplx-emulator: <version>` header (`EMULATOR_HEADER`), so that a client
+can tell an emulated answer from a real one. See `docs/emulator.md`.
 """
 
 from ._app import EMULATOR_HEADER, RecordedRequest, create_app
 from ._faults import FaultPlan
+from ._record import RecordingError
 from ._server import Emulator, serve
 
-__all__ = ('EMULATOR_HEADER', 'Emulator', 'FaultPlan', 'RecordedRequest', 'create_app', 'serve')
+__all__ = ('EMULATOR_HEADER', 'Emulator', 'FaultPlan', 'RecordedRequest', 'RecordingError', 'create_app', 'serve')

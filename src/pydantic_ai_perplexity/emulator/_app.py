@@ -34,8 +34,8 @@ from ._corpus import search_corpus
 from ._errors import ApiError, json_bytes
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
 from ._models import ModelInfo, model_table
-from ._proxy import close_clients, proxy
-from ._record import Recorder, Replayer, replay_run
+from ._proxy import check_upstream, close_clients, proxy
+from ._record import Recorder, Replayer, replay_headers, replay_run, with_headers
 from ._runs import Run, Step, build_run
 from ._validation import McpTool, SearchRequest, input_text, parse_create, parse_search
 
@@ -126,7 +126,8 @@ class EmulatorState:
         """Hold the settings; `api_key=None` draws a random `pplx-emulator-…` key.
 
         Raises:
-            ValueError: both `record` and `replay`, or a replay directory that is missing or holds a bad file.
+            ValueError: both `record` and `replay`, an unsafe `upstream` or record directory, or a replay
+                directory that is missing or holds a bad file (`RecordingError`, naming it).
         """
         if record is not None and replay is not None:
             raise ValueError('record and replay cannot be combined: record to one directory, then replay it')
@@ -138,9 +139,9 @@ class EmulatorState:
         self.partial_output = partial_output
         self.retention_seconds = retention_seconds
         self.resume_window_seconds = resume_window_seconds
+        self.upstream = check_upstream(upstream) if record is not None else upstream
         self.recorder = Recorder(Path(record)) if record is not None else None
         self.replayer = Replayer(Path(replay)) if replay is not None else None
-        self.upstream = upstream
         recorded_models = dict.fromkeys(self.replayer.model_ids(), (0.0, 0.0)) if self.replayer else {}
         self.models = model_table({**recorded_models, **(models or {})})
         self.blocked_keys = frozenset(blocked_keys)
@@ -401,24 +402,26 @@ async def create_response(request: Request) -> Any:
                 424, 'external_connector_error', f'MCP server "{tool.server_label}" could not be initialized'
             )
     query = cleaned.replace(state.api_key, '[redacted]')
+    headers: dict[str, str] = {}
     if state.replayer is not None:
         recording = state.replayer.find('run', json.loads(body))
         background, store = bool(req.background), req.store if req.store is not None else True
         run = replay_run(
             recording, background=background, store=store, stream=bool(req.stream), time_scale=state.time_scale
         )
+        headers = replay_headers(recording, run.id)
     else:
         run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models)
     state.add_run(run)
     if req.stream:
-        return _EventStream(state, run, -1)
+        return with_headers(_EventStream(state, run, -1), headers)
     if req.background:
-        return _json(run.snapshot(time.monotonic(), force_status='queued'))
+        return _json(run.snapshot(time.monotonic(), force_status='queued'), headers=headers)
     while not state.closing and not run.is_terminal(now := time.monotonic()):
         await run.wait_change(run.ends_at - now)
     if not run.is_terminal(time.monotonic()):
         raise ApiError(503, 'service_unavailable', 'The emulator is shutting down.')
-    return _json(run.snapshot(time.monotonic()))
+    return _json(run.snapshot(time.monotonic()), headers=headers)
 
 
 def _flag(value: str | None, name: str) -> bool:
@@ -589,8 +592,9 @@ async def search(request: Request) -> Any:
     body = await _read_body(request)
     req = parse_search(body)
     if state.replayer is not None:
-        recorded = state.replayer.find('search', json.loads(body)).response or {}
-        return _json(recorded.get('body'), int(recorded.get('status', 200)))
+        recording = state.replayer.find('search', json.loads(body))
+        recorded = recording.response or {}
+        return _json(recorded.get('body'), int(recorded.get('status', 200)), headers=replay_headers(recording))
     queries, faults = _search_queries(state, req)
     if faults.slow:
         await state.sleep(faults.slow)

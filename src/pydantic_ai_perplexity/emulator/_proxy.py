@@ -2,6 +2,8 @@
 
 The client's `Authorization` header is forwarded and never stored; what is stored goes through `sanitize`.
 Streams are passed through chunk by chunk as they arrive, and their events are recorded with their timing.
+The upstream must be `https://` (or `http://` to this machine), as for any base URL the library talks to:
+the client's key travels to it.
 """
 
 from __future__ import annotations
@@ -17,30 +19,30 @@ import httpx2
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from ..client._settings import resolve_base_url
 from ._errors import ApiError
-from ._record import Recorder, sse_events, sse_tee
+from ._record import LIVE_HEADERS, Recorder, sse_events, sse_tee
 
-__all__ = ('close_clients', 'proxy')
+__all__ = ('check_upstream', 'close_clients', 'proxy')
 
-#: Upstream response headers passed back to the client (hop-by-hop and length headers are the server's own).
-_PASSED_HEADERS = frozenset(
-    {
-        'content-type',
-        'cache-control',
-        'retry-after',
-        'x-request-id',
-        'x-pplx-emulator',
-        'x-ratelimit-limit-requests',
-        'x-ratelimit-remaining-requests',
-        'x-ratelimit-reset-requests',
-        'allow',
-    }
-)
+#: Upstream response headers passed back to the client (hop-by-hop and length headers are the server's own);
+#: the live rate-limit and request-id headers are among them (`LIVE_HEADERS`).
+_PASSED_HEADERS = frozenset({'content-type', 'cache-control', 'retry-after', 'x-pplx-emulator', 'allow', *LIVE_HEADERS})
 #: Request headers forwarded upstream.
 _FORWARDED_HEADERS = ('authorization', 'content-type', 'accept', 'user-agent', 'idempotency-key')
 _CREATE = re.compile(r'^/v1/(agent|responses)/?$')
 _RETRIEVE = re.compile(r'^/v1/(agent|responses)/([^/]+)/?$')
 _TIMEOUT = httpx2.Timeout(900.0, connect=15.0)
+
+
+def check_upstream(upstream: str) -> str:
+    """The upstream a recording proxy forwards the client's key to, checked like any base URL (`https://`, or
+    `http://` to loopback only; no credentials, query or other scheme).
+
+    Raises:
+        ConfigurationError: (a `ValueError`) the URL is unsafe or not an http(s) URL, said in one line.
+    """
+    return resolve_base_url(upstream, source='the recording upstream')
 
 
 def _json_or_none(raw: bytes) -> Any:
@@ -99,7 +101,7 @@ async def proxy(request: Request, recorder: Recorder, upstream: str) -> Response
         def on_events(events: list[tuple[float, dict[str, Any]]]) -> None:
             if response.status_code == 200 and (create or retrieve):
                 body = cast(dict[str, Any], sent) if create and isinstance(sent, dict) else None
-                recorder.streamed(body, run_id, events, auth, started)
+                recorder.streamed(body, run_id, events, auth, started, response.headers if create else None)
 
         async def passthrough() -> AsyncIterator[bytes]:
             try:
@@ -114,7 +116,8 @@ async def proxy(request: Request, recorder: Recorder, upstream: str) -> Response
     finally:
         await response.aclose()
     if response.status_code == 200:
-        await _record(recorder, client, request, url, headers, sent, _json_or_none(raw), create, retrieve, started)
+        answer = _json_or_none(raw)
+        await _record(recorder, client, request, url, headers, sent, answer, create, retrieve, started, response)
     return Response(raw, status_code=response.status_code, headers=_passed(response))
 
 
@@ -129,19 +132,21 @@ async def _record(
     create: bool,
     retrieve: re.Match[str] | None,
     started: float,
+    response: httpx2.Response,
 ) -> None:
     auth = request.headers.get('authorization', '')
+    answered = response.headers
     path = request.url.path
     if not isinstance(answer, dict):
         return
     if create and isinstance(sent, dict):
-        recorder.created(sent, answer, started, auth)  # pyright: ignore[reportUnknownArgumentType]
+        recorder.created(sent, answer, started, auth, answered)  # pyright: ignore[reportUnknownArgumentType]
     elif retrieve is not None and recorder.retrieved(retrieve[2], answer, auth):  # pyright: ignore[reportUnknownArgumentType]
         # A background run that ended while nobody streamed it: fetch its whole stream once, from the start.
         whole = await client.get(url.split('?', 1)[0], params={'stream': 'true'}, headers=headers)
         if whole.status_code == 200:
             recorder.backfill(retrieve[2], sse_events(whole.content), auth)
     elif request.method == 'POST' and path.rstrip('/') == '/search' and isinstance(sent, dict):
-        recorder.exchange('search', sent, {'status': 200, 'body': answer}, auth)  # pyright: ignore[reportUnknownArgumentType]
+        recorder.exchange('search', sent, {'status': 200, 'body': answer}, auth, answered)  # pyright: ignore[reportUnknownArgumentType]
     elif request.method == 'GET' and path.rstrip('/') == '/v1/models':
-        recorder.exchange('models', {}, {'status': 200, 'body': answer}, auth)
+        recorder.exchange('models', {}, {'status': 200, 'body': answer}, auth, answered)

@@ -12,9 +12,13 @@ retrieval, resume (`starting_after`) and cancel behave as they do for any run. T
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
+import logging
+import os
 import re
+import stat
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -23,20 +27,31 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .._redact import is_secret_param, redact_urls_and_secrets_in
+from .._safe_write import UnsafePathError, write_text_no_follow
 from ._errors import ApiError
 from ._runs import Run, Step, chunks
 
 __all__ = (
     'FORMAT',
+    'LIVE_HEADERS',
+    'MAX_DEPTH',
+    'MAX_RECORDING_BYTES',
     'VERSION',
     'Recorder',
     'Recording',
+    'RecordingError',
     'Replayer',
+    'live_headers',
     'match_key',
+    'replay_headers',
     'replay_run',
     'sanitize',
     'sse_events',
     'sse_tee',
+    'with_headers',
 )
 
 #: The `format` and `version` of every recording file; a reader refuses other versions.
@@ -45,11 +60,48 @@ VERSION = 1
 #: Request fields that change how a run is delivered or tagged, not what it is: a recording serves every mode.
 _DELIVERY_FIELDS = frozenset({'stream', 'background', 'store', 'stream_options', 'metadata'})
 #: Keys whose values are secrets wherever they appear in a body.
-_SECRET_KEYS = frozenset({'authorization', 'headers', 'api_key', 'apikey', 'token', 'access_token', 'password'})
+_SECRET_KEYS = frozenset(
+    {
+        'authorization',
+        'headers',
+        'api_key',
+        'apikey',
+        'api-key',
+        'x-api-key',
+        'token',
+        'access_token',
+        'refresh_token',
+        'client_secret',
+        'secret',
+        'password',
+        'cookie',
+    }
+)
+#: Keys whose value is the URL of a credentialed endpoint (a remote MCP server): its path tokens go too.
+_ENDPOINT_KEYS = frozenset({'server_url'})
+#: Secrets found in a URL shorter than this are masked in the URL but not hunted through every other text.
+_MIN_HUNTED = 6
 _SECRET_TEXT = re.compile(r'pplx-[A-Za-z0-9_-]{8,}')
+#: The live API's answer headers that a recording keeps and a replay serves back (live capture, 2026-10-09):
+#: the rate limit's state and the request id (the run id without `resp_` on a create).
+LIVE_HEADERS = ('x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-ratelimit-used', 'x-request-id')
+#: A recording file larger than this is refused (the largest real run is well under 1 MiB).
+MAX_RECORDING_BYTES = 16 * 1024 * 1024
+#: JSON nested deeper than this is refused (a real recording is about 10 levels deep).
+MAX_DEPTH = 64
+#: More files than this in a replay directory are refused (each is read at start).
+_MAX_FILES = 10_000
+_KINDS = frozenset({'run', 'search', 'models'})
+#: The longest run a replay plays (recorded seconds); a run id as the API makes them (it is replaced on replay).
+_MAX_SECONDS = 86_400
+_RUN_ID = re.compile(r'resp_[A-Za-z0-9_-]{4,128}')
+_MODEL_ID = re.compile(r'[^/\s]+/\S+')
+#: Statuses whose answers have no body: a recorded answer (which has one) cannot be served with them.
+_NO_BODY = frozenset({204, 205, 304})
 _TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
 _TERMINAL_STATUSES = frozenset({'completed', 'failed', 'incomplete', 'cancelled'})
 _REDACTED = '[redacted]'
+_log = logging.getLogger('uvicorn.error')
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -62,21 +114,76 @@ def _arr(value: Any) -> list[Any]:
     return cast(list[Any], value) if isinstance(value, list) else []
 
 
+class RecordingError(ValueError):
+    """A file in a replay directory that cannot be served: the message names the file and says why."""
+
+
 def sanitize(value: Any, secrets: tuple[str, ...] = ()) -> Any:
-    """`value` with secrets removed: values of secret-named keys, `pplx-…` keys and the given strings."""
+    """`value` with every credential removed, for a file that may be committed and shared.
+
+    The values of secret-named keys (`authorization`, `headers`, `api_key`, ...) become `[redacted]`; every URL
+    loses its user info and secret query parameters (`_redact`), a remote MCP server's `server_url` its token
+    path segments too; then each secret found that way, each of `secrets` and any `pplx-…` key is removed
+    from every text (an answer may quote a URL it was given).
+    """
+    found: set[str] = set()
+    cleaned = _redact_tree(value, found, endpoint=False)
+    hunted = {s for s in found if len(s) >= _MIN_HUNTED} | {s for s in secrets if s}
+    return _scrub_tree(cleaned, tuple(sorted(hunted, key=len, reverse=True)))
+
+
+def _redact_tree(value: Any, found: set[str], *, endpoint: bool) -> Any:
+    """Secret-named values and URL credentials replaced; the secrets they held added to `found`."""
     if isinstance(value, dict):
-        return {
-            key: _REDACTED if key.casefold() in _SECRET_KEYS and item is not None else sanitize(item, secrets)
-            for key, item in _obj(value).items()
-        }
+        result: dict[str, Any] = {}
+        for key, item in _obj(value).items():
+            folded = key.casefold()
+            if folded in _SECRET_KEYS and item is not None:
+                found.update(_strings_of(item))
+                result[key] = _REDACTED
+            else:
+                result[key] = _redact_tree(item, found, endpoint=folded in _ENDPOINT_KEYS)
+        return result
     if isinstance(value, list):
-        return [sanitize(item, secrets) for item in _arr(value)]
+        return [_redact_tree(item, found, endpoint=endpoint) for item in _arr(value)]
+    if isinstance(value, str):
+        text, secrets = redact_urls_and_secrets_in(value, whole_userinfo=True, path_tokens=endpoint)
+        found.update(secrets)
+        return text
+    return value
+
+
+def _strings_of(value: Any) -> Iterator[str]:
+    """The texts of a secret value (of a headers object, those under secret names), and the token after a scheme
+    word (`Bearer <token>`)."""
+    if isinstance(value, str):
+        yield value
+        yield value.rpartition(' ')[2]
+    elif isinstance(value, dict):
+        for key, item in _obj(value).items():
+            if key.casefold() in _SECRET_KEYS or is_secret_param(key):
+                yield from _strings_of(item)
+    elif isinstance(value, list):
+        for item in _arr(value):
+            yield from _strings_of(item)
+
+
+def _scrub_tree(value: Any, secrets: tuple[str, ...]) -> Any:
+    if isinstance(value, dict):
+        return {key: _scrub_tree(item, secrets) for key, item in _obj(value).items()}
+    if isinstance(value, list):
+        return [_scrub_tree(item, secrets) for item in _arr(value)]
     if isinstance(value, str):
         for secret in secrets:
-            if secret:
-                value = value.replace(secret, _REDACTED)
+            value = value.replace(secret, _REDACTED)
         return _SECRET_TEXT.sub(_REDACTED, value)
     return value
+
+
+def live_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The live headers (`LIVE_HEADERS`) among an answer's headers, by their lower-case names."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    return {name: lowered[name] for name in LIVE_HEADERS if name in lowered}
 
 
 def match_key(kind: str, body: Mapping[str, Any]) -> str:
@@ -129,6 +236,7 @@ class Recording:
     response: dict[str, Any] | None = None
     recorded_at: str = ''
     path: Path | None = None
+    headers: dict[str, str] = field(default_factory=dict[str, str])
 
     @property
     def key(self) -> str:
@@ -149,39 +257,162 @@ class Recording:
                 'events': [{'at': round(at, 6), 'event': event} for at, event in self.events],
                 'final': self.final,
             }
+            if self.headers:
+                data['run']['headers'] = self.headers
         else:
-            data['response'] = self.response
+            data['response'] = self.response if not self.headers else {**(self.response or {}), 'headers': self.headers}
         return data
 
     @classmethod
     def from_json(cls, data: Any, path: Path) -> Recording:
-        """Read a file's content, refusing another format or version with the file's name."""
+        """Read a file's content, checking every field a replay uses; `RecordingError` names the file and the field."""
+        name = path.name
         if not isinstance(data, dict) or data.get('format') != FORMAT:  # pyright: ignore[reportUnknownMemberType]
-            raise ValueError(f'{path.name}: not a recording (no "format": "{FORMAT}")')
-        if data.get('version') != VERSION:  # pyright: ignore[reportUnknownMemberType]
-            raise ValueError(f'{path.name}: recording version {data.get("version")!r}, this emulator reads {VERSION}')  # pyright: ignore[reportUnknownMemberType]
+            raise RecordingError(f'{name}: not a recording (no "format": "{FORMAT}")')
         content = _obj(data)
-        kind = str(content['kind'])
-        body = _obj(_obj(content.get('request')).get('body'))
-        recording = cls(kind, body, recorded_at=str(content.get('recorded_at', '')), path=path)
+        if content.get('version') != VERSION:
+            raise RecordingError(f'{name}: recording version {content.get("version")!r}, this emulator reads {VERSION}')
+        kind = content.get('kind')
+        if not isinstance(kind, str) or kind not in _KINDS:
+            raise RecordingError(f'{name}: "kind" is {kind!r}; expected "run", "search" or "models"')
+        request = _field(content, 'request', dict, name)
+        body = _field(request, 'body', dict, name, where='request.')
+        recorded_at = content.get('recorded_at', '')
+        recording = cls(kind, body, recorded_at=recorded_at if isinstance(recorded_at, str) else '', path=path)
         if kind == 'run':
-            run = _obj(content.get('run'))
-            events = [_obj(e) for e in _arr(run.get('events'))]
-            recording.events = [(float(e['at']), _obj(e['event'])) for e in events]
-            recording.final = _obj(run['final']) if run.get('final') is not None else None
+            named = [('model', body.get('model'))] + [
+                (f'models[{i}]', m) for i, m in enumerate(_arr(body.get('models')))
+            ]
+            for where, model in named:
+                if model is not None and not _is_model_id(model):
+                    raise RecordingError(f'{name}: "request.body.{where}" is {model!r}; expected "provider/model"')
+            run = _field(content, 'run', dict, name)
+            recording.events = _events(_field(run, 'events', list, name, where='run.'), name)
+            recording.final = _final(run.get('final'), name)
+            recording.headers = _headers(run.get('headers'), name, 'run.headers')
         else:
-            recording.response = _obj(content.get('response'))
+            response = _field(content, 'response', dict, name)
+            status = response.get('status', 200)
+            if type(status) is not int or not 200 <= status <= 599 or status in _NO_BODY:
+                raise RecordingError(
+                    f'{name}: "response.status" is {status!r}; expected an HTTP status with a body (200-599, '
+                    'not 204, 205 or 304)'
+                )
+            if 'body' not in response or (kind == 'models' and not isinstance(response['body'], dict)):
+                wanted = 'a JSON object' if kind == 'models' else 'the recorded JSON answer'
+                raise RecordingError(f'{name}: "response.body" is missing or not {wanted}')
+            recording.headers = _headers(response.get('headers'), name, 'response.headers')
+            recording.response = {k: v for k, v in response.items() if k != 'headers'}
         return recording
 
     def write(self, directory: Path) -> Path:
-        """Write (or rewrite) the file atomically and return its path."""
-        directory.mkdir(parents=True, exist_ok=True)
+        """Write (or rewrite) the file atomically, never through a link (`_safe_write`), and return its path."""
         path = self.path or directory / _file_name(self.kind, self.body)
-        temporary = path.with_suffix('.json.tmp')
-        temporary.write_text(json.dumps(self.to_json(), ensure_ascii=False, indent=1) + '\n', encoding='utf-8')
-        temporary.replace(path)
+        write_text_no_follow(path, json.dumps(self.to_json(), ensure_ascii=False, indent=1) + '\n')
         self.path = path
         return path
+
+
+def _field(parent: dict[str, Any], key: str, kind: type, name: str, *, where: str = '') -> Any:
+    """`parent[key]`, which must be of type `kind` (a JSON object or array), or a `RecordingError`."""
+    value = parent.get(key)
+    if not isinstance(value, kind):
+        wanted = 'a JSON object' if kind is dict else 'a JSON array'
+        raise RecordingError(f'{name}: "{where}{key}" is missing or not {wanted}')
+    return value
+
+
+def _is_model_id(value: Any) -> bool:
+    """Whether `value` is a `provider/model` id (a replay adds the recorded ones to its model table)."""
+    return isinstance(value, str) and _MODEL_ID.fullmatch(value) is not None
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _events(raw: list[Any], name: str) -> list[tuple[float, dict[str, Any]]]:
+    """The recorded events, each with a finite time, a type and increasing sequence numbers."""
+    events: list[tuple[float, dict[str, Any]]] = []
+    last = -1
+    for index, entry in enumerate(raw):
+        where = f'{name}: "run.events[{index}]'
+        at = _obj(entry).get('at')
+        event = _obj(entry).get('event')
+        if not isinstance(at, int | float) or isinstance(at, bool) or not 0 <= at <= _MAX_SECONDS:
+            raise RecordingError(
+                f'{where}.at" is {at!r}; expected seconds since the create (a number from 0 to {_MAX_SECONDS})'
+            )
+        if not isinstance(event, dict):
+            raise RecordingError(f'{where}.event" is missing or not a JSON object')
+        event = _obj(event)
+        if not isinstance(event.get('type'), str):
+            raise RecordingError(f'{where}.event.type" is missing or not a string')
+        seq = event.get('sequence_number')
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq <= last:
+            raise RecordingError(
+                f'{where}.event.sequence_number" is {seq!r}; expected an integer above the one before ({last})'
+            )
+        last = seq
+        if event['type'] == 'response.output_item.done' and not (
+            _is_int(event.get('output_index')) and event['output_index'] >= 0 and isinstance(event.get('item'), dict)
+        ):
+            raise RecordingError(f'{where}.event" (output_item.done) needs an "output_index" >= 0 and an "item" object')
+        if 'response' in event and event['response'] is not None and not isinstance(event['response'], dict):
+            raise RecordingError(f'{where}.event.response" is not a JSON object')
+        events.append((float(at), event))
+    return events
+
+
+def _final(raw: Any, name: str) -> dict[str, Any]:
+    """The run's terminal response, with the fields a replay reads of the right types."""
+    if not isinstance(raw, dict):
+        raise RecordingError(
+            f'{name}: "run.final" is missing or not a JSON object (the run did not end while it was recorded; '
+            'record it again and let it finish)'
+        )
+    final = _obj(raw)
+    status = final.get('status')
+    if not isinstance(status, str) or status not in _TERMINAL_STATUSES:
+        raise RecordingError(
+            f'{name}: "run.final.status" is {status!r}, not an end state ({", ".join(sorted(_TERMINAL_STATUSES))}); '
+            'the run did not end while it was recorded'
+        )
+    for key in ('created_at', 'completed_at'):
+        if final.get(key) is not None and not (_is_int(final[key]) and 0 <= final[key] < 2**40):
+            raise RecordingError(f'{name}: "run.final.{key}" is {final[key]!r}; expected Unix seconds or null')
+    created, completed = final.get('created_at') or 0, final.get('completed_at') or 0
+    if created and completed - created > _MAX_SECONDS:
+        raise RecordingError(
+            f'{name}: the run lasted {completed - created} s, more than a replay plays ({_MAX_SECONDS})'
+        )
+    if final.get('id') is not None and not (isinstance(final['id'], str) and _RUN_ID.fullmatch(final['id'])):
+        raise RecordingError(f'{name}: "run.final.id" is {final["id"]!r}; expected a run id such as "resp_<uuid>"')
+    if final.get('model') is not None and not _is_model_id(final['model']):
+        raise RecordingError(f'{name}: "run.final.model" is {final["model"]!r}; expected "provider/model"')
+    output = final.get('output', [])
+    if not isinstance(output, list) or not all(isinstance(item, dict) for item in _arr(output)):
+        raise RecordingError(f'{name}: "run.final.output" is not a JSON array of objects')
+    for key in ('usage', 'error', 'incomplete_details'):
+        if final.get(key) is not None and not isinstance(final[key], dict):
+            raise RecordingError(f'{name}: "run.final.{key}" is {final[key]!r}; expected a JSON object or null')
+    return final
+
+
+def _headers(raw: Any, name: str, where: str) -> dict[str, str]:
+    """Recorded live headers: only `LIVE_HEADERS`, each a printable string (a header value holds no line break)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise RecordingError(f'{name}: "{where}" is not a JSON object')
+    headers: dict[str, str] = {}
+    for key, value in _obj(raw).items():
+        if key.lower() not in LIVE_HEADERS:
+            raise RecordingError(f'{name}: "{where}" holds {key!r}; a recording keeps only {", ".join(LIVE_HEADERS)}')
+        if not isinstance(value, str) or not value.isprintable() or not value.isascii() or len(value) > 256:
+            raise RecordingError(f'{name}: "{where}.{key}" is not a short printable ASCII string')
+        headers[key.lower()] = value
+    return headers
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -209,7 +440,16 @@ class Recorder:
     """Keeps the recordings of a proxy session and writes each one as it changes."""
 
     def __init__(self, directory: Path, secrets: tuple[str, ...] = ()) -> None:
-        """Record into `directory` (created if needed); `secrets` are extra strings never to store."""
+        """Record into `directory` (created if needed); `secrets` are extra strings never to store.
+
+        Raises:
+            UnsafePathError: the directory is a symbolic link (recordings are never written through one).
+        """
+        if directory.is_symlink():
+            raise UnsafePathError(
+                f'{directory} is a symbolic link (to {os.readlink(directory)}); recordings are not written through '
+                'one. Record into a real directory.'
+            )
         self.directory = directory
         self.secrets = secrets
         self._runs: dict[str, tuple[Recording, float]] = {}
@@ -218,13 +458,28 @@ class Recorder:
         token = authorization.partition(' ')[2].strip()
         return sanitize(value, (*self.secrets, token) if token else self.secrets)
 
-    def created(self, body: dict[str, Any], snapshot: dict[str, Any], started: float, authorization: str) -> None:
+    def _write(self, recording: Recording) -> None:
+        """Write a recording; a refused or failed write is logged (the answer still reaches the client)."""
+        try:
+            recording.write(self.directory)
+        except (UnsafePathError, OSError) as exc:
+            _log.error('Recording not written: %s', exc)
+
+    def created(
+        self,
+        body: dict[str, Any],
+        snapshot: dict[str, Any],
+        started: float,
+        authorization: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         """A create answered with JSON: remember the run; write it now if it is already terminal."""
         recording = Recording('run', self._clean(body, authorization), recorded_at=_now())
         recording.final = self._clean(snapshot, authorization)
+        recording.headers = live_headers(headers or {})
         run_id = str(snapshot.get('id', ''))
         self._runs[run_id] = (recording, started)
-        recording.write(self.directory)
+        self._write(recording)
 
     def streamed(
         self,
@@ -233,8 +488,12 @@ class Recorder:
         events: list[tuple[float, dict[str, Any]]],
         auth: str,
         started: float,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        """Events seen on a stream (a create's from `started`, or a resume of `run_id`), merged into its recording."""
+        """Events seen on a stream (a create's from `started`, or a resume of `run_id`), merged into its recording.
+
+        `headers` are the create's answer headers (a resume's are not the create's, so it passes none).
+        """
         if not events:
             return
         first = events[0][1]
@@ -246,6 +505,8 @@ class Recorder:
             entry = (Recording('run', self._clean(body, auth), recorded_at=_now()), started)
             self._runs[found_id] = entry
         recording, started = entry
+        if headers:
+            recording.headers = live_headers(headers)
         seen = {e.get('sequence_number') for _, e in recording.events}
         for at, event in events:
             if event.get('sequence_number') not in seen:
@@ -254,7 +515,7 @@ class Recorder:
         last = recording.events[-1][1]
         if last.get('type') in _TERMINAL_EVENTS and isinstance(last.get('response'), dict):
             recording.final = last['response']
-        recording.write(self.directory)
+        self._write(recording)
 
     def retrieved(self, run_id: str, snapshot: dict[str, Any], auth: str) -> bool:
         """A retrieve's snapshot: a terminal one becomes the final response. True when the events are missing."""
@@ -263,7 +524,7 @@ class Recorder:
             return False
         recording, _ = entry
         recording.final = self._clean(snapshot, auth)
-        recording.write(self.directory)
+        self._write(recording)
         has_end = bool(recording.events) and recording.events[-1][1].get('type') in _TERMINAL_EVENTS
         return not has_end and bool(snapshot.get('background'))
 
@@ -282,11 +543,19 @@ class Recorder:
         timed = [(started + duration * i / span, event) for i, event in enumerate(events)]
         self.streamed(None, run_id, timed, auth, started)
 
-    def exchange(self, kind: str, body: dict[str, Any], response: dict[str, Any], auth: str) -> None:
+    def exchange(
+        self,
+        kind: str,
+        body: dict[str, Any],
+        response: dict[str, Any],
+        auth: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         """A search or the model list, stored whole."""
         recording = Recording(kind, self._clean(body, auth), recorded_at=_now())
         recording.response = self._clean(response, auth)
-        recording.write(self.directory)
+        recording.headers = live_headers(headers or {})
+        self._write(recording)
 
 
 def _now() -> str:
@@ -322,21 +591,40 @@ class Replayer:
     """The recordings of a directory, indexed by request, and the runs built from them."""
 
     def __init__(self, directory: Path) -> None:
-        """Load every `*.json` recording in `directory`.
+        """Load every `*.json` recording in `directory`, checking each one now rather than when it is served.
+
+        Only regular files directly inside the directory are read: a symbolic link, a directory, a FIFO or a
+        device named `*.json` is refused, as is a file over `MAX_RECORDING_BYTES`, nested deeper than
+        `MAX_DEPTH`, not UTF-8 JSON, or with a field a replay cannot serve. Hidden files (`.name`) are skipped.
 
         Raises:
-            ValueError: the directory is missing, or a file is not a recording of this version.
+            RecordingError: the directory is missing, or a file is refused (the message names it and says why).
         """
-        if not directory.is_dir():
-            raise ValueError(f'replay directory {directory} does not exist')
         self.directory = directory
         self.recordings: dict[str, Recording] = {}
-        for path in sorted(directory.glob('*.json')):
-            recording = Recording.from_json(json.loads(path.read_text(encoding='utf-8')), path)
-            self.recordings[recording.key] = recording
+        try:
+            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | getattr(os, 'O_CLOEXEC', 0))
+        except FileNotFoundError:
+            raise RecordingError(f'replay directory {directory} does not exist') from None
+        except OSError as exc:
+            raise RecordingError(f'replay directory {directory} cannot be read: {exc.strerror or exc}') from None
+        try:
+            names = sorted(n for n in os.listdir(dir_fd) if n.endswith('.json') and not n.startswith('.'))
+            if len(names) > _MAX_FILES:
+                raise RecordingError(f'replay directory {directory} holds {len(names)} recordings, over {_MAX_FILES}')
+            for name in names:
+                recording = Recording.from_json(_read_recording(dir_fd, name), directory / name)
+                key = match_key(recording.kind, sanitize(recording.body))  # as `find` sees a request
+                other = self.recordings.get(key)
+                if other is not None and other.path is not None:
+                    raise RecordingError(f'{name}: records the same request as {other.path.name}; keep one of them')
+                self.recordings[key] = recording
+        finally:
+            os.close(dir_fd)
 
     def find(self, kind: str, body: Mapping[str, Any]) -> Recording:
         """The recording of this request, or a 404 naming the closest recording and how it differs."""
+        body = sanitize(body)  # as the recorded requests were: a request's credentials are not in any file
         key = match_key(kind, body)
         found = self.recordings.get(key)
         if found is not None:
@@ -373,6 +661,96 @@ class Replayer:
         """The recorded model list, if one was recorded."""
         recording = self.recordings.get(match_key('models', {}))
         return recording.response['body'] if recording and recording.response else None
+
+
+def replay_headers(recording: Recording, run_id: str | None = None) -> dict[str, str]:
+    """The recorded live headers to serve with a replayed answer; a run's `x-request-id` is its new id without
+    `resp_` (as live), another answer's a fresh one (the recorded id named another request)."""
+    headers = {k: v for k, v in recording.headers.items() if k != 'x-request-id'}
+    if run_id is not None:
+        headers['x-request-id'] = run_id.removeprefix('resp_')
+    return headers
+
+
+def with_headers(app: ASGIApp, headers: Mapping[str, str]) -> ASGIApp:
+    """`app` (a response) with `headers` added to its start message."""
+    if not headers:
+        return app
+    extra = [(k.encode('latin-1'), v.encode('latin-1')) for k, v in headers.items()]
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with(message: Message) -> None:
+            if message['type'] == 'http.response.start':
+                message = {**message, 'headers': [*message.get('headers', []), *extra]}
+            await send(message)
+
+        await app(scope, receive, send_with)
+
+    return wrapped
+
+
+def _read_recording(dir_fd: int, name: str) -> Any:
+    """The JSON of one file of a replay directory: a regular file inside it, bounded in size and depth."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        raise RecordingError(f'{name}: cannot be read: {exc.strerror or exc}') from None
+    if stat.S_ISLNK(info.st_mode):
+        raise RecordingError(f'{name}: is a symbolic link; a replay reads only regular files inside its directory')
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0)
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)  # non-blocking: opening a FIFO must not wait for a writer
+    except OSError as exc:
+        reason = 'is a symbolic link' if exc.errno == errno.ELOOP else f'cannot be read: {exc.strerror or exc}'
+        raise RecordingError(f'{name}: {reason}') from None
+    try:
+        info = os.fstat(fd)  # of what was opened, not of what the name pointed to a moment before
+        if not stat.S_ISREG(info.st_mode):
+            what = 'a directory' if stat.S_ISDIR(info.st_mode) else 'a FIFO, socket or device'
+            raise RecordingError(f'{name}: is {what}, not a regular file')
+        if info.st_size > MAX_RECORDING_BYTES:
+            raise RecordingError(f'{name}: {info.st_size} bytes, over the {MAX_RECORDING_BYTES}-byte limit')
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_RECORDING_BYTES and (chunk := os.read(fd, 1 << 20)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise RecordingError(f'{name}: cannot be read: {exc.strerror or exc}') from None
+    finally:
+        os.close(fd)
+    if size > MAX_RECORDING_BYTES:
+        raise RecordingError(f'{name}: grew over the {MAX_RECORDING_BYTES}-byte limit while it was read')
+    try:
+        data = json.loads(b''.join(chunks).decode('utf-8'), parse_constant=_not_json)
+    except UnicodeDecodeError:
+        raise RecordingError(f'{name}: is not UTF-8 text') from None
+    except RecursionError:
+        raise RecordingError(f'{name}: JSON nested deeper than {MAX_DEPTH} levels') from None
+    except ValueError as exc:
+        raise RecordingError(f'{name}: is not valid JSON ({exc})') from None
+    if _depth_over(data, MAX_DEPTH):
+        raise RecordingError(f'{name}: JSON nested deeper than {MAX_DEPTH} levels')
+    return data
+
+
+def _not_json(constant: str) -> Any:
+    """`NaN` and `Infinity`, which Python's reader takes but JSON has not (nor can a replay serve them)."""
+    raise ValueError(f'{constant} is not a JSON value')
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether JSON `value` nests deeper than `limit` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = _obj(item).values() if isinstance(item, dict) else _arr(item)
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _events_from_final(final: dict[str, Any]) -> list[tuple[float, dict[str, Any]]]:

@@ -20,7 +20,7 @@ from ._app import DEFAULT_UPSTREAM, EmulatorState, RecordedRequest, create_app, 
 from ._faults import FaultPlan
 from ._models import ModelInfo
 
-__all__ = ('Emulator', 'serve')
+__all__ = ('Emulator', 'check_host', 'serve')
 
 _START_TIMEOUT = 10.0
 _STOP_TIMEOUT = 5.0
@@ -54,6 +54,22 @@ def _config(app: object, host: str, port: int, *, quiet: bool) -> uvicorn.Config
         loop='asyncio',
         timeout_graceful_shutdown=1,
     )
+
+
+def check_host(host: str, *, allow_remote: bool) -> None:
+    """Refuse to serve off loopback unless asked to: its key and whatever it records would be open to the network.
+
+    Raises:
+        ValueError: `host` is not a loopback address and `allow_remote` is false (checked before anything binds).
+    """
+    from ..mcp._http import is_loopback
+
+    if not allow_remote and not is_loopback(host):
+        raise ValueError(
+            f'the emulator binds to loopback only (127.0.0.1, ::1, localhost), not {host!r}: other machines could '
+            'use it. To serve the network on purpose, allow it explicitly (--allow-remote, or allow_remote=True) '
+            'and give the key yourself.'
+        )
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -97,6 +113,7 @@ class Emulator:
         record: str | Path | None = None,
         replay: str | Path | None = None,
         upstream: str = DEFAULT_UPSTREAM,
+        allow_remote: bool = False,
     ) -> None:
         """Configure (nothing starts until `start()` or entering the context).
 
@@ -107,7 +124,7 @@ class Emulator:
             partial_output: Whether an in-progress retrieve shows the search and fetch items reached so far
                 (the live API documents `output: []` until the run ends, the default here).
             retention_seconds: Real seconds a finished run stays retrievable (None = forever).
-            host: Interface to bind; loopback by default.
+            host: Interface to bind; loopback by default (another one needs `allow_remote`).
             port: Port to bind; 0 picks a free one.
             resume_window_seconds: Real seconds after a run ends during which its stream can be resumed.
             models: Models to serve besides the built-in table, `{'acme/model-1': (in, out USD per 1M tokens)}`.
@@ -115,8 +132,14 @@ class Emulator:
             record: A directory to record into: the emulator becomes a proxy to `upstream` that stores every
                 run, search and model list (secrets removed) and forwards the client's own key.
             replay: A directory of recordings to serve instead of the corpus, matched by request.
-            upstream: The API a recording proxy forwards to.
+            upstream: The API a recording proxy forwards to: `https://`, or `http://` to loopback only.
+            allow_remote: Allow a `host` that is not loopback (other machines can then reach it).
+
+        Raises:
+            ValueError: an unsafe setting (`host` off loopback without `allow_remote`, a plain-http or non-HTTP
+                `upstream`), or a replay directory holding a bad recording (`RecordingError`, naming the file).
         """
+        check_host(host, allow_remote=allow_remote)
         self.app = create_app(
             api_key=api_key,
             time_scale=time_scale,
@@ -256,12 +279,23 @@ def serve(
     record: str | Path | None = None,
     replay: str | Path | None = None,
     upstream: str = DEFAULT_UPSTREAM,
+    allow_remote: bool = False,
 ) -> None:
     """Run the emulator in the foreground until interrupted (for `pydantic-ai-perplexity emulator --port N`).
 
     `on_ready(base_url, api_key)` is called once it listens; without it, the URL (and the key, when one was
-    generated) is logged on uvicorn's logger so that it shows on stderr.
+    generated and the server is on loopback) is logged on uvicorn's logger so that it shows on stderr.
+
+    Raises:
+        ValueError: an unsafe setting (see `Emulator`); off loopback, an emulator (not a recording proxy) also
+            needs `api_key`, as a generated key is never shown there. Raised before anything binds.
     """
+    check_host(host, allow_remote=allow_remote)
+    if allow_remote and record is None and not api_key:
+        raise ValueError(
+            'an emulator reachable from other machines never shows its key: give one (--api-key, or the '
+            'PERPLEXITY_EMULATOR_API_KEY variable)'
+        )
     key = api_key or new_api_key()
     app = create_app(api_key=key, time_scale=time_scale, record=record, replay=replay, upstream=upstream)
     server = _Server(_config(app, host, port, quiet=False))
@@ -283,7 +317,7 @@ def serve(
                 upstream,
                 record,
             )
-        elif api_key is None:
+        elif api_key is None and not allow_remote:
             logging.getLogger('uvicorn.error').info('Perplexity emulator at %s, API key %s', base_url, key)
         else:
             logging.getLogger('uvicorn.error').info('Perplexity emulator at %s', base_url)
