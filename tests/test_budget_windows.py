@@ -11,7 +11,6 @@ import logging
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from logfire.testing import CaptureLogfire
 
-from postgres_support import execute, fresh_schema
+import test_ledger
+from postgres_support import execute
 from pydantic_ai_perplexity import Budget, BudgetExceededError, BudgetWarning, Limits, Researcher
 from pydantic_ai_perplexity.budget import applicable_limits, micros, window_start
 from pydantic_ai_perplexity.emulator import Emulator
@@ -30,25 +30,12 @@ from pydantic_ai_perplexity.options import ResearchOptions
 from pydantic_ai_perplexity.pricing import reservation
 from pydantic_ai_perplexity.settings import Settings
 
+# The ledger's fixtures: each test that takes `target` or `ledger` runs on SQLite and on PostgreSQL.
+engine, path, target, ledger = test_ledger.engine, test_ledger.path, test_ledger.target, test_ledger.ledger
+
 NOON = datetime(2026, 10, 9, 12, 0, tzinfo=UTC)
 JUST_BEFORE_MIDNIGHT = datetime(2026, 10, 9, 23, 59, 59, 999999, tzinfo=UTC)
 MIDNIGHT = datetime(2026, 10, 10, 0, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=['sqlite', 'postgres'])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh SQLite file, or a URL whose sessions use a fresh PostgreSQL schema."""
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'ledger.sqlite3')
-    else:
-        with fresh_schema() as url:
-            yield url
-
-
-@pytest.fixture
-def ledger(target: str) -> Iterator[Ledger]:
-    with Ledger(target) as ledger:
-        yield ledger
 
 
 def run(usd: float, *, at: datetime = NOON, **fields: Any) -> RunRecord:
