@@ -38,6 +38,7 @@ __all__ = (
     'micros',
     'parse_per_caller',
     'parse_warn_at',
+    'per_run_refusal',
     'window_refusal',
     'window_start',
 )
@@ -336,13 +337,10 @@ def window_refusal(
     message = (
         f'Budget exceeded: {limit.describe()} is {_usd(cap)}, {_usd(spent_usd)} is already spent or held{since}, '
         f'and this run is estimated at {_usd(estimate_usd)}{effort}, which would bring it to '
-        f'{_usd(spent_usd + estimate_usd)}. The run was not started. To allow it, raise that limit '
-        f'(`Budget({_field(limit)}=...)` or {_env(limit)}), wait for the window to roll over, or choose a cheaper '
-        f'effort.'
+        f'{_usd(spent_usd + estimate_usd)}. The run was not started. To allow it, raise that limit ({_how(limit)}), '
+        f'{"wait for the window to roll over, " if limit.since is not None else ""}or choose a cheaper effort.'
     )
-    error = BudgetExceededError(message, spent_usd=spent_usd, cap_usd=cap, estimate_usd=estimate_usd)
-    error.window = limit.window  # pyright: ignore[reportAttributeAccessIssue]
-    return error
+    return BudgetExceededError(message, spent_usd=spent_usd, cap_usd=cap, estimate_usd=estimate_usd)
 
 
 def per_run_refusal(
@@ -353,30 +351,23 @@ def per_run_refusal(
     about = '; '.join(p for p in (f'effort {record_effort!r}' if record_effort else '', detail) if p)
     effort = f' ({about})' if about else ''
     message = (
-        f'Budget exceeded: this run is estimated at {_usd(estimate_usd)}{effort}, over the per-run limit of '
-        f'{_usd(ceiling)}. The run was not started. To allow it, raise the limit (`Budget(per_run=...)` or '
+        f'Budget exceeded: this run is estimated at {_usd(estimate_usd)}{effort} at the least, over the per-run limit '
+        f'of {_usd(ceiling)}. The run was not started. To allow it, raise the limit (`Budget(per_run=...)` or '
         f'PERPLEXITY_BUDGET_PER_RUN_USD) or choose a cheaper effort.'
     )
     return BudgetExceededError(message, spent_usd=0.0, cap_usd=ceiling, estimate_usd=estimate_usd)
 
 
-def _field(limit: Limit) -> str:
-    name = limit.window
+def _how(limit: Limit) -> str:
+    """Where the limit is set: the `Budget` field, and the variable of the environment when there is one."""
     if limit.caller is not None:
-        return f'per_caller={{{limit.caller!r}: {{{name!r}: ...}}}}'.replace('=...', '')
+        return f'`Budget(per_caller={{{limit.caller!r}: Limits({limit.window}=...)}})` or PERPLEXITY_BUDGET_PER_CALLER'
     if limit.scope is not None:
-        return f'per_scope={{{limit.scope!r}: {{{name!r}: ...}}}}'.replace('=...', '')
-    return name
-
-
-def _env(limit: Limit) -> str:
-    if limit.caller is not None:
-        return 'PERPLEXITY_BUDGET_PER_CALLER'
-    if limit.scope is not None:
-        return "the application's budget"
-    return {'day': 'PERPLEXITY_BUDGET_DAY_USD', 'month': 'PERPLEXITY_BUDGET_MONTH_USD'}.get(
+        return f'`Budget(per_scope={{{limit.scope!r}: Limits({limit.window}=...)}})`'
+    variable = {'day': 'PERPLEXITY_BUDGET_DAY_USD', 'month': 'PERPLEXITY_BUDGET_MONTH_USD'}.get(
         limit.window, 'PERPLEXITY_BUDGET_USD'
     )
+    return f'`Budget({limit.window}=...)` or {variable}'
 
 
 def _usd(value: float) -> str:

@@ -470,40 +470,38 @@ class Ledger:
         """
         table = prices or default_prices()
         bound = reservation(query, request, table)
-        priced = record.model_copy(update={'estimate_usd': bound.usd})
         limits, ceiling = applicable_limits(
             budget, cap_usd=cap_usd, since=since, caller=record.caller, scope=record.scope, at=record.created_at
         )
-        if not limits and ceiling is None:
-            return Admission(None, priced, dict(request), bound, {})
-        room: int | None = ceiling
-        refused: tuple[int, ...] | None = None
-        if ceiling is None or micros(bound.usd) <= ceiling:
-            token, reserved = self._reserve_within(priced, limits)
-            if token is not None or not limits:
-                warnings = _crossings(limits, reserved.spent, micros(bound.usd)) if token is not None else ()
-                return Admission(token, priced, dict(request), bound, {}, warnings)
-            refused = reserved.spent
-            least = min(limit.cap_micros - spent for limit, spent in zip(limits, refused, strict=True))
-            room = least if room is None else min(room, least)
-        assert room is not None
+        sent, held, changes = dict(request), bound, {}
+        if ceiling is not None and micros(bound.usd) > ceiling:  # over the per-run ceiling: tightened to it first
+            fitted = fit(query, request, dollars(ceiling), table)
+            if not fitted.fits:
+                least = fitted.reservation
+                raise per_run_refusal(record.effort, least.usd, ceiling, least.describe())
+            sent, held, changes = fitted.request, fitted.reservation, fitted.changes
+        priced = record.model_copy(update={'estimate_usd': held.usd})
+        if not limits:  # nothing to check against spend: priced here, recorded once the run has its id
+            return Admission(None, priced, sent, held, changes)
+        token, reserved = self._reserve_within(priced, limits)
+        if token is not None:
+            return Admission(token, priced, sent, held, changes, _crossings(limits, reserved.spent, micros(held.usd)))
+        room = min(limit.cap_micros - spent for limit, spent in zip(limits, reserved.spent, strict=True))
+        room = room if ceiling is None else min(room, ceiling)
         fitted = fit(query, request, dollars(max(room, 0)), table)
         if not fitted.fits:
-            least_record = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
-            if refused is None:
-                assert ceiling is not None
-                raise per_run_refusal(record.effort, fitted.reservation.usd, ceiling, fitted.reservation.describe())
-            raise self._refusal(least_record, limits, refused, fitted.reservation.describe())
+            least = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
+            raise self._refusal(least, limits, reserved.spent, fitted.reservation.describe())
         priced = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
         token, reserved = self._reserve_within(priced, limits)
-        if token is None and limits:  # the spend grew meanwhile
+        if token is None:  # the spend grew meanwhile
             raise self._refusal(priced, limits, reserved.spent, fitted.reservation.describe())
         _log.info(
             'A run was tightened to fit the budget (%s left): %s.',
             usd(dollars(room)),
             ', '.join(f'{k}={v}' for k, v in fitted.changes.items()),
         )
-        warnings = _crossings(limits, reserved.spent, micros(fitted.reservation.usd)) if token is not None else ()
+        warnings = _crossings(limits, reserved.spent, micros(fitted.reservation.usd))
         return Admission(token, priced, fitted.request, fitted.reservation, fitted.changes, warnings)
 
     def bind(self, token: str, response_id: str, /, **fields: Any) -> None:
