@@ -437,3 +437,25 @@ async def test_a_researcher_scope_and_caller_are_recorded_and_limited(emulator: 
         assert researcher.ledger is not None
         record = researcher.ledger.get(done.response_id)
     assert record is not None and record.scope == 'notebook' and record.caller == 'alice'
+
+
+@pytest.mark.anyio
+async def test_doctor_shows_the_budget_and_names_a_bad_budget_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic_ai_perplexity.doctor import Check, run_checks
+
+    async def research_settings() -> Check:
+        checks: list[Check] = []
+        await run_checks(checks.append)
+        return next(c for c in checks if c.name == 'research settings')
+
+    monkeypatch.setenv('PERPLEXITY_BASE_URL', 'http://127.0.0.1:9')
+    monkeypatch.setenv('PERPLEXITY_BUDGET_DAY_USD', '5')
+    monkeypatch.setenv('PERPLEXITY_BUDGET_PER_CALLER', 'alice:day=1')
+    monkeypatch.setenv('PERPLEXITY_BUDGET_WARN_AT', '0.8')
+    shown = await research_settings()
+    assert shown.ok and shown.detail.endswith('budget: day $5, 1 caller, warns at 80%')
+    monkeypatch.setenv('PERPLEXITY_BUDGET_PER_CALLER', 'alice:daily=1')
+    refused = await research_settings()
+    assert (
+        not refused.ok and "PERPLEXITY_BUDGET_PER_CALLER: 'daily=1' for caller 'alice' is not a limit" in refused.detail
+    )

@@ -165,6 +165,20 @@ class Budget(Limits):
             and all(limits.empty for limits in self.per_scope.values())
         )
 
+    def describe(self) -> str:
+        """The limits in a few words, for `doctor` and logs, e.g. `total $20, day $5, per run $2, 1 caller`."""
+        parts = [
+            f'{name.replace("_", " ")} ${amount:g}'
+            for name, amount in self.model_dump().items()
+            if name in ('total', 'day', 'month', 'per_run') and amount is not None
+        ]
+        for what, entries in (('caller', self.per_caller), ('scope', self.per_scope)):
+            if entries:
+                parts.append(f'{len(entries)} {what}{"s" if len(entries) != 1 else ""}')
+        if self.warn_at is not None:
+            parts.append(f'warns at {self.warn_at if isinstance(self.warn_at, str) else f"{self.warn_at:.0%}"}')
+        return ', '.join(parts) or 'no limits'
+
     def with_total(self, total: float | None) -> Budget:
         """This budget with `total` as its total limit (the lower of the two when both are set)."""
         if total is None:
