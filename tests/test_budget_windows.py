@@ -32,6 +32,7 @@ from pydantic_ai_perplexity.settings import Settings
 
 # The ledger's fixtures: each test that takes `target` or `ledger` runs on SQLite and on PostgreSQL.
 engine, path, target, ledger = test_ledger.engine, test_ledger.path, test_ledger.target, test_ledger.ledger
+spawn = test_ledger.spawn
 
 NOON = datetime(2026, 10, 9, 12, 0, tzinfo=UTC)
 JUST_BEFORE_MIDNIGHT = datetime(2026, 10, 9, 23, 59, 59, 999999, tzinfo=UTC)
@@ -271,21 +272,24 @@ def test_spend_shows_spent_held_and_left_per_window_and_caller(ledger: Ledger) -
 # --- concurrency ----------------------------------------------------------------------------------------------------
 
 
+#: $3 a day for everyone and $1 for alice: at $0.10 a run, alice's racers (more attempts than fit) get exactly 10, the
+#: others' 20 attempts all fit beside them, and then every window is full.
+RACE_BUDGET = Budget(day=3.0, total=10.0, per_caller={'alice': Limits(day=1.0)})
+
+
 def test_concurrent_admissions_never_pass_any_window(target: str) -> None:
-    # Eight threads, each with its own Ledger (its own connection), race for: a $3 day for everyone, $1 a day for
-    # alice, $10 in total. At $0.10 a run: exactly 10 of alice's and 20 of the others' fit.
-    budget = Budget(day=3.0, total=10.0, per_caller={'alice': Limits(day=1.0)})
+    # Eight threads, each with its own Ledger (its own connection): four for alice trying 10 runs each, four for no one
+    # in particular trying 5 each, all at once, under `RACE_BUDGET`.
     start = threading.Barrier(8)
     admitted: list[str | None] = []
     lock = threading.Lock()
 
-    def racer(n: int) -> None:
-        caller = 'alice' if n % 2 else None
+    def racer(caller: str | None, attempts: int) -> None:
         with Ledger(target) as mine:
             start.wait(30)
-            for _ in range(12):
+            for _ in range(attempts):
                 try:
-                    admit(mine, budget, 0.1, caller=caller)
+                    admit(mine, RACE_BUDGET, 0.1, caller=caller)
                 except BudgetUnenforceableError:
                     raise
                 except BudgetExceededError:
@@ -293,7 +297,8 @@ def test_concurrent_admissions_never_pass_any_window(target: str) -> None:
                 with lock:
                     admitted.append(caller)
 
-    threads = [threading.Thread(target=racer, args=(n,)) for n in range(8)]
+    tries = [('alice', 10), (None, 5)] * 4
+    threads = [threading.Thread(target=racer, args=each) for each in tries]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -303,6 +308,43 @@ def test_concurrent_admissions_never_pass_any_window(target: str) -> None:
     with Ledger(target) as ledger:
         assert ledger.spent_usd(since=NOON.replace(hour=0)) == 3.0
         assert ledger.spent_usd(caller='alice') == 1.0
+
+
+def admit_many(target: str, caller: str | None, attempts: int, start: Any, results: Any) -> None:
+    """A racing process: `attempts` admissions of $0.10 runs under `RACE_BUDGET`; how many were admitted."""
+    start.wait(test_ledger.JOIN_TIMEOUT)
+    admitted = 0
+    with Ledger(target) as mine:
+        for _ in range(attempts):
+            try:
+                admit(mine, RACE_BUDGET, 0.1, caller=caller)
+            except BudgetUnenforceableError:
+                raise
+            except BudgetExceededError:
+                continue
+            admitted += 1
+    results.put((caller, admitted))
+
+
+@pytest.mark.slow
+def test_processes_racing_admissions_never_pass_any_window(target: str, spawn: Any) -> None:
+    # Four processes at once: two for alice trying 20 runs each, two for no one in particular trying 10 each.
+    start, results = spawn.Event(), spawn.Queue()
+    tries = [('alice', 20), (None, 10), ('alice', 20), (None, 10)]
+    processes = [spawn.Process(target=admit_many, args=(target, c, n, start, results)) for c, n in tries]
+    for process in processes:
+        process.start()
+    start.set()
+    outcomes = [results.get(timeout=test_ledger.JOIN_TIMEOUT) for _ in processes]
+    test_ledger.join_all(processes)
+    results.close()
+    results.join_thread()
+    alice = sum(n for who, n in outcomes if who == 'alice')
+    assert alice == 10 and sum(n for _, n in outcomes) == 30
+    with Ledger(target) as ledger:
+        assert ledger.spent_usd(caller='alice') == 1.0 and ledger.spent_usd() == 3.0
+        with pytest.raises(BudgetExceededError):
+            admit(ledger, RACE_BUDGET, 0.000001)
 
 
 # --- settings -------------------------------------------------------------------------------------------------------
