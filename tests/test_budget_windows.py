@@ -501,3 +501,26 @@ async def test_doctor_shows_the_budget_and_names_a_bad_budget_variable(monkeypat
     assert (
         not refused.ok and "PERPLEXITY_BUDGET_PER_CALLER: 'daily=1' for caller 'alice' is not a limit" in refused.detail
     )
+
+
+@pytest.mark.anyio
+async def test_a_failing_warning_callback_is_logged_and_the_run_goes_on(
+    emulator: Emulator, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(warning: BudgetWarning) -> None:
+        raise RuntimeError('the application callback broke')
+
+    async with Researcher(
+        api_key=emulator.api_key,
+        base_url=emulator.base_url,
+        effort='fast',
+        ledger=tmp_path / 'ledger.sqlite3',
+        budget=Budget(total=5, warn_at='$0.000001'),
+        on_budget_warning=broken,
+    ) as researcher:
+        result = await researcher.run('What is the EU AI Act?')
+        await researcher.flush()
+        assert researcher.ledger is not None
+        record = researcher.ledger.get(result.response_id)
+    assert result.done and record is not None and record.status == 'completed'
+    assert any('on_budget_warning raised' in r.message and r.exc_info for r in caplog.records)

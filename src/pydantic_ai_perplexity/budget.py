@@ -179,13 +179,6 @@ class Budget(Limits):
             parts.append(f'warns at {self.warn_at if isinstance(self.warn_at, str) else f"{self.warn_at:.0%}"}')
         return ', '.join(parts) or 'no limits'
 
-    def with_total(self, total: float | None) -> Budget:
-        """This budget with `total` as its total limit (the lower of the two when both are set)."""
-        if total is None:
-            return self
-        chosen = total if self.total is None else min(self.total, total)
-        return self.model_copy(update={'total': chosen})
-
     def for_caller(self, caller: str | None) -> Limits | None:
         """The limits of `caller`'s own runs: its entry, else the `'*'` entry; None without a name or an entry."""
         if caller is None:

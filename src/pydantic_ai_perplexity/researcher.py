@@ -460,10 +460,14 @@ class Researcher:
             self._warned.add(key)
             tracing.event('perplexity.budget.warning', warning.attributes())
             logger.warning('%s', warning.message)
-            if self.on_budget_warning is not None:
+            if self.on_budget_warning is None:
+                continue
+            try:  # the run is admitted: a failing callback must not leave its reservation unbound
                 outcome = self.on_budget_warning(warning)
                 if outcome is not None:
                     await outcome
+            except Exception:
+                logger.exception('on_budget_warning raised; the run goes on')
 
     async def spend(self, *, caller: str | None = None) -> list[SpendLine]:
         """Spent, held and left in each window (day, month, total), for everyone, each caller and each scope.
@@ -572,7 +576,8 @@ def _in_durable_workflow() -> bool:
 async def research(query: str, **options: Any) -> ResearchResult:
     """Research one question with settings from the environment: the one-liner for notebooks and scripts.
 
-    Takes the options of `Researcher.run`, plus `wait_seconds`, `on_progress` and `output_type`.
+    Takes the options of `Researcher.run`, plus `wait_seconds`, `on_progress` and `output_type`, and the researcher's
+    `api_key`, `base_url`, `budget_usd`, `budget`, `scope`, `on_budget_warning` and `ledger`.
     """
     keys = ('api_key', 'base_url', 'budget_usd', 'ledger', 'budget', 'scope', 'on_budget_warning')
     settings = {k: options.pop(k) for k in keys if k in options}

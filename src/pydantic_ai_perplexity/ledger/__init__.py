@@ -61,6 +61,7 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
 from ..budget import (
+    ANY_CALLER,
     Budget,
     BudgetWarning,
     Limit,
@@ -395,8 +396,8 @@ class Ledger:
             if caller is not None:
                 names = [caller]
             else:
-                names = [n for n in budget.per_caller if n != '*']
-                if '*' in budget.per_caller:
+                names = [n for n in budget.per_caller if n != ANY_CALLER]
+                if ANY_CALLER in budget.per_caller:
                     names += [n for n in engine.callers() if n not in names]
             for name in names:
                 limits = budget.for_caller(name)
@@ -645,10 +646,11 @@ class Ledger:
     def _refusal(
         record: RunRecord, limits: Sequence[Limit], spent: Sequence[int], detail: str = ''
     ) -> BudgetExceededError:
-        """The refusal for the limit that leaves the least room among those `record` does not fit."""
+        """The refusal for the limit that leaves the least room among those `record` does not fit (or among all)."""
         estimate = micros(record.estimate_usd)
-        over = [(limit.cap_micros - s, limit, s) for limit, s in zip(limits, spent, strict=True)]
-        _, limit, used = min((o for o in over if o[2] + estimate > o[1].cap_micros), key=lambda o: o[0])
+        rooms = [(limit.cap_micros - s, limit, s) for limit, s in zip(limits, spent, strict=True)]
+        over = [room for room in rooms if room[2] + estimate > room[1].cap_micros] or rooms
+        _, limit, used = min(over, key=lambda room: room[0])
         if limit.window == 'total' and limit.caller is None and limit.scope is None:
             return refusal(record, dollars(used), dollars(limit.cap_micros), detail)
         return window_refusal(record.effort, record.estimate_usd, dollars(used), limit, detail)
