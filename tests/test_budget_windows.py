@@ -277,42 +277,8 @@ def test_spend_shows_spent_held_and_left_per_window_and_caller(ledger: Ledger) -
 RACE_BUDGET = Budget(day=3.0, total=10.0, per_caller={'alice': Limits(day=1.0)})
 
 
-def test_concurrent_admissions_never_pass_any_window(target: str) -> None:
-    # Eight threads, each with its own Ledger (its own connection): four for alice trying 10 runs each, four for no one
-    # in particular trying 5 each, all at once, under `RACE_BUDGET`.
-    start = threading.Barrier(8)
-    admitted: list[str | None] = []
-    lock = threading.Lock()
-
-    def racer(caller: str | None, attempts: int) -> None:
-        with Ledger(target) as mine:
-            start.wait(30)
-            for _ in range(attempts):
-                try:
-                    admit(mine, RACE_BUDGET, 0.1, caller=caller)
-                except BudgetUnenforceableError:
-                    raise
-                except BudgetExceededError:
-                    continue
-                with lock:
-                    admitted.append(caller)
-
-    tries = [('alice', 10), (None, 5)] * 4
-    threads = [threading.Thread(target=racer, args=each) for each in tries]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not any(t.is_alive() for t in threads)
-    assert admitted.count('alice') == 10 and admitted.count(None) == 20
-    with Ledger(target) as ledger:
-        assert ledger.spent_usd(since=NOON.replace(hour=0)) == 3.0
-        assert ledger.spent_usd(caller='alice') == 1.0
-
-
-def admit_many(target: str, caller: str | None, attempts: int, start: Any, results: Any) -> None:
-    """A racing process: `attempts` admissions of $0.10 runs under `RACE_BUDGET`; how many were admitted."""
-    start.wait(test_ledger.JOIN_TIMEOUT)
+def admit_all(target: str, caller: str | None, attempts: int) -> int:
+    """`attempts` admissions of $0.10 runs of `caller` under `RACE_BUDGET`, through its own Ledger; how many fit."""
     admitted = 0
     with Ledger(target) as mine:
         for _ in range(attempts):
@@ -323,7 +289,36 @@ def admit_many(target: str, caller: str | None, attempts: int, start: Any, resul
             except BudgetExceededError:
                 continue
             admitted += 1
-    results.put((caller, admitted))
+    return admitted
+
+
+def test_concurrent_admissions_never_pass_any_window(target: str) -> None:
+    # Eight threads, each with its own Ledger (its own connection): four for alice trying 10 runs each, four for no one
+    # in particular trying 5 each, all at once, under `RACE_BUDGET`.
+    start = threading.Barrier(8)
+    outcomes: list[tuple[str | None, int]] = []
+
+    def racer(caller: str | None, attempts: int) -> None:
+        start.wait(30)
+        outcomes.append((caller, admit_all(target, caller, attempts)))  # list.append is atomic
+
+    tries = [('alice', 10), (None, 5)] * 4
+    threads = [threading.Thread(target=racer, args=each) for each in tries]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not any(t.is_alive() for t in threads) and len(outcomes) == 8
+    assert sum(n for who, n in outcomes if who == 'alice') == 10 and sum(n for who, n in outcomes if who is None) == 20
+    with Ledger(target) as ledger:
+        assert ledger.spent_usd(since=NOON.replace(hour=0)) == 3.0
+        assert ledger.spent_usd(caller='alice') == 1.0
+
+
+def admit_many(target: str, caller: str | None, attempts: int, start: Any, results: Any) -> None:
+    """A racing process: waits for the start, then reports how many of its admissions fit."""
+    start.wait(test_ledger.JOIN_TIMEOUT)
+    results.put((caller, admit_all(target, caller, attempts)))
 
 
 @pytest.mark.slow
