@@ -245,7 +245,9 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
     applied = raw_rows(target, 'SELECT name, applied_at FROM _migrations ORDER BY name')
     names = [fn.__name__ for fn in MIGRATIONS]
     assert (
-        [name for name, _ in applied] == names == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request']
+        [name for name, _ in applied]
+        == names
+        == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request', 'm004_money_in_micros_and_scope']
     )
     assert len(names) == SCHEMA_VERSION
     applied_at = applied[0][1]
@@ -258,7 +260,7 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
     else:
         sql = 'SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()'
         indexes = {name for (name,) in raw_rows(target, sql)}
-    assert {'runs_created_at', 'runs_status', 'runs_caller'} <= indexes
+    assert {'runs_created_at', 'runs_status', 'runs_caller', 'runs_scope'} <= indexes
     assert raw_rows(target, 'SELECT count(*) FROM runs') == [(1,)]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pydantic_ai_perplexity import research
+from pydantic_ai_perplexity import Budget, research
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.notebook import LiveProgress, SpanRecord, SpanTree, compare_traces
 from pydantic_ai_perplexity.timeline import Timeline
@@ -81,6 +81,27 @@ async def test_in_a_notebook_one_display_is_updated_in_place(monkeypatch: pytest
         live(Step(kind='results', detail='found 4 results', end=True, progress=Progress(searches=1, results_seen=4)))
     assert [kind for kind, _ in shown] == ['display', 'update', 'update', 'update']
     assert 'searching: a &lt;b&gt; query' in shown[-1][1] and 'done in' in shown[-1][1]
+
+
+async def test_live_progress_shows_a_budget_warning_above_the_steps(emulator: Emulator, tmp_path: Any):
+    out = io.StringIO()
+    async with LiveProgress('q', file=out) as live:
+        result = await research(
+            'What is the EU AI Act?',
+            effort='fast',
+            on_progress=live,
+            on_budget_warning=live.budget_warning,
+            budget=Budget(day=1.0, warn_at='$0.000001'),  # crossed by the first run of the day
+            ledger=tmp_path / 'ledger.sqlite3',
+            api_key=emulator.api_key,
+            base_url=emulator.base_url,
+        )
+        live.finish(result)
+    lines = out.getvalue().splitlines()
+    assert len(live.warnings) == 1 and live.warnings[0].limit.window == 'day'
+    assert lines[0] == f'  ⚠ {live.warnings[0].message}' and 'the daily limit is' in lines[0]
+    assert lines[1].startswith('  [') and lines[-1].startswith('completed in ')
+    assert 'pplx-budget-warning' in live._repr_html_() and 'the daily limit is' in live._repr_html_()
 
 
 def _span(name: str, span_id: str, parent: str | None, start: int, end: int, **kw: Any) -> SpanRecord:

@@ -33,6 +33,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .budget import Budget, BudgetWarning, Limits, SpendLine
     from .client import PerplexityClient
     from .ledger import Ledger, RunRecord
     from .mcp.config import perplexity_mcp_config, perplexity_mcp_toolset
@@ -51,13 +52,16 @@ __all__ = (
     'APITimeoutError',
     'AuthenticationError',
     'BadRequestError',
+    'Budget',
     'BudgetExceededError',
+    'BudgetWarning',
     'Citation',
     'ConfigurationError',
     'ExternalConnectorError',
     'InternalServerError',
     'InvalidArgumentError',
     'Ledger',
+    'Limits',
     'MalformedResponseError',
     'NotFoundError',
     'PayloadTooLargeError',
@@ -75,6 +79,7 @@ __all__ = (
     'RunMayHaveStartedError',
     'RunRecord',
     'Source',
+    'SpendLine',
     'Step',
     'Usage',
     '__version__',
@@ -86,6 +91,10 @@ __all__ = (
 )
 
 _LAZY = {
+    'Budget': '.budget',
+    'BudgetWarning': '.budget',
+    'Limits': '.budget',
+    'SpendLine': '.budget',
     'PerplexityClient': '.client',
     'Researcher': '.researcher',
     'research': '.researcher',

@@ -79,6 +79,9 @@ _CLI_WORDS = (
     (re.compile(r'the `budget_usd=` argument'), 'the --budget option'),
     (re.compile(r' \(start runs with store=True to retrieve them\)'), ''),
     (re.compile(r'\bbudget_usd='), '--budget '),
+    (re.compile(r'`Budget\(day=\.\.\.\)`'), '--budget-day'),
+    (re.compile(r'`Budget\(month=\.\.\.\)`'), '--budget-month'),
+    (re.compile(r'`Budget\(per_run=\.\.\.\)`'), '--budget-per-run'),
     (re.compile(r'\bwait_seconds='), '--wait '),
 )
 _NO_KEY_FOR_JOBS = (
@@ -372,6 +375,18 @@ def _mcp_server(value: str) -> dict[str, str]:
     help='Refuse the run if recorded spend would pass this many USD.',
 )
 @click.option(
+    '--budget-day', type=float, callback=_budget, help="Refuse the run if today's spend (UTC) would pass this many USD."
+)
+@click.option(
+    '--budget-month',
+    type=float,
+    callback=_budget,
+    help="Refuse the run if this month's spend would pass this many USD.",
+)
+@click.option(
+    '--budget-per-run', type=float, callback=_budget, help='Tighten or refuse the run if it could cost more than this.'
+)
+@click.option(
     '--wait',
     'wait_seconds',
     type=float,
@@ -385,6 +400,9 @@ def research(
     schema: Path | None,
     mcp_servers: tuple[str, ...],
     budget_usd: float | None,
+    budget_day: float | None,
+    budget_month: float | None,
+    budget_per_run: float | None,
     wait_seconds: float | None,
     no_wait: bool,
     as_json: bool,
@@ -416,12 +434,15 @@ def research(
     started: list[str] = []  # the run's id, once the API has given it (for a Ctrl-C notice)
 
     async def go(settings: dict[str, str]) -> ResearchResult:
+        from .budget import Budget
         from .researcher import Researcher
 
+        windows = Budget(day=budget_day, month=budget_month, per_run=budget_per_run)
         async with Researcher(
             origin='cli',
             wait_seconds=wait_seconds,
             budget_usd=budget_usd,
+            budget=None if windows.empty else windows,
             api_key=settings.get('api_key'),
             base_url=settings.get('base_url'),
         ) as researcher:
@@ -711,6 +732,55 @@ def jobs_reconcile(limit: int) -> None:
     for r in updated.values():
         _out(f'{line_for_terminal(r.response_id)}  {line_for_terminal(r.status):<11} {_cost(r):>9}')
     _err(f'{len(updated)} unfinished run{"s" if len(updated) != 1 else ""} refreshed from the API.')
+
+
+@jobs.command('spend', context_settings=_CONTEXT)
+@click.option('--caller', help="Only this caller (an MCP token's name, or a name an application gave).")
+@click.option('--all', 'include_emulated', is_flag=True, help="Count emulated runs too (a real run's budget does not).")
+@click.option('--json', 'as_json', is_flag=True, help='Print the lines as JSON.')
+def jobs_spend(caller: str | None, include_emulated: bool, as_json: bool) -> None:
+    """Spent, held and left today, this month and in total (UTC), for everyone and per caller and scope.
+
+    Spent is the actual cost the API reported; held is what runs without one yet reserve. The limits come from
+    PERPLEXITY_BUDGET_USD, PERPLEXITY_BUDGET_DAY_USD, PERPLEXITY_BUDGET_MONTH_USD and PERPLEXITY_BUDGET_PER_CALLER.
+
+    \b
+    Examples:
+      pydantic-ai-perplexity jobs spend
+      pydantic-ai-perplexity jobs spend --caller alice --json
+    """
+    from .errors import ConfigurationError
+    from .ledger import Ledger
+    from .settings import Settings
+
+    try:
+        budget = Settings.load().budget
+    except ConfigurationError as exc:
+        _fail(exc)
+        return
+    with Ledger() as ledger:
+        lines = ledger.spend(budget, caller=caller, emulated=None if include_emulated else False)
+    if as_json:
+        _out_json(json.dumps([line.as_dict() for line in lines], indent=2))
+        return
+
+    def money(value: float | None) -> str:
+        return '-' if value is None else f'${value:,.4f}'
+
+    rows = [
+        {
+            'for': (f'caller {line.caller}' if line.caller else f'scope {line.scope}' if line.scope else 'everyone'),
+            'window': line.window,
+            'since': f'{line.since:%Y-%m-%d}' if line.since else '-',
+            'spent': money(line.spent_usd),
+            'held': money(line.held_usd),
+            'limit': money(line.cap_usd),
+            'left': money(line.left_usd),
+        }
+        for line in lines
+    ]
+    _table(rows, flexible=('for',), right=('spent', 'held', 'limit', 'left'))
+    _err(f'Ledger: {ledger.describe()}; {"all runs" if include_emulated else "real runs only (--all adds emulated)"}.')
 
 
 @jobs.command('wait', context_settings=_CONTEXT)

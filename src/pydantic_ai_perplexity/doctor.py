@@ -152,8 +152,8 @@ def _settings_check() -> Check:
         return Check(
             'research settings', False, str(exc), 'fix or unset the variable named (see `Settings` for every one)'
         )
-    budget = settings.budget_usd
-    cap = f'a ${budget:g} budget' if budget is not None else 'no budget cap (PERPLEXITY_BUDGET_USD adds one)'
+    budget = settings.budget
+    cap = f'budget: {budget.describe()}' if budget is not None else 'no budget cap (PERPLEXITY_BUDGET_USD adds one)'
     waits = f'waits {settings.wait_seconds:g} s (MCP {settings.mcp_wait_seconds:g} s)'
     return Check('research settings', True, f'effort {settings.effort}, {waits}, {cap}')
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.sdk.trace import ReadableSpan
 
+    from .budget import BudgetWarning
     from .emulator import Emulator
     from .results import Progress, ResearchResult
     from .steps import Step
@@ -99,7 +100,8 @@ class LiveProgress:
 
     Pass it as `on_progress`. In a notebook it is one output area updated in place (an IPython display handle);
     used as `async with`, the elapsed time also ticks between steps. Elsewhere it prints one line per step. The
-    steps are kept as a `Timeline` (`live.timeline`), to draw once the run is over.
+    steps are kept as a `Timeline` (`live.timeline`), to draw once the run is over. Pass `live.budget_warning` as
+    `on_budget_warning` to show a budget window crossing its `warn_at` above the steps.
     """
 
     def __init__(self, title: str = '', *, refresh_s: float = 0.5, show_steps: int = 8, file: IO[str] | None = None):
@@ -114,6 +116,9 @@ class LiveProgress:
         self._done = False
         self._ticker: anyio.CancelScope | None = None
         self._group: Any = None
+        #: Budget warnings given while this view was live (see `budget_warning`).
+        self.warnings: list[BudgetWarning] = []
+        self._warnings_printed = 0
 
     # -- as a callback --------------------------------------------------------------------------------------
 
@@ -121,6 +126,11 @@ class LiveProgress:
         """The `on_progress` callback."""
         self.progress = step.progress
         self.timeline(step)
+        self._show()
+
+    def budget_warning(self, warning: BudgetWarning) -> None:
+        """The `on_budget_warning` callback: show that a budget window crossed its `warn_at`."""
+        self.warnings.append(warning)
         self._show()
 
     def finish(self, result: ResearchResult | None = None) -> None:
@@ -181,8 +191,11 @@ class LiveProgress:
         hidden = len(self.timeline.steps) - len(steps)
         items = ''.join(f'<li><code>{s.elapsed_s:6.1f} s</code> {esc(s.detail)}</li>' for s in steps)
         more = f'<li>… {hidden} earlier steps</li>' if hidden else ''
+        warned = ''.join(
+            f'<div class="pplx-budget-warning" style="color:#b45309">⚠ {esc(w.message)}</div>' for w in self.warnings
+        )
         return (
-            f'<div class="pplx-live tex2jax_ignore mathjax_ignore">{title}{esc(self._summary())}'
+            f'<div class="pplx-live tex2jax_ignore mathjax_ignore">{warned}{title}{esc(self._summary())}'
             f'<ul style="margin:.2em 0;list-style:none;padding-left:.5em">{more}{items}</ul></div>'
         )
 
@@ -200,6 +213,9 @@ class LiveProgress:
                 self._handle.update(content)
             return
         out = self._file or sys.stdout
+        for warning in self.warnings[self._warnings_printed :]:
+            print(f'  ⚠ {warning.message}', file=out)
+        self._warnings_printed = len(self.warnings)
         for step in self.timeline.steps[self._printed :]:
             print(f'  [{step.elapsed_s:6.1f}s] {step.detail}', file=out)
         self._printed = len(self.timeline.steps)

@@ -25,6 +25,7 @@ import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
 
 from . import tracing
+from .budget import Budget, BudgetWarning, SpendLine
 from .client import PerplexityClient
 from .client._models import AgentEvent, Response, SearchResponse
 from .client._params import AgentRequest, SearchRequest
@@ -57,7 +58,7 @@ from .steps import Step, StepReducer
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ('EFFORTS', 'OnProgress', 'OnStarted', 'Researcher', 'research')
+__all__ = ('EFFORTS', 'OnBudgetWarning', 'OnProgress', 'OnStarted', 'Researcher', 'research')
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
@@ -66,6 +67,9 @@ OnProgress = Callable[[Step], Awaitable[None] | None]
 
 OnStarted = Callable[[str], Awaitable[None] | None]
 """Called with a run's id as soon as the create answered and the id is in the ledger, before any waiting."""
+
+OnBudgetWarning = Callable[[BudgetWarning], Awaitable[None] | None]
+"""Called when a run's reservation carries a budget window across its `warn_at` (once per window)."""
 
 
 @dataclass
@@ -101,14 +105,32 @@ class Researcher:
         client: PerplexityClient | None = None,
         http_client: httpx2.AsyncClient | None = None,
         max_retries: int = 2,
+        budget: Budget | None = None,
+        scope: str | None = None,
+        on_budget_warning: OnBudgetWarning | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
+        """`budget` adds windows, a per-run ceiling, per-caller and per-scope limits and `warn_at` to the total cap
+        (`budget_usd`); `scope` labels this researcher's runs for `budget.per_scope`; `on_budget_warning` is called
+        when a run crosses `warn_at`; `clock` (UTC now) decides the runs' times and so their budget windows."""
         #: The checked settings: the arguments given, the rest from the environment (see `Settings.load`).
         self.settings = Settings.load(
-            api_key=api_key, base_url=base_url, effort=effort, wait_seconds=wait_seconds, budget_usd=budget_usd
+            api_key=api_key,
+            base_url=base_url,
+            effort=effort,
+            wait_seconds=wait_seconds,
+            budget_usd=budget_usd,
+            budget=budget,
         )
         self.effort = self.settings.effort
         self.wait_seconds = self.settings.wait_seconds
         self.budget_usd = self.settings.budget_usd
+        #: Every limit that applies (the total is `budget_usd`), or None.
+        self.budget = self.settings.budget
+        self.scope = scope
+        self.on_budget_warning = on_budget_warning
+        self._clock = clock or _utc_now
+        self._warned: set[tuple[str, str | None, str | None, str]] = set()
         self.origin: Origin = origin
         if ledger is False:
             self.ledger: Ledger | None = None
@@ -116,8 +138,8 @@ class Researcher:
             self.ledger = ledger
         else:
             self.ledger = Ledger(ledger)
-        if self.budget_usd is not None and self.ledger is None:
-            raise ConfigurationError('A budget needs the ledger to record spend: drop ledger=False or budget_usd.')
+        if self.budget is not None and self.ledger is None:
+            raise ConfigurationError('A budget needs the ledger to record spend: drop ledger=False or the budget.')
         self._owns_client = client is None
         self._client = client
         self._client_settings: dict[str, Any] = {
@@ -352,9 +374,11 @@ class Researcher:
         token: str | None = None
         record: RunRecord | None = None
         if self.ledger is not None:
+            at = self._clock()
             record = RunRecord(
-                created_at=datetime.now(UTC),
-                updated_at=datetime.now(UTC),
+                created_at=at,
+                updated_at=at,
+                scope=self.scope,
                 query=self.client.redact(query),  # a key pasted into a question is never stored
                 effort=effort,
                 model=request.get('model'),
@@ -410,18 +434,52 @@ class Researcher:
         """
         if self.ledger is None:
             return None, record, request
-        if self.budget_usd is not None and self.client.emulated is None and _on_loopback(self.client.api):
+        if self.budget is not None and self.client.emulated is None and _on_loopback(self.client.api):
             # Which budget applies (the real API's, or the emulator's) must be known before the check: a local base
             # URL is asked once (a free GET) whether it is an emulator.
             with contextlib.suppress(PerplexityError):
                 await self.client.models()
             record = record.model_copy(update={'emulated': bool(self.client.emulated)})
-        if self.budget_usd is None:  # nothing to check: priced here, recorded once the run has its id
+        if self.budget is None:  # nothing to check: priced here, recorded once the run has its id
             admission = self.ledger.admit(record, query, request, cap_usd=None)
         else:
-            # The budget check must finish before anything is spent: this one write waits.
-            admission = await self._ledger_call(self.ledger.admit, record, query, request, cap_usd=self.budget_usd)
+            # The budget check must finish before anything is spent: this one write waits. The total cap is
+            # `budget.total`; every limit is checked in the one transaction.
+            admission = await self._ledger_call(
+                self.ledger.admit, record, query, request, cap_usd=None, budget=self.budget
+            )
+        await self._budget_warnings(admission.warnings)
         return admission.token, admission.record, cast('AgentRequest', admission.request)
+
+    async def _budget_warnings(self, warnings: Sequence[BudgetWarning]) -> None:
+        """Say that a window crossed its `warn_at`: a span event, a logged warning and the callback, once per window."""
+        for warning in warnings:
+            key = warning.limit.key()
+            if key in self._warned:
+                continue
+            self._warned.add(key)
+            tracing.event('perplexity.budget.warning', warning.attributes())
+            logger.warning('%s', warning.message)
+            if self.on_budget_warning is None:
+                continue
+            try:  # the run is admitted: a failing callback must not leave its reservation unbound
+                outcome = self.on_budget_warning(warning)
+                if outcome is not None:
+                    await outcome
+            except Exception:
+                logger.exception('on_budget_warning raised; the run goes on')
+
+    async def spend(self, *, caller: str | None = None) -> list[SpendLine]:
+        """Spent, held and left in each window (day, month, total), for everyone, each caller and each scope.
+
+        Counts what an admission of this researcher counts: real runs only, or every run against an emulator.
+        """
+        if self.ledger is None:
+            return []
+        emulated = None if self.client.emulated is True else False
+        return await self._ledger_call(
+            self.ledger.spend, self.budget, caller=caller, at=self._clock(), emulated=emulated
+        )
 
     async def _wait(
         self, response_id: str, run: _Run, *, on_progress: OnProgress | None, wait_seconds: float | None
@@ -518,11 +576,17 @@ def _in_durable_workflow() -> bool:
 async def research(query: str, **options: Any) -> ResearchResult:
     """Research one question with settings from the environment: the one-liner for notebooks and scripts.
 
-    Takes the options of `Researcher.run`, plus `wait_seconds`, `on_progress` and `output_type`.
+    Takes the options of `Researcher.run`, plus `wait_seconds`, `on_progress` and `output_type`, and the researcher's
+    `api_key`, `base_url`, `budget_usd`, `budget`, `scope`, `on_budget_warning` and `ledger`.
     """
-    settings = {k: options.pop(k) for k in ('api_key', 'base_url', 'budget_usd', 'ledger') if k in options}
+    keys = ('api_key', 'base_url', 'budget_usd', 'ledger', 'budget', 'scope', 'on_budget_warning')
+    settings = {k: options.pop(k) for k in keys if k in options}
     async with Researcher(origin='api', **settings) as researcher:
         return await researcher.run(query, **options)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 def _on_loopback(api: str) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -22,6 +22,8 @@ from .errors import ConfigurationError, InvalidArgumentError
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
+
+    from .budget import Budget
 
 __all__ = (
     'DEFAULT_MCP_WAIT_SECONDS',
@@ -52,6 +54,11 @@ class ENV:
     EFFORT = 'PERPLEXITY_EFFORT'
     WAIT_SECONDS = 'PERPLEXITY_WAIT_SECONDS'
     BUDGET_USD = 'PERPLEXITY_BUDGET_USD'
+    BUDGET_DAY_USD = 'PERPLEXITY_BUDGET_DAY_USD'
+    BUDGET_MONTH_USD = 'PERPLEXITY_BUDGET_MONTH_USD'
+    BUDGET_PER_RUN_USD = 'PERPLEXITY_BUDGET_PER_RUN_USD'
+    BUDGET_PER_CALLER = 'PERPLEXITY_BUDGET_PER_CALLER'
+    BUDGET_WARN_AT = 'PERPLEXITY_BUDGET_WARN_AT'
     STATE_DIR = 'PERPLEXITY_STATE_DIR'
     LEDGER_URL = 'PERPLEXITY_LEDGER_URL'
     MCP_TOKEN = 'PERPLEXITY_MCP_TOKEN'  # noqa: S105 (a variable's name)
@@ -129,7 +136,10 @@ class Settings:
     wait_seconds: float = DEFAULT_WAIT_SECONDS
     #: The wait budget of an MCP call.
     mcp_wait_seconds: float = DEFAULT_MCP_WAIT_SECONDS
+    #: The total limit (`budget_usd=` or `PERPLEXITY_BUDGET_USD`); also `budget.total`.
     budget_usd: float | None = None
+    #: Every limit (windows, per run, per caller, `warn_at`), or None when nothing is limited.
+    budget: Budget | None = None
     state_dir: Path | None = None
     ledger_url: str | None = field(default=None, repr=False)
     mcp_token: SecretStr | None = field(default=None, repr=False)
@@ -147,8 +157,11 @@ class Settings:
         effort: str | None = None,
         wait_seconds: float | None = None,
         budget_usd: float | None = None,
+        budget: Budget | None = None,
     ) -> Settings:
         """Read and check the environment (default `os.environ`); a value given here wins over its variable.
+
+        Each limit of `budget` that is set wins over its variable; the others come from the environment.
 
         Raises `ConfigurationError` naming the variable (or the argument), with an example of a good value.
         """
@@ -170,10 +183,15 @@ class Settings:
             chosen_effort = _effort(raw(ENV.EFFORT) or 'medium', ENV.EFFORT)
         in_process = wait_budget(env, wait_seconds, mcp=False)
         mcp = wait_budget(env, wait_seconds, mcp=True)
+        given_total = budget.total if budget is not None else None
         if budget_usd is not None:
-            budget: float | None = check_budget(budget_usd, 'budget_usd')
+            total: float | None = check_budget(budget_usd, 'budget_usd')
+            total = total if given_total is None else min(total, given_total)
+        elif given_total is not None:
+            total = given_total
         else:
-            budget = check_budget(raw(ENV.BUDGET_USD)) if raw(ENV.BUDGET_USD) else None
+            total = check_budget(raw(ENV.BUDGET_USD)) if raw(ENV.BUDGET_USD) else None
+        limits = _budget(raw, budget, total)
         state_dir = raw(ENV.STATE_DIR)
         tokens_file = raw(ENV.MCP_TOKENS_FILE)
         return cls(
@@ -182,7 +200,8 @@ class Settings:
             effort=chosen_effort,
             wait_seconds=in_process,
             mcp_wait_seconds=mcp,
-            budget_usd=budget,
+            budget_usd=limits.total if limits is not None else None,
+            budget=limits,
             state_dir=Path(state_dir).expanduser() if state_dir else None,
             ledger_url=raw(ENV.LEDGER_URL) or None,
             mcp_token=_secret(raw(ENV.MCP_TOKEN)),
@@ -195,6 +214,33 @@ class Settings:
     def has_api_key(self) -> bool:
         """Whether a key is configured (research then goes to the API rather than needing one)."""
         return self.api_key is not None
+
+
+def _budget(raw: Callable[[str], str], given: Budget | None, total: float | None) -> Budget | None:
+    """Every limit: those `given` sets, the others from their variables; None when nothing is limited."""
+    from .budget import Budget, parse_per_caller, parse_warn_at
+
+    found: dict[str, object] = {}
+    for name, variable in (
+        ('day', ENV.BUDGET_DAY_USD),
+        ('month', ENV.BUDGET_MONTH_USD),
+        ('per_run', ENV.BUDGET_PER_RUN_USD),
+    ):
+        if raw(variable):
+            found[name] = check_budget(raw(variable), variable)
+    if raw(ENV.BUDGET_PER_CALLER):
+        found['per_caller'] = parse_per_caller(raw(ENV.BUDGET_PER_CALLER), ENV.BUDGET_PER_CALLER)
+    if raw(ENV.BUDGET_WARN_AT):
+        try:
+            found['warn_at'] = parse_warn_at(raw(ENV.BUDGET_WARN_AT))
+        except ValueError:
+            what, example = 'a fraction, a percentage or an amount', '0.8'
+            raise _refused(ENV.BUDGET_WARN_AT, what, example, raw(ENV.BUDGET_WARN_AT)) from None
+    if given is not None:
+        found |= given.model_dump(exclude_defaults=True)
+    found['total'] = total
+    chosen = Budget.model_validate(found)
+    return None if chosen.empty else chosen
 
 
 def wait_budget(environ: Mapping[str, str] | None = None, given: float | None = None, *, mcp: bool = False) -> float:

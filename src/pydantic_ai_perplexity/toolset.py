@@ -36,6 +36,7 @@ except ImportError as _exc:  # pragma: no cover - depends on the environment
 from pydantic import BaseModel
 
 from . import render, tools
+from .budget import Budget
 from .client._params import McpTool
 from .errors import PerplexityError
 from .ledger import Ledger
@@ -77,6 +78,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         effort: Default effort for `perplexity_research` when the model names none.
         wait_seconds: How long one tool call waits for a run before handing back its `response_id` (default 600).
         budget_usd: Cap on recorded spend; runs that would pass it are refused before they start.
+        budget: A `Budget`: windows (day, month, total), a per-run ceiling, per-caller and per-scope limits, `warn_at`.
         spotlight: Wrap web text in nonce delimiters marking it as data (on by default).
         ledger: A `Ledger`, a path for one, or `False` for none; default under `PERPLEXITY_STATE_DIR`.
         output_type: A pydantic model or JSON schema: research answers come back as that structure.
@@ -96,6 +98,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         effort: str | None = None,
         wait_seconds: float | None = None,
         budget_usd: float | None = None,
+        budget: Budget | None = None,
         spotlight: bool = True,
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
         output_type: type[BaseModel] | dict[str, Any] | None = None,
@@ -113,6 +116,7 @@ class PerplexityToolset(FunctionToolset[Any]):
             effort=effort,
             wait_seconds=wait_seconds,
             budget_usd=budget_usd,
+            budget=budget,
             ledger=ledger,
             origin='toolset',
             http_client=http_client,

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from cli_support import cli_env, run, run_all, run_each
 from click.testing import CliRunner
 
+from postgres_support import fresh_schema
 from pydantic_ai_perplexity.cli import cli
 from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.ledger import Ledger, RunRecord
 from pydantic_ai_perplexity.pricing import reservation
 
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
@@ -275,3 +279,63 @@ def test_research_no_wait_on_the_built_in_emulator_says_the_run_cannot_be_collec
     listed = run('jobs', 'list', '--json', env=env)
     [row] = [r for r in json.loads(listed.stdout) if r['response_id'] == response_id]
     assert row['emulated'] is True  # never counted against a budget for the real API
+
+
+@pytest.mark.parametrize('engine', ['sqlite', 'postgres'])
+def test_jobs_spend_shows_spent_held_and_left_per_window_and_caller(tmp_path: Path, engine: str):
+    with contextlib.ExitStack() as stack:
+        url = stack.enter_context(fresh_schema()) if engine == 'postgres' else None
+        extra = {'PERPLEXITY_LEDGER_URL': url} if url else {}
+        target = url or tmp_path / 'state' / 'ledger.sqlite3'
+        now = datetime.now(UTC)
+        with Ledger(target) as ledger:
+            for record in (
+                RunRecord(query='a', origin='mcp', caller='alice', estimate_usd=1.0, cost_usd=0.4, status='completed'),
+                RunRecord(query='b', origin='mcp', caller='alice', estimate_usd=0.3, status='in_progress'),
+                RunRecord(query='c', origin='mcp', caller='bob', estimate_usd=0.2, cost_usd=0.1, status='completed'),
+                RunRecord(query='d', origin='cli', estimate_usd=5.0, emulated=True, status='completed', cost_usd=5.0),
+                RunRecord(query='e', origin='cli', estimate_usd=2.0, cost_usd=2.0, created_at=now - timedelta(days=40)),
+            ):
+                ledger.record_start(record)
+        env = cli_env(
+            tmp_path / 'state',
+            PERPLEXITY_BUDGET_DAY_USD='5',
+            PERPLEXITY_BUDGET_USD='20',
+            PERPLEXITY_BUDGET_PER_CALLER='alice:day=1;*:day=2',
+            **extra,
+        )
+        as_json, real_and_emulated, table, bob_only = run_all(
+            ('jobs', 'spend', '--json'),
+            ('jobs', 'spend', '--json', '--all'),
+            ('jobs', 'spend'),
+            ('jobs', 'spend', '--caller', 'bob'),
+            env=env,
+        )
+        bad_env = run('jobs', 'spend', env=env | {'PERPLEXITY_BUDGET_PER_CALLER': 'alice:week=1'})
+    assert as_json.returncode == 0, as_json.stderr
+    lines = {(line['caller'], line['window']): line for line in json.loads(as_json.stdout)}
+    assert set(lines) == {(who, w) for who in (None, 'alice', 'bob') for w in ('day', 'month', 'total')}
+    day, alice, bob = lines[None, 'day'], lines['alice', 'day'], lines['bob', 'day']
+    assert (day['spent_usd'], day['held_usd'], day['cap_usd'], day['left_usd']) == (0.5, 0.3, 5.0, 4.2)
+    assert (alice['spent_usd'], alice['held_usd'], alice['cap_usd'], alice['left_usd']) == (0.4, 0.3, 1.0, 0.3)
+    assert (bob['spent_usd'], bob['cap_usd'], bob['left_usd']) == (0.1, 2.0, 1.9)
+    assert lines[None, 'total']['spent_usd'] == 2.5 and lines[None, 'total']['left_usd'] == 17.2
+    assert day['since'] == f'{now:%Y-%m-%d}T00:00:00+00:00'
+    every = {(line['caller'], line['window']): line for line in json.loads(real_and_emulated.stdout)}
+    assert every[None, 'day']['spent_usd'] == 5.5  # the emulated run too
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].split() == ['for', 'window', 'since', 'spent', 'held', 'limit', 'left']
+    assert any(
+        line.split()[:3] == ['caller', 'alice', 'day'] and line.endswith('$0.3000')
+        for line in table.stdout.splitlines()
+    )
+    assert 'real runs only' in table.stderr
+    assert bob_only.returncode == 0 and 'alice' not in bob_only.stdout and 'caller bob' in bob_only.stdout
+    assert bad_env.returncode != 0 and "PERPLEXITY_BUDGET_PER_CALLER: 'week=1' for caller 'alice'" in bad_env.stderr
+
+
+def test_research_budget_day_refuses_and_names_the_flag(tmp_path: Path):
+    refused = run('research', 'What is the EU AI Act?', '--effort', 'fast', '--budget-day', '0', env=cli_env(tmp_path))
+    assert refused.returncode != 0
+    assert 'the daily limit is $0.00' in refused.stderr and '--budget-day' in refused.stderr
+    assert 'Budget(' not in refused.stderr

@@ -6,6 +6,7 @@ import json
 import re
 import secrets
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +20,11 @@ from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
+from postgres_support import fresh_schema
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
+from pydantic_ai_perplexity.options import ResearchOptions
+from pydantic_ai_perplexity.pricing import reservation
 
 TOKEN = secrets.token_urlsafe(24)
 INITIALIZE = {
@@ -392,3 +396,55 @@ def test_a_named_caller_lists_only_its_own_runs_unless_the_operator_shares_the_l
             assert bob_id in bobs and alice_run not in bobs
     finally:
         server.stop()
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+def ledger_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """The ledger a server and the CLI share: the state directory's SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == 'sqlite':
+        yield {}
+    else:
+        with fresh_schema() as url:
+            yield {'PERPLEXITY_LEDGER_URL': url}
+
+
+def test_each_named_caller_has_its_own_daily_budget_and_jobs_spend_shows_both(
+    emu: Emulator, tmp_path: Path, ledger_env: dict[str, str]
+) -> None:
+    question = {'query': 'What does the EU AI Act regulate?', 'effort': 'fast'}
+    request = ResearchOptions.parse(None, effort='fast').to_request('medium')
+    each = reservation(question['query'], request).usd  # a day's limit that admits one such run per caller
+    limits = {'PERPLEXITY_BUDGET_PER_CALLER': f'*:day={each}', 'PERPLEXITY_BUDGET_WARN_AT': '0.5', **ledger_env}
+    server = HttpServer(
+        server_env(
+            emu, tmp_path, PERPLEXITY_MCP_TOKENS=f'alice:{ALICE},bob:{BOB}', PERPLEXITY_WAIT_SECONDS='20', **limits
+        )
+    )
+    try:
+        first = call_as(server, ALICE, 'perplexity_research', question)
+        assert not first.get('isError'), first
+        refused = call_as(server, ALICE, 'perplexity_research', question)
+        text = refused['content'][0]['text']
+        assert refused.get('isError') and "the daily limit of caller 'alice'" in text, text
+        bobs = call_as(server, BOB, 'perplexity_research', question)  # bob's day is his own
+        assert not bobs.get('isError'), bobs
+    finally:
+        server.stop()
+    logged = b''.join(server.stderr).decode()
+    assert logged.count('Budget warning') == 2  # one crossing for each caller's window
+    spend = subprocess.run(
+        [sys.executable, '-m', 'pydantic_ai_perplexity.cli', 'jobs', 'spend', '--all', '--json'],
+        env=server_env(None, tmp_path, **limits),
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert spend.returncode == 0, spend.stderr
+    lines = {(line['caller'], line['window']): line for line in json.loads(spend.stdout)}
+    for caller in ('alice', 'bob'):
+        day = lines[caller, 'day']
+        assert day['cap_usd'] == each and 0 < day['spent_usd'] + day['held_usd'] <= each
+    assert lines[None, 'day']['spent_usd'] + lines[None, 'day']['held_usd'] == pytest.approx(
+        sum(lines[c, 'day']['spent_usd'] + lines[c, 'day']['held_usd'] for c in ('alice', 'bob'))
+    )

@@ -53,16 +53,30 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, TypeVar
 
+from ..budget import (
+    ANY_CALLER,
+    Budget,
+    BudgetWarning,
+    Limit,
+    SpendLine,
+    Window,
+    applicable_limits,
+    dollars,
+    micros,
+    per_run_refusal,
+    window_refusal,
+    window_start,
+)
 from ..errors import BudgetExceededError, ConfigurationError
 from ..pricing import PriceTable, Reservation, default_prices, fit, reservation
-from ._engine import MIGRATIONS, SCHEMA_VERSION, Engine, EngineName, Failure, MigrationDB, migration
+from ._engine import MIGRATIONS, SCHEMA_VERSION, Engine, EngineName, Failure, MigrationDB, Reserved, migration
 from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url
 from ._recorder import Recorder, track
 from ._records import (
@@ -169,6 +183,8 @@ class Admission:
     reservation: Reservation
     #: What was tightened to fit the cap (`max_steps`, `max_output_tokens`, `fetch_pages`), empty if nothing.
     changes: dict[str, int]
+    #: The windows whose spend this run's reservation carried across their `warn_at` (each crossed once).
+    warnings: tuple[BudgetWarning, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -341,53 +357,90 @@ class Ledger:
         caller: str | None = None,
         emulated: bool | None = None,
         api: str | None = None,
+        scope: str | None = None,
     ) -> float:
         """Recorded spend in USD: each run's actual cost when known, else its estimate (failed and cancelled too).
 
         `since` counts only runs created at or after it (a naive datetime is taken as UTC); `caller` only the runs
         that caller started; `emulated` only emulated (True) or only real (False) runs; `api` only runs sent to that
-        API (host and port).
+        API (host and port); `scope` only runs of that scope. Summed in integer micro-dollars.
         """
-        caller, api = _clean(caller), _clean(api)
-        return self._read(
+        caller, api, scope = _clean(caller), _clean(api), _clean(scope)
+        spent = self._read(
             'reading the spend',
-            lambda engine: engine.spent(since=since, caller=caller, emulated=emulated, api=api),
-            0.0,
+            lambda engine: engine.spent(since=since, caller=caller, emulated=emulated, api=api, scope=scope),
+            0,
         )
+        return dollars(spent)
 
-    def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None = None) -> str:
+    def spend(
+        self,
+        budget: Budget | None = None,
+        *,
+        caller: str | None = None,
+        at: datetime | None = None,
+        emulated: bool | None = None,
+    ) -> list[SpendLine]:
+        """Spent, held and left per window (day, month, total), for everyone, each caller and each scope of `budget`.
+
+        The callers shown are those `budget` names, every caller with runs when it has a `'*'` entry, and `caller`;
+        given `caller`, only its lines (and everyone's) are shown. `emulated=False` counts real runs only (what a
+        real run's admission counts). Windows are UTC calendar windows holding `at` (default now).
+        """
+        at = at or datetime.now(UTC)
+        budget = budget or Budget()
+        caller = _clean(caller)
+
+        def op(engine: Engine) -> list[SpendLine]:
+            subjects: list[tuple[str | None, str | None, Mapping[Window, float]]] = [(None, None, budget.windows())]
+            if caller is not None:
+                names = [caller]
+            else:
+                names = [n for n in budget.per_caller if n != ANY_CALLER]
+                if ANY_CALLER in budget.per_caller:
+                    names += [n for n in engine.callers() if n not in names]
+            for name in names:
+                limits = budget.for_caller(name)
+                subjects.append((name, None, limits.windows() if limits else {}))
+            if caller is None:
+                subjects += [(None, scope, limits.windows()) for scope, limits in budget.per_scope.items()]
+            lines: list[SpendLine] = []
+            for who, scope, caps in subjects:
+                for window in ('day', 'month', 'total'):
+                    since = window_start(window, at)
+                    spent, held = engine.totals(since=since, caller=who, scope=scope, emulated=emulated)
+                    cap = caps.get(window)
+                    lines.append(SpendLine(window, since, who, scope, dollars(spent), dollars(held), cap))
+            return lines
+
+        return self._read('reading the spend', op, [])
+
+    def reserve(
+        self,
+        record: RunRecord,
+        *,
+        cap_usd: float | None,
+        since: datetime | None = None,
+        limits: Sequence[Limit] = (),
+    ) -> str:
         """Check the budget and record the run in one transaction; return the key the row is stored under.
 
         The row is stored under `record.response_id` (by default a provisional key) with status `'reserved'`,
-        only if the spend (since `since`, if given) plus `record.estimate_usd` fits `cap_usd`. For a real run the spend
-        counted is that of real runs only (emulated runs never use up the real API's budget); for an emulated run, that
-        of every run. No cap:
-        always stored. Follow with `bind()` once the API gave the run its id, or `release()` if no run was started.
+        only if the spend (since `since`, if given) plus `record.estimate_usd` fits `cap_usd`, and the spend each of
+        `limits` counts (its window, caller, scope) plus the estimate fits that limit; all compared in integer
+        micro-dollars. For a real run the spend counted is that of real runs only (emulated runs never use up the real
+        API's budget); for an emulated run, that of every run. No cap and no limits: always stored. Follow with
+        `bind()` once the API gave the run its id, or `release()` if no run was started.
 
         Raises:
-            BudgetExceededError: the run does not fit the cap; nothing was recorded.
+            BudgetExceededError: the run does not fit the cap or a limit; nothing was recorded.
             BudgetUnenforceableError: a cap is set and the ledger is not working, so the spend is unknown.
         """
-        reserved = record.model_copy(update={'status': RESERVED})
-        if cap_usd is None:
-            self._write(
-                'reserving budget for a run', lambda engine: engine.reserve(reserved, cap_usd=None, since=since)
-            )
-        else:
-            reason = self._reserve_capped(reserved, cap_usd, since)
-            if reason is not None:
-                raise BudgetUnenforceableError(
-                    f'The budget cap of {usd(cap_usd)} cannot be enforced: the run ledger at {self.describe()} is not '
-                    f'working ({reason}), so the recorded spend is unknown. The run was not started. '
-                    f'{self._engine.unenforceable_fix()}, or run without a cap (`budget_usd=None` and {BUDGET_ENV} '
-                    f'unset).',
-                    spent_usd=math.nan,
-                    cap_usd=cap_usd,
-                    estimate_usd=record.estimate_usd,
-                )
-        with self._state:
-            self._pending[reserved.response_id] = reserved
-        return reserved.response_id
+        checks = _with_cap(cap_usd, since, limits)
+        token, reserved = self._reserve_within(record, checks)
+        if token is None:
+            raise self._refusal(record, checks, reserved.spent)
+        return token
 
     def admit(
         self,
@@ -398,6 +451,7 @@ class Ledger:
         cap_usd: float | None,
         prices: PriceTable | None = None,
         since: datetime | None = None,
+        budget: Budget | None = None,
     ) -> Admission:
         """Reserve the most `request` can cost (`pricing.reservation`), tightened to fit the cap if need be.
 
@@ -406,6 +460,10 @@ class Ledger:
         enforces the limits the reservation assumed. Without a cap nothing is stored: `record` with its estimate is
         in `Admission.record`, for `record_start` once the run has an id.
 
+        `budget` adds its limits (`budget.applicable_limits`: the windows holding `record.created_at`, for everyone,
+        for `record.caller` and for `record.scope`, and the per-run ceiling), all checked in the same transaction as
+        the cap; `Admission.warnings` says which windows this run carried across their `warn_at`.
+
         Raises:
             BudgetExceededError: even tightened, the run does not fit; the message gives the spend, the cap, the least
                 reservation and what it assumed. Nothing was recorded.
@@ -413,28 +471,39 @@ class Ledger:
         """
         table = prices or default_prices()
         bound = reservation(query, request, table)
-        priced = record.model_copy(update={'estimate_usd': bound.usd})
-        if cap_usd is None:
-            return Admission(None, priced, dict(request), bound, {})
-        try:
-            return Admission(self.reserve(priced, cap_usd=cap_usd, since=since), priced, dict(request), bound, {})
-        except BudgetUnenforceableError:
-            raise
-        except BudgetExceededError as exc:
-            spent = exc.spent_usd
-        fitted = fit(query, request, cap_usd - spent, table)
+        limits, ceiling = applicable_limits(
+            budget, cap_usd=cap_usd, since=since, caller=record.caller, scope=record.scope, at=record.created_at
+        )
+        sent, held, changes = dict(request), bound, {}
+        if ceiling is not None and micros(bound.usd) > ceiling:  # over the per-run ceiling: tightened to it first
+            fitted = fit(query, request, dollars(ceiling), table)
+            if not fitted.fits:
+                least = fitted.reservation
+                raise per_run_refusal(record.effort, least.usd, ceiling, least.describe())
+            sent, held, changes = fitted.request, fitted.reservation, fitted.changes
+        priced = record.model_copy(update={'estimate_usd': held.usd})
+        if not limits:  # nothing to check against spend: priced here, recorded once the run has its id
+            return Admission(None, priced, sent, held, changes)
+        token, reserved = self._reserve_within(priced, limits)
+        if token is not None:
+            return Admission(token, priced, sent, held, changes, _crossings(limits, reserved.spent, micros(held.usd)))
+        room = min(limit.cap_micros - spent for limit, spent in zip(limits, reserved.spent, strict=True))
+        room = room if ceiling is None else min(room, ceiling)
+        fitted = fit(query, request, dollars(max(room, 0)), table)
         if not fitted.fits:
             least = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
-            raise refusal(least, spent, cap_usd, fitted.reservation.describe())
+            raise self._refusal(least, limits, reserved.spent, fitted.reservation.describe())
         priced = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
-        token = self.reserve(priced, cap_usd=cap_usd, since=since)  # raises if the spend grew meanwhile
+        token, reserved = self._reserve_within(priced, limits)
+        if token is None:  # the spend grew meanwhile
+            raise self._refusal(priced, limits, reserved.spent, fitted.reservation.describe())
         _log.info(
-            'A run was tightened to fit the budget (%s left of a %s cap): %s.',
-            usd(cap_usd - spent),
-            usd(cap_usd),
+            'A run was tightened to fit the budget (%s left): %s.',
+            usd(dollars(room)),
             ', '.join(f'{k}={v}' for k, v in fitted.changes.items()),
         )
-        return Admission(token, priced, fitted.request, fitted.reservation, fitted.changes)
+        warnings = _crossings(limits, reserved.spent, micros(fitted.reservation.usd))
+        return Admission(token, priced, fitted.request, fitted.reservation, fitted.changes, warnings)
 
     def bind(self, token: str, response_id: str, /, **fields: Any) -> None:
         """Give a reservation its real `response_id` and set `fields` (status defaults to `'queued'`).
@@ -523,8 +592,39 @@ class Ledger:
         if not self._backlog:
             self._recovered()
 
-    def _reserve_capped(self, record: RunRecord, cap_usd: float, since: datetime | None) -> str | None:
-        """Reserve under a cap; the reason the spend is unknown, or None once stored (raises if it does not fit)."""
+    def _reserve_within(self, record: RunRecord, limits: Sequence[Limit]) -> tuple[str | None, Reserved]:
+        """Store `record` as a reservation if it fits every limit (in one transaction); its key, or None if it does not
+        fit, and the spend each limit counted. Without limits it is always stored.
+
+        Raises:
+            BudgetUnenforceableError: limits apply and the spend cannot be read or the row written.
+        """
+        reserved = record.model_copy(update={'status': RESERVED})
+        if not limits:
+            self._write('reserving budget for a run', lambda engine: engine.reserve(reserved, limits=()))
+            found = Reserved(stored=True, spent=())
+        else:
+            outcome = self._reserve_capped(reserved, limits)
+            if isinstance(outcome, str):
+                cap = dollars(limits[0].cap_micros)
+                raise BudgetUnenforceableError(
+                    f'The budget cap of {usd(cap)} cannot be enforced: the run ledger at {self.describe()} is not '
+                    f'working ({outcome}), so the recorded spend is unknown. The run was not started. '
+                    f'{self._engine.unenforceable_fix()}, or run without a cap (`budget_usd=None` and {BUDGET_ENV} '
+                    f'unset).',
+                    spent_usd=math.nan,
+                    cap_usd=cap,
+                    estimate_usd=record.estimate_usd,
+                )
+            found = outcome
+            if not found.stored:
+                return None, found
+        with self._state:
+            self._pending[reserved.response_id] = reserved
+        return reserved.response_id, found
+
+    def _reserve_capped(self, record: RunRecord, limits: Sequence[Limit]) -> Reserved | str:
+        """Reserve under limits: what the store found, or the reason the spend is unknown."""
         self._check_fork()
         if self._problem is None and self._backlog:
             with self._writes:
@@ -534,15 +634,26 @@ class Ledger:
         if self._backlog:
             return f'{len(self._backlog)} earlier entries are waiting to be stored: {self._failing}'
         try:
-            spent = self._engine.reserve(record, cap_usd=cap_usd, since=since)
+            found = self._engine.reserve(record, limits=limits)
         except Exception as exc:
             failure = self._engine.failure('reserving budget for a run', exc)
             self._report('reserving budget for a run', failure, kept=False)
             return failure.summary
         self._recovered()
-        if spent is not None:
-            raise refusal(record, spent, cap_usd)
-        return None
+        return found
+
+    @staticmethod
+    def _refusal(
+        record: RunRecord, limits: Sequence[Limit], spent: Sequence[int], detail: str = ''
+    ) -> BudgetExceededError:
+        """The refusal for the limit that leaves the least room among those `record` does not fit (or among all)."""
+        estimate = micros(record.estimate_usd)
+        rooms = [(limit.cap_micros - s, limit, s) for limit, s in zip(limits, spent, strict=True)]
+        over = [room for room in rooms if room[2] + estimate > room[1].cap_micros] or rooms
+        _, limit, used = min(over, key=lambda room: room[0])
+        if limit.window == 'total' and limit.caller is None and limit.scope is None:
+            return refusal(record, dollars(used), dollars(limit.cap_micros), detail)
+        return window_refusal(record.effort, record.estimate_usd, dollars(used), limit, detail)
 
     def _drain(self) -> bool:
         """Store the kept writes in order (caller holds `_writes`); whether none is left."""
@@ -628,3 +739,20 @@ class Ledger:
 
 def _clean(value: str | None) -> str | None:
     return storable_text(value) if value is not None else None
+
+
+def _with_cap(cap_usd: float | None, since: datetime | None, limits: Sequence[Limit]) -> tuple[Limit, ...]:
+    """`limits` with the plain cap (everyone's spend since `since`) first, when there is one."""
+    if cap_usd is None:
+        return tuple(limits)
+    return (Limit('total', micros(cap_usd), since), *limits)
+
+
+def _crossings(limits: Sequence[Limit], spent: Sequence[int], estimate: int) -> tuple[BudgetWarning, ...]:
+    """The limits whose spend this run's reservation carries from below their warning level to it or above."""
+    found: list[BudgetWarning] = []
+    for limit, before in zip(limits, spent, strict=True):
+        warn = limit.warn_micros
+        if warn is not None and before < warn <= before + estimate:
+            found.append(BudgetWarning(limit, dollars(before + estimate), dollars(limit.cap_micros), dollars(warn)))
+    return tuple(found)

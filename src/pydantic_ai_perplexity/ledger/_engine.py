@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from ._records import RunRecord
 
+if TYPE_CHECKING:
+    from ..budget import Limit
+
 EngineName = Literal['sqlite', 'postgres']
+
+
+#: A run's cost in integer micro-dollars, in SQL both engines run: the actual cost when known, else the estimate. A row
+#: written by an older version of the library (float columns only) counts its float columns, rounded to micro-dollars,
+#: so every sum and comparison is in integers either way.
+COST_MICROS_SQL: Final = 'COALESCE(cost_micros, CAST(ROUND(cost_usd * 1000000) AS BIGINT))'
+ESTIMATE_MICROS_SQL: Final = 'COALESCE(estimate_micros, CAST(ROUND(estimate_usd * 1000000) AS BIGINT))'
+AMOUNT_MICROS_SQL: Final = f'COALESCE({COST_MICROS_SQL}, {ESTIMATE_MICROS_SQL})'
+#: Held: what runs whose actual cost is not known yet reserve (their estimate); spent is the rest.
+HELD_MICROS_SQL: Final = f'CASE WHEN cost_micros IS NULL AND cost_usd IS NULL THEN {ESTIMATE_MICROS_SQL} ELSE 0 END'
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """What a capped reservation found: whether the row is stored, and the spend each limit counted before it."""
+
+    stored: bool
+    #: Micro-dollars counted against each limit (in the order given), before this run.
+    spent: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -79,17 +101,34 @@ class Engine(abc.ABC):
         """
 
     @abc.abstractmethod
-    def spent(self, *, since: datetime | None, caller: str | None, emulated: bool | None, api: str | None) -> float:
-        """The sum over rows of `cost_usd` when known, else `estimate_usd`, filtered by the arguments not None."""
+    def spent(
+        self,
+        *,
+        since: datetime | None,
+        caller: str | None,
+        emulated: bool | None,
+        api: str | None,
+        scope: str | None = None,
+    ) -> int:
+        """Micro-dollars over rows: actual cost when known, else the estimate, filtered by the arguments not None."""
 
     @abc.abstractmethod
-    def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
-        """In one transaction: read the spend and insert `record` only if it fits `cap_usd`.
+    def totals(
+        self, *, since: datetime | None, caller: str | None, scope: str | None, emulated: bool | None
+    ) -> tuple[int, int]:
+        """Micro-dollars spent (actual costs) and held (estimates of runs without one), filtered as `spent`."""
+
+    @abc.abstractmethod
+    def callers(self) -> list[str]:
+        """The callers that have runs recorded, sorted."""
+
+    @abc.abstractmethod
+    def reserve(self, record: RunRecord, *, limits: Sequence[Limit]) -> Reserved:
+        """In one transaction: read the spend each limit counts and insert `record` only if it fits every one.
 
         A real run is checked against the spend of real runs only (emulated runs never use up the real API's budget);
-        an emulated one against the spend of every run.
-
-        Returns None when the row is stored (or already was), else the spend that left no room (nothing stored).
+        an emulated one against the spend of every run. Without limits the row is simply inserted (no lock).
+        All amounts are integer micro-dollars.
         """
 
     @abc.abstractmethod
@@ -223,6 +262,20 @@ def m003_runs_api_emulated_request(db: MigrationDB) -> None:
         db.execute('ALTER TABLE runs ADD COLUMN emulated boolean NOT NULL DEFAULT false')
         db.execute('ALTER TABLE runs ADD COLUMN request_id text')
     db.execute('CREATE INDEX runs_request ON runs (caller, request_id)')
+
+
+@migration
+def m004_money_in_micros_and_scope(db: MigrationDB) -> None:
+    # Money in integer micro-dollars, so that sums and the budget's comparisons are exact; the float columns stay (and
+    # are still written) for older versions of the library sharing the ledger. And the scope a run was started in
+    # (a label an application gives, e.g. a project), for budgets per scope.
+    kind = 'INTEGER' if db.engine == 'sqlite' else 'bigint'
+    db.execute(f'ALTER TABLE runs ADD COLUMN cost_micros {kind}')
+    db.execute(f'ALTER TABLE runs ADD COLUMN estimate_micros {kind}')
+    db.execute(f'ALTER TABLE runs ADD COLUMN scope {"TEXT" if db.engine == "sqlite" else "text"}')
+    db.execute('UPDATE runs SET cost_micros = CAST(ROUND(cost_usd * 1000000) AS BIGINT) WHERE cost_usd IS NOT NULL')
+    db.execute('UPDATE runs SET estimate_micros = CAST(ROUND(estimate_usd * 1000000) AS BIGINT)')
+    db.execute('CREATE INDEX runs_scope ON runs (scope, created_at)')
 
 
 #: The schema version a database reaches once every migration is applied (`PRAGMA user_version` on SQLite, the

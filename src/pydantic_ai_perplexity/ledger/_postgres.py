@@ -36,17 +36,19 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 
 from .._redact import redact_url_and_secrets
 from ..errors import install_hint
-from ._engine import MIGRATIONS, Engine, EngineName, Failure
-from ._records import EPSILON_USD, LEDGER_URL_ENV, RESERVED, RunRecord, in_utc, now, record_from_row
+from ._engine import AMOUNT_MICROS_SQL, HELD_MICROS_SQL, MIGRATIONS, Engine, EngineName, Failure, Reserved
+from ._records import LEDGER_URL_ENV, RESERVED, RunRecord, in_utc, now, record_from_row, with_micros
 
 if TYPE_CHECKING:
     import psycopg
+
+    from ..budget import Limit
 
 _T = TypeVar('_T')
 
@@ -68,39 +70,32 @@ _ABANDONED: list[Any] = []  # a forked child's copies of the parent's connection
 
 _COLUMN_LIST: Final = (
     'response_id, created_at, updated_at, query, effort, model, status, origin, sources, cited, input_tokens, '
-    'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller, api, emulated, request_id'
+    'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller, api, emulated, request_id, scope'
 )
 _SELECT: Final = 'SELECT ' + _COLUMN_LIST + ' FROM runs'  # noqa: S608 (constant column names)
 _INSERT: Final = (
     'INSERT INTO runs ('  # noqa: S608 (constant column names)
     + _COLUMN_LIST
-    + ') VALUES (%(response_id)s, %(created_at)s, %(updated_at)s, %(query)s, '
+    + ', cost_micros, estimate_micros) VALUES (%(response_id)s, %(created_at)s, %(updated_at)s, %(query)s, '
     '%(effort)s, %(model)s, %(status)s, %(origin)s, %(sources)s, %(cited)s, %(input_tokens)s, %(output_tokens)s, '
     '%(cost_usd)s, %(estimate_usd)s, %(error)s, %(trace_id)s, %(span_id)s, %(caller)s, %(api)s, %(emulated)s, '
-    '%(request_id)s) ON CONFLICT (response_id) DO NOTHING'
+    '%(request_id)s, %(scope)s, %(cost_micros)s, %(estimate_micros)s) ON CONFLICT (response_id) DO NOTHING'
 )
-_SPENT_SUM: Final = 'COALESCE(SUM(COALESCE(cost_usd, estimate_usd)), 0)'  # float8, as SQLite's TOTAL() of REAL
-_SPENT: Final = 'SELECT ' + _SPENT_SUM + ' FROM runs'  # noqa: S608 (constant SQL)
-#: A reservation after the budget lock, in one statement (one snapshot, taken after the lock was granted): the spend,
-#: whether the key is stored already (an earlier attempt whose commit was acknowledged too late), and the insert, made
-#: only if neither that nor the cap forbids it. The values are cast: in `INSERT ... SELECT` they take no type from
-#: the columns.
-_RESERVE_HEAD: Final = (
-    # A real run is checked against real spend only; an emulated one against everything (conservative).
-    'WITH spend AS (SELECT ' + _SPENT_SUM + ' AS spent FROM runs WHERE (%(emulated)s::boolean OR NOT emulated)'  # noqa: S608
-)
-_RESERVE_TAIL: Final = (
+#: A reservation after the budget lock, in one statement (one snapshot, taken after the lock was granted): the spend
+#: each limit counts (`s0`, `s1`, ... filled in by `_reserve_query`), whether the key is stored already (an earlier
+#: attempt whose commit was acknowledged too late), and the insert, made only if neither that nor any limit forbids
+#: it. The values are cast: in `INSERT ... SELECT` they take no type from the columns.
+_RESERVE_INSERT: Final = (
     '), present AS (SELECT EXISTS (SELECT 1 FROM runs WHERE response_id = %(response_id)s) AS stored), '  # noqa: S608
     'added AS (INSERT INTO runs ('
     + _COLUMN_LIST
-    + ') SELECT %(response_id)s::text, %(created_at)s::timestamptz, %(updated_at)s::timestamptz, %(query)s::text, '
+    + ', cost_micros, estimate_micros) SELECT %(response_id)s::text, %(created_at)s::timestamptz, '
+    '%(updated_at)s::timestamptz, %(query)s::text, '
     '%(effort)s::text, %(model)s::text, %(status)s::text, %(origin)s::text, %(sources)s::bigint, %(cited)s::bigint, '
     '%(input_tokens)s::bigint, %(output_tokens)s::bigint, %(cost_usd)s::float8, %(estimate_usd)s::float8, '
     '%(error)s::text, %(trace_id)s::text, %(span_id)s::text, %(caller)s::text, %(api)s::text, %(emulated)s::boolean, '
-    '%(request_id)s::text FROM spend, present '
-    'WHERE NOT present.stored AND spend.spent + %(estimate_usd)s::float8 <= %(_cap)s::float8 + %(_epsilon)s::float8 '
-    'ON CONFLICT (response_id) DO NOTHING RETURNING 1) '
-    'SELECT spend.spent, present.stored, EXISTS (SELECT 1 FROM added) FROM spend, present'
+    '%(request_id)s::text, %(scope)s::text, %(cost_micros)s::bigint, %(estimate_micros)s::bigint FROM spend, present '
+    'WHERE NOT present.stored'
 )
 #: `bind` in one statement when nothing else holds the run's id: rename the reservation and set the fields.
 _BIND_HEAD: Final = 'UPDATE runs SET response_id = %(_id)s, '
@@ -158,7 +153,7 @@ def _text(value: Any) -> Any:
 
 
 def _row(record: RunRecord) -> dict[str, Any]:
-    return {name: _text(value) for name, value in record.model_dump().items()}
+    return {name: _text(value) for name, value in with_micros(record.model_dump()).items()}
 
 
 def _neutralise(conn: psycopg.Connection[Any]) -> None:
@@ -372,19 +367,39 @@ class PostgresEngine(Engine):
 
         return self._run(op)
 
-    def spent(self, *, since: datetime | None, caller: str | None, emulated: bool | None, api: str | None) -> float:
-        return self._run(lambda conn: _spent(conn, since, caller, emulated, api))
+    def spent(
+        self,
+        *,
+        since: datetime | None,
+        caller: str | None,
+        emulated: bool | None,
+        api: str | None,
+        scope: str | None = None,
+    ) -> int:
+        return self._run(lambda conn: _sums(conn, since, caller, emulated, api, scope)[0])
 
-    def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
+    def totals(
+        self, *, since: datetime | None, caller: str | None, scope: str | None, emulated: bool | None
+    ) -> tuple[int, int]:
+        amount, held = self._run(lambda conn: _sums(conn, since, caller, emulated, None, scope))
+        return amount - held, held
+
+    def callers(self) -> list[str]:
+        rows = 'SELECT DISTINCT caller FROM runs WHERE caller IS NOT NULL ORDER BY caller'
+        return self._run(lambda conn: [str(c) for (c,) in conn.execute(rows).fetchall()])
+
+    def reserve(self, record: RunRecord, *, limits: Sequence[Limit]) -> Reserved:
         row = _row(record)
-        if cap_usd is None:  # nothing to check: no lock
+        if not limits:  # nothing to check: no lock
             self._run(lambda conn: conn.execute(_INSERT, row))
-            return None
-        window: LiteralString = ' AND created_at >= %(_since)s' if since is not None else ''
-        query = _RESERVE_HEAD + window + _RESERVE_TAIL
-        params = {**row, '_cap': cap_usd, '_epsilon': EPSILON_USD, '_since': in_utc(since) if since else None}
+            return Reserved(stored=True, spent=())
+        query = _reserve_query(limits)
+        params = dict(row)
+        for n, limit in enumerate(limits):
+            params |= {f'_cap{n}': limit.cap_micros, f'_since{n}': limit.since, f'_caller{n}': limit.caller}
+            params[f'_scope{n}'] = limit.scope
 
-        def op(conn: psycopg.Connection[Any]) -> float | None:
+        def op(conn: psycopg.Connection[Any]) -> Reserved:
             # One round trip (pipelined): the lock is held only for the server's own work, not for network waits.
             with _pipeline(conn), conn.transaction():
                 # Its own statement: under READ COMMITTED the next one then sees every reservation before it.
@@ -392,14 +407,17 @@ class PostgresEngine(Engine):
                 cursor = conn.execute(query, params)
             found = cursor.fetchone()
             assert found is not None
-            spent, stored, added = float(found[0]), bool(found[1]), bool(found[2])
-            return None if stored or added else spent
+            spent = tuple(int(value) for value in found[: len(limits)])
+            stored, added = bool(found[len(limits)]), bool(found[len(limits) + 1])
+            return Reserved(stored=stored or added, spent=spent)
 
         return self._run(op)
 
     def bind(
         self, token: str, response_id: str, pending: RunRecord | None, values: dict[str, Any], at: datetime
     ) -> None:
+        values = with_micros(values)
+
         def op(conn: psycopg.Connection[Any]) -> None:
             if token != response_id:  # the usual case first, in one statement
                 renamed = conn.execute(
@@ -586,10 +604,10 @@ def _is_bad_value(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.DataError | psycopg.errors.IntegrityError)
 
 
-def _spent_query(
-    since: datetime | None, caller: str | None, emulated: bool | None, api: str | None
+def _conditions(
+    since: datetime | None, caller: str | None, emulated: bool | None, api: str | None, scope: str | None
 ) -> tuple[LiteralString, list[Any]]:
-    """The query of the spend, and its parameters."""
+    """A WHERE clause (possibly empty) selecting the rows of the arguments not None, and its parameters."""
     where: list[LiteralString] = []
     params: list[Any] = []
     if emulated is not None:
@@ -603,17 +621,65 @@ def _spent_query(
         params.append(in_utc(since))
     if caller is not None:
         where.append('caller = %s')
-        params.append(caller)
+        params.append(_text(caller))
+    if scope is not None:
+        where.append('scope = %s')
+        params.append(_text(scope))
     clause: LiteralString = ' WHERE ' + ' AND '.join(where) if where else ''
-    return _SPENT + clause, params
+    return clause, params
 
 
-def _spent(
-    conn: psycopg.Connection[Any], since: datetime | None, caller: str | None, emulated: bool | None, api: str | None
-) -> float:
-    query, params = _spent_query(since, caller, emulated, api)
+def _sums(
+    conn: psycopg.Connection[Any],
+    since: datetime | None,
+    caller: str | None,
+    emulated: bool | None,
+    api: str | None,
+    scope: str | None,
+) -> tuple[int, int]:
+    """Micro-dollars over the rows selected: the amount (actual cost, else estimate), and what is held (estimates)."""
+    clause, params = _conditions(since, caller, emulated, api, scope)
+    query: LiteralString = (
+        'SELECT COALESCE(SUM(' + AMOUNT_MICROS_SQL + '), 0)::bigint, '  # noqa: S608 (constant SQL)
+        'COALESCE(SUM(' + HELD_MICROS_SQL + '), 0)::bigint FROM runs' + clause
+    )
     row = conn.execute(query, params).fetchone()
-    return float(row[0]) if row is not None else 0.0
+    return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
+
+def _reserve_query(limits: Sequence[Limit]) -> Any:
+    """The reservation's statement for these limits: the spend of each (`FILTER`ed sums), then the insert."""
+    from psycopg import sql
+
+    sums: list[Any] = []
+    checks: list[Any] = []
+    for n, limit in enumerate(limits):
+        conditions: list[sql.Composable] = [sql.SQL('TRUE')]
+        if limit.since is not None:
+            conditions.append(sql.SQL('created_at >= {}::timestamptz').format(sql.Placeholder(f'_since{n}')))
+        if limit.caller is not None:
+            conditions.append(sql.SQL('caller = {}::text').format(sql.Placeholder(f'_caller{n}')))
+        if limit.scope is not None:
+            conditions.append(sql.SQL('scope = {}::text').format(sql.Placeholder(f'_scope{n}')))
+        column = sql.Identifier(f's{n}')
+        sums.append(
+            sql.SQL('COALESCE(SUM(' + AMOUNT_MICROS_SQL + ') FILTER (WHERE {}), 0)::bigint AS {}').format(
+                sql.SQL(' AND ').join(conditions), column
+            )
+        )
+        checks.append(
+            sql.SQL('spend.{} + %(estimate_micros)s::bigint <= {}::bigint').format(column, sql.Placeholder(f'_cap{n}'))
+        )
+    # A real run is checked against real spend only; an emulated one against everything (conservative).
+    head = sql.SQL('WITH spend AS (SELECT {} FROM runs WHERE (%(emulated)s::boolean OR NOT emulated)').format(
+        sql.SQL(', ').join(sums)
+    )
+    columns = sql.SQL(', ').join(sql.SQL('spend.{}').format(sql.Identifier(f's{n}')) for n in range(len(limits)))
+    tail = sql.SQL(
+        ' AND {} ON CONFLICT (response_id) DO NOTHING RETURNING 1) '
+        'SELECT {}, present.stored, EXISTS (SELECT 1 FROM added) FROM spend, present'
+    ).format(sql.SQL(' AND ').join(checks), columns)
+    return head + sql.SQL(_RESERVE_INSERT) + tail
 
 
 def _bind_params(values: dict[str, Any], at: datetime) -> dict[str, Any]:
@@ -637,6 +703,7 @@ def _bind_query(values: dict[str, Any]) -> Any:
 def _update(conn: psycopg.Connection[Any], response_id: str, values: dict[str, Any], at: datetime) -> None:
     from psycopg import sql
 
+    values = with_micros(values)
     query = sql.SQL('UPDATE runs SET {} WHERE response_id = {}').format(_assignments(values), sql.Placeholder('_id'))
     conn.execute(query, {**_bind_params(values, at), '_id': response_id})
 

@@ -36,7 +36,7 @@ _EFFORT_ALIASES = LEGACY_PRESETS  # the old preset names the API still accepts
 RESERVED = 'reserved'
 _PROVISIONAL_PREFIX = 'pending_'
 
-EPSILON_USD = 1e-9  # float sums of cents must not refuse a run that fits the cap exactly
+EPSILON_USD = 1e-9  # for comparing USD floats read back (the ledger itself compares integer micro-dollars)
 
 
 class LedgerWarning(UserWarning):
@@ -111,6 +111,8 @@ class RunRecord(BaseModel):
     emulated: bool = False
     #: The caller's JSON-RPC request id of the call that started the run (MCP), to find the run to cancel.
     request_id: str | None = None
+    #: The scope the run was started in (a label the application gives, e.g. a project), for budgets per scope.
+    scope: str | None = None
 
     @field_validator('created_at', 'updated_at')
     @classmethod
@@ -133,6 +135,20 @@ class RunRecord(BaseModel):
 COLUMNS: tuple[str, ...] = tuple(RunRecord.model_fields)
 #: Fields `update()` and `bind()` accept; the key and the timestamps are the ledger's own.
 UPDATABLE = frozenset(COLUMNS) - {'response_id', 'created_at', 'updated_at'}
+#: The integer micro-dollar columns beside the float ones (`cost_usd`, `estimate_usd`): sums and the budget use these.
+MONEY_COLUMNS: tuple[str, ...] = ('cost_micros', 'estimate_micros')
+
+
+def with_micros(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` (a row or fields to set) with the micro-dollar columns of the money it sets."""
+    from ..budget import micros
+
+    found = dict(values)
+    if 'cost_usd' in values:
+        found['cost_micros'] = micros(values['cost_usd']) if values['cost_usd'] is not None else None
+    if 'estimate_usd' in values:
+        found['estimate_micros'] = micros(values['estimate_usd'])
+    return found
 
 
 def storable_text(value: str) -> str:
@@ -211,11 +227,6 @@ def budget_from_env() -> float | None:
 
 def usd(value: float) -> str:
     return f'${value:.4f}' if 0 < abs(value) < 0.01 else f'${value:,.2f}'
-
-
-def fits(spent: float, estimate: float, cap: float) -> bool:
-    """Whether a run estimated at `estimate` fits under `cap` after `spent`."""
-    return spent + estimate <= cap + EPSILON_USD
 
 
 def refusal(record: RunRecord, spent: float, cap: float, detail: str = '') -> BudgetExceededError:

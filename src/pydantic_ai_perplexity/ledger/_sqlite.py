@@ -25,15 +25,28 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import platformdirs
 
-from ._engine import MIGRATIONS, Engine, EngineName, Failure
-from ._records import COLUMNS, RESERVED, STATE_DIR_ENV, RunRecord, fits, in_utc, now, record_from_row
+from ._engine import AMOUNT_MICROS_SQL, HELD_MICROS_SQL, MIGRATIONS, Engine, EngineName, Failure, Reserved
+from ._records import (
+    COLUMNS,
+    MONEY_COLUMNS,
+    RESERVED,
+    STATE_DIR_ENV,
+    RunRecord,
+    in_utc,
+    now,
+    record_from_row,
+    with_micros,
+)
+
+if TYPE_CHECKING:
+    from ..budget import Limit
 
 _T = TypeVar('_T')
 
@@ -57,8 +70,9 @@ DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
 
 _SELECT = f'SELECT {", ".join(COLUMNS)} FROM runs'  # noqa: S608 (constant column names)
+_STORED = (*COLUMNS, *MONEY_COLUMNS)
 _INSERT = (
-    f'INSERT INTO runs ({", ".join(COLUMNS)}) VALUES ({", ".join(":" + c for c in COLUMNS)}) '  # noqa: S608
+    f'INSERT INTO runs ({", ".join(_STORED)}) VALUES ({", ".join(":" + c for c in _STORED)}) '  # noqa: S608
     'ON CONFLICT(response_id) DO NOTHING'
 )
 
@@ -69,7 +83,7 @@ def _timestamp(value: datetime) -> str:
 
 
 def _row(record: RunRecord) -> dict[str, Any]:
-    data = record.model_dump()
+    data = with_micros(record.model_dump())
     data['created_at'] = _timestamp(record.created_at)
     data['updated_at'] = _timestamp(record.updated_at)
     return data
@@ -244,20 +258,46 @@ class SQLiteEngine(Engine):
 
         return self._run(op, write=False)
 
-    def spent(self, *, since: datetime | None, caller: str | None, emulated: bool | None, api: str | None) -> float:
-        return self._run(lambda db: _spent(db, since, caller, emulated, api), write=False)
+    def spent(
+        self,
+        *,
+        since: datetime | None,
+        caller: str | None,
+        emulated: bool | None,
+        api: str | None,
+        scope: str | None = None,
+    ) -> int:
+        return self._run(lambda db: _sums(db, AMOUNT_MICROS_SQL, since, caller, emulated, api, scope), write=False)
 
-    def reserve(self, record: RunRecord, *, cap_usd: float | None, since: datetime | None) -> float | None:
+    def totals(
+        self, *, since: datetime | None, caller: str | None, scope: str | None, emulated: bool | None
+    ) -> tuple[int, int]:
+        def op(db: sqlite3.Connection) -> tuple[int, int]:
+            amount = _sums(db, AMOUNT_MICROS_SQL, since, caller, emulated, None, scope)
+            held = _sums(db, HELD_MICROS_SQL, since, caller, emulated, None, scope)
+            return amount - held, held
+
+        return self._run(op, write=False)
+
+    def callers(self) -> list[str]:
+        rows = 'SELECT DISTINCT caller FROM runs WHERE caller IS NOT NULL ORDER BY caller'
+        return self._run(lambda db: [str(c) for (c,) in db.execute(rows).fetchall()], write=False)
+
+    def reserve(self, record: RunRecord, *, limits: Sequence[Limit]) -> Reserved:
         row = _row(record)
+        estimate = int(row['estimate_micros'])
+        # A real run is checked against real spend only; an emulated one against everything (conservative).
+        emulated = None if record.emulated else False
 
-        def op(db: sqlite3.Connection) -> float | None:
-            if cap_usd is not None:
-                # A real run is checked against real spend only; an emulated one against everything (conservative).
-                spent = _spent(db, since, None, None if record.emulated else False, None)
-                if not fits(spent, record.estimate_usd, cap_usd):
-                    return spent
+        def op(db: sqlite3.Connection) -> Reserved:
+            # Inside BEGIN IMMEDIATE: the write lock is held from the first read to the insert.
+            spent = tuple(
+                _sums(db, AMOUNT_MICROS_SQL, limit.since, limit.caller, emulated, None, limit.scope) for limit in limits
+            )
+            if any(s + estimate > limit.cap_micros for s, limit in zip(spent, limits, strict=True)):
+                return Reserved(stored=False, spent=spent)
             db.execute(_INSERT, row)
-            return None
+            return Reserved(stored=True, spent=spent)
 
         return self._run(op, write=True)
 
@@ -400,9 +440,16 @@ class SQLiteEngine(Engine):
         return f'Point {STATE_DIR_ENV} at a writable local directory'
 
 
-def _spent(
-    db: sqlite3.Connection, since: datetime | None, caller: str | None, emulated: bool | None, api: str | None
-) -> float:
+def _sums(
+    db: sqlite3.Connection,
+    amount: str,
+    since: datetime | None,
+    caller: str | None,
+    emulated: bool | None,
+    api: str | None,
+    scope: str | None,
+) -> int:
+    """The sum in micro-dollars of `amount` (an expression of `_engine`) over the rows the arguments select."""
     where: list[str] = []
     params: list[str | int] = []
     if since is not None:
@@ -417,13 +464,16 @@ def _spent(
     if api is not None:
         where.append('api = ?')
         params.append(api)
+    if scope is not None:
+        where.append('scope = ?')
+        params.append(scope)
     clause = f' WHERE {" AND ".join(where)}' if where else ''
-    sql = f'SELECT TOTAL(COALESCE(cost_usd, estimate_usd)) FROM runs{clause}'  # noqa: S608 (constant clauses)
+    sql = f'SELECT COALESCE(SUM({amount}), 0) FROM runs{clause}'  # noqa: S608 (constant expressions and clauses)
     ((total,),) = db.execute(sql, params).fetchall()  # fetchall: the read ends with the call
-    return float(total)
+    return int(total)
 
 
 def _update(db: sqlite3.Connection, response_id: str, values: dict[str, Any], at: datetime) -> None:
-    values = {**values, 'updated_at': _timestamp(at)}
+    values = {**with_micros(values), 'updated_at': _timestamp(at)}
     assignments = ', '.join(f'{name} = :{name}' for name in values)  # names checked against UPDATABLE
     db.execute(f'UPDATE runs SET {assignments} WHERE response_id = :_id', {**values, '_id': response_id})  # noqa: S608
