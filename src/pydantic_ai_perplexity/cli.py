@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 import click
 
 if TYPE_CHECKING:
-    from .ledger import RunRecord
+    from .ledger import Ledger, RunRecord
     from .results import ResearchResult
     from .steps import Step
 
@@ -111,6 +111,18 @@ def _fail(exc: BaseException) -> None:
 
         raise click.ClickException(for_terminal(_cli_words(redact_urls_in(str(exc))))) from None
     raise exc
+
+
+def _ledger() -> Ledger:
+    """The ledger `PERPLEXITY_LEDGER_URL` names; a value it cannot use is a one-line error naming the variable."""
+    from .errors import ConfigurationError
+    from .ledger import Ledger
+
+    try:
+        return Ledger()
+    except ConfigurationError as exc:
+        _fail(exc)
+        raise  # pragma: no cover - _fail always raises
 
 
 #: Longer than any run id the API gives (`resp_` and a few dozen characters), short enough to show in a message.
@@ -615,9 +627,7 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
       pydantic-ai-perplexity jobs list
       pydantic-ai-perplexity jobs list --status completed --limit 5 --json
     """
-    from .ledger import Ledger
-
-    with Ledger() as ledger:
+    with _ledger() as ledger:
         records = _refresh(ledger, ledger.list(status=status, limit=limit))
     if as_json:
         _out_json(json.dumps([r.model_dump(mode='json') for r in records], indent=2))
@@ -650,9 +660,7 @@ def jobs_show(response_id: str, as_json: bool) -> None:
       pydantic-ai-perplexity jobs show resp_123
       pydantic-ai-perplexity jobs show resp_123 --json
     """
-    from .ledger import Ledger
-
-    with Ledger() as ledger:
+    with _ledger() as ledger:
         record = ledger.get(response_id)
         record = _refresh(ledger, [record])[0] if record is not None else None
     if record is None:
@@ -692,10 +700,9 @@ def jobs_reconcile(limit: int) -> None:
     import anyio
 
     from .client import PerplexityClient
-    from .ledger import Ledger
     from .reconcile import reconcile
 
-    with Ledger() as ledger:
+    with _ledger() as ledger:
 
         async def go() -> dict[str, RunRecord]:
             async with PerplexityClient() as client:

@@ -17,9 +17,14 @@ from pydantic_ai_perplexity.mcp.config import child_environment
 PASSWORD = 'SENTINEL-pw/with-slash'
 QUERY_PASSWORD = 'SENTINEL-query-pw'
 SSL_PASSWORD = 'SENTINEL-sslpw'
+KEYWORD_PASSWORD = 'SENTINEL-keyword pw'
+OPTION_SECRET = 'SENTINEL-option-secret'
 LEDGER_URLS = {
     'userinfo': f'postgresql://research:{PASSWORD}@db.example:5432/runs?sslmode=require',
     'parameter': f'postgresql://db.example/runs?user=research&password={QUERY_PASSWORD}&sslpassword={SSL_PASSWORD}',
+    # The two other forms libpq accepts: a keyword/value string, and a server setting in `options`.
+    'keywords': f"host=db.example dbname=runs user=research password='{KEYWORD_PASSWORD}' sslmode=require",
+    'options': f'postgresql://research@db.example/runs?options=-c%20app.password%3D{OPTION_SECRET}',
 }
 SHELL_ONLY = {
     'CURL_CA_BUNDLE': '/tmp/SENTINEL-curl-ca.pem',
@@ -57,7 +62,16 @@ def _server_env(client: str, stdout: str) -> dict[str, Any]:
 
 def _check_snippet(client: str, stdout: str, stderr: str) -> None:
     everything = stdout + stderr
-    for secret in (PASSWORD, QUERY_PASSWORD, SSL_PASSWORD, 'pw/with-slash', *SHELL_ONLY.values()):
+    for secret in (
+        PASSWORD,
+        QUERY_PASSWORD,
+        SSL_PASSWORD,
+        'pw/with-slash',
+        KEYWORD_PASSWORD,
+        'keyword pw',
+        OPTION_SECRET,
+        *SHELL_ONLY.values(),
+    ):
         assert secret not in everything, (client, secret)
     server_env = _server_env(client, stdout)
     assert server_env['PERPLEXITY_BASE_URL'] == 'http://127.0.0.1:8787', client  # a plain setting is copied
@@ -76,6 +90,17 @@ def test_config_commands_refer_to_secrets_and_copy_no_shell_only_setting(tmp_pat
         assert result.returncode == 0, (client, result.stderr)
         _check_snippet(client, result.stdout, result.stderr)
     assert 'PERPLEXITY_LEDGER_URL' in done[-1].stderr and 'Not copied' in done[-1].stderr  # pydantic-deep says so
+
+
+@pytest.mark.parametrize('form', ['keywords', 'options'])
+def test_a_keyword_string_or_a_secret_option_is_not_copied_either(tmp_path: Path, form: str) -> None:
+    env = _env(tmp_path, LEDGER_URLS[form])
+    clients = list(REFERENCE)
+    done = run_each(*((('config', client), env) for client in clients))
+    for client, result in zip(clients, done, strict=True):
+        assert result.returncode == 0, (client, result.stderr)
+        _check_snippet(client, result.stdout, result.stderr)
+    assert 'PERPLEXITY_LEDGER_URL' in done[-1].stderr and 'Not copied' in done[-1].stderr
 
 
 @pytest.mark.parametrize('client', list(REFERENCE))
