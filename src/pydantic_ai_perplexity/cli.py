@@ -113,6 +113,12 @@ def _fail(exc: BaseException) -> None:
     raise exc
 
 
+class _Refused(click.ClickException):
+    """A file the command will not touch, said in one line; exit status 2, as for a bad argument."""
+
+    exit_code = 2
+
+
 def _ledger() -> Ledger:
     """The ledger `PERPLEXITY_LEDGER_URL` names; a value it cannot use is a one-line error naming the variable."""
     from .errors import ConfigurationError
@@ -870,7 +876,14 @@ def config(client: str, write: bool, launcher: str) -> None:
       pydantic-ai-perplexity config pydantic-deep --write
       pydantic-ai-perplexity config cursor --launcher uvx
     """
-    from .mcp.config import UVX_NOTE, add_to_pydantic_deep, client_snippet, missing_extra, secret_variables
+    from .mcp.config import (
+        UVX_NOTE,
+        ConfigFileError,
+        add_to_pydantic_deep,
+        client_snippet,
+        missing_extra,
+        secret_variables,
+    )
 
     chosen = 'uvx' if launcher == 'uvx' else 'python'
     problem = missing_extra(client, chosen)
@@ -889,7 +902,11 @@ def config(client: str, write: bool, launcher: str) -> None:
     if write:
         try:
             path = add_to_pydantic_deep(launcher=chosen)
-        except (ValueError, OSError) as exc:  # a symlinked file or directory, a file that is not a JSON object
+        except ConfigFileError as exc:  # a file of another shape: left as it is, like a bad argument (exit 2)
+            from ._terminal import for_terminal
+
+            raise _Refused(for_terminal(str(exc))) from None
+        except (ValueError, OSError) as exc:  # a symlinked file or directory
             raise click.ClickException(str(exc)) from None
         _err(f'Added the perplexity server to {path} (the key is read from PERPLEXITY_API_KEY, not written).')
         return
