@@ -70,8 +70,6 @@ MAX_URL_CHARS = 2048
 _DELIMITER_LIKE = re.compile(r'<<\s*/?\s*web\b[^<>]{0,64}>>', re.IGNORECASE)
 _ANGLE_RUN = re.compile(r'<{2,}|>{2,}')
 _KEEP_CONTROLS = frozenset('\n\t')
-# A tag such as `</untrusted>`, `<|im_start|>` or `<system>`: shown with look-alike brackets in a plain field.
-_TAG_LIKE = re.compile(r'<([^<>]{0,64})>')
 # What a URL may hold as it is (RFC 3986 reserved and unreserved, and `%`); anything else is percent-encoded.
 _URL_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789' + "-._~:/?#[]@!$&'()*+,;=%")
 
@@ -90,9 +88,18 @@ def sanitize(text: str) -> str:
 def plain(value: str | None, limit: int = MAX_FIELD_CHARS) -> str:
     """One field from the API or the web (a title, an error, a reason, a model, a status) as a model may read it
     outside the spotlighted block: sanitised, on one line, tags neutralised, at most `limit` characters."""
-    text = ' '.join(sanitize(value or '').split())
-    text = _TAG_LIKE.sub(lambda m: f'\u2039{m.group(1)}\u203a', text)
+    text = _untagged(' '.join(sanitize(value or '').split()))
     return text if len(text) <= limit else text[: limit - 1] + '\u2026'
+
+
+def _untagged(text: str) -> str:
+    """`text` with no `<` before a `>`, so nothing in it reads as a tag (`</untrusted>`, `<|im_start|>`, nested or
+    not): from the first `<` to the last `>`, angle brackets become the look-alikes U+2039 and U+203A."""
+    first, last = text.find('<'), text.rfind('>')
+    if first < 0 or last < first:
+        return text
+    middle = text[first : last + 1].replace('<', '\u2039').replace('>', '\u203a')
+    return text[:first] + middle + text[last + 1 :]
 
 
 def safe_url(url: str | None) -> str:

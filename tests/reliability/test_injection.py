@@ -31,17 +31,6 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp_support import DEADLINE, SERVER, RawServer, server_env, text_of
 from mcp_types import TextContent
-from pydantic_ai import Agent
-from pydantic_ai.messages import (
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    RetryPromptPart,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 from reliability_support import (
     MCP_HEADERS,
     CreateLog,
@@ -340,23 +329,9 @@ async def test_the_api_fields_reach_an_agent_model_as_plain_lines(
     emu, _ = logged
     toolset = PerplexityToolset(api_key=emu.api_key, base_url=emu.base_url, ledger=tmp_path / 'ledger.sqlite3')
     queries = [crafted(spec) for spec, _ in CRAFTED] + [REJECTED]
-    read: list[str] = []
-
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if len(messages) == 1:
-            calls = [
-                ToolCallPart('perplexity_research', {'query': q, 'effort': 'low'}, tool_call_id=f'call-{i}')
-                for i, q in enumerate(queries)
-            ]
-            return ModelResponse(parts=list(calls))
-        # The model's second turn reads what each call returned.
-        request = messages[-1]
-        assert isinstance(request, ModelRequest)
-        parts = {p.tool_call_id: p for p in request.parts if isinstance(p, ToolReturnPart | RetryPromptPart)}
-        read.extend(text_of_part(parts[f'call-{i}']) for i in range(len(queries)))
-        return ModelResponse(parts=[TextPart('done')])
-
-    await Agent(FunctionModel(respond), toolsets=[toolset]).run('go')
+    # An agent whose FunctionModel makes the four calls in one response; what its next turn is given, in order.
+    parts = await call_tools(toolset, [('perplexity_research', {'query': q, 'effort': 'low'}) for q in queries])
+    read = [text_of_part(part) for part in parts]
     seen = assert_read_as_plain(read)
     record('injection', 'toolset', 'crafted API fields (error, incomplete reason, a 400) and a javascript: link',
            runs=len(queries), payload_seen=seen, escaped=0)  # fmt: skip
