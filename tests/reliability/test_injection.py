@@ -116,8 +116,9 @@ def assert_fields_clean(structured: dict[str, Any]) -> None:
 def assert_structured_contained(structured: dict[str, Any]) -> int:
     """The answer is the one spotlighted field; titles, links and the API's fields are clean data, not wrapped."""
     assert_fields_clean(structured)
-    nonce = PREAMBLE.match(structured['notice'] + '\n')
-    assert nonce is not None, structured['notice']
+    notice, fields = structured['notice'].split(' The sources', 1)
+    nonce = PREAMBLE.fullmatch(notice + '\n')
+    assert nonce is not None and fields.startswith("' titles and urls and any error"), structured['notice']
     opening, closing = f'<<web-{nonce[1]}>>', f'<</web-{nonce[1]}>>'
     answer = structured['answer']
     assert answer.startswith(opening) and answer.endswith(closing), answer
