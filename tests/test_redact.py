@@ -10,8 +10,8 @@ from pydantic_ai_perplexity._redact import (
     is_conninfo,
     parse_conninfo,
     password_misread,
+    redact_target_and_secrets,
     redact_url,
-    redact_url_and_secrets,
     redact_urls_in,
 )
 from pydantic_ai_perplexity.errors import ConfigurationError
@@ -58,33 +58,6 @@ def test_a_password_with_an_unencoded_slash_or_at_is_refused_without_showing_it(
     assert 'pa/ss' not in message and 'a@b' not in message and '%40' in message
 
 
-@pytest.mark.parametrize(
-    ('url', 'shown'),
-    [
-        ('https://u:p@ss/w@collector:4318/v1', 'https://u:***@collector:4318/v1'),
-        (
-            'https://collector/v1?api_key=A1&token=B2&access_token=C3&X-Amz-Signature=D4&client_secret=E5&page=2',
-            'https://collector/v1?api_key=***&token=***&access_token=***&X-Amz-Signature=***&client_secret=***&page=2',
-        ),
-        ('https://collector/v1?key=A1#part', 'https://collector/v1?key=***#part'),
-        ('http://127.0.0.1:8787', 'http://127.0.0.1:8787'),
-        ('postgresql:///db?host=/run/postgresql&target_session_attrs=any', None),
-        ('not a url', None),
-    ],
-)
-def test_userinfo_and_secret_parameters_are_redacted(url: str, shown: str | None) -> None:
-    assert redact_url(url) == (shown or url)
-    assert has_secret(url) == (shown is not None and shown != url)
-
-
-def test_urls_inside_text_are_redacted() -> None:
-    text = 'cannot reach https://me:hunter2@otel.example/v1 (or postgresql://u:x/y@db/runs?password=zz).'
-    assert (
-        redact_urls_in(text)
-        == 'cannot reach https://me:***@otel.example/v1 (or postgresql://u:***@db/runs?password=***).'
-    )
-
-
 #: Keyword/value strings as libpq reads them (checked against psycopg's own reading below).
 CONNINFOS = [
     'host=db password=hunter2',
@@ -119,7 +92,7 @@ def test_an_unreadable_keyword_string_is_hidden_whole(value: str) -> None:
         return
     with pytest.raises(ConninfoError):
         parse_conninfo(value)
-    shown, secrets = redact_url_and_secrets(value)
+    shown, secrets = redact_target_and_secrets(value)
     assert shown.startswith('(a PostgreSQL connection string that cannot be read: ') and 'open' not in shown
     assert has_secret(value) and value in secrets
 
@@ -138,7 +111,7 @@ def test_an_unreadable_keyword_string_is_hidden_whole(value: str) -> None:
     ],
 )
 def test_passwords_and_secret_settings_of_every_form_are_hidden(value: str, shown: str, secrets: set[str]) -> None:
-    redacted, found = redact_url_and_secrets(value)
+    redacted, found = redact_target_and_secrets(value)
     assert redacted == shown
     assert secrets <= found and all(s not in redacted for s in found)
     assert has_secret(value) == bool(secrets)
@@ -150,3 +123,30 @@ def test_a_password_libpq_would_end_early_is_detected() -> None:
     assert not password_misread('postgresql://bob:p%40S%2Fx@host/db')
     assert not password_misread('postgresql://host/db@name')  # no password: libpq reads db@name as the database
     assert not password_misread('host=db password=a@b/c')
+
+
+@pytest.mark.parametrize(
+    ('url', 'shown'),
+    [
+        ('https://u:p@ss/w@collector:4318/v1', 'https://u:***@collector:4318/v1'),
+        (
+            'https://collector/v1?api_key=A1&token=B2&access_token=C3&X-Amz-Signature=D4&client_secret=E5&page=2',
+            'https://collector/v1?api_key=***&token=***&access_token=***&X-Amz-Signature=***&client_secret=***&page=2',
+        ),
+        ('https://collector/v1?key=A1#part', 'https://collector/v1?key=***#part'),
+        ('http://127.0.0.1:8787', 'http://127.0.0.1:8787'),
+        ('postgresql:///db?host=/run/postgresql&target_session_attrs=any', None),
+        ('not a url', None),
+    ],
+)
+def test_userinfo_and_secret_parameters_are_redacted(url: str, shown: str | None) -> None:
+    assert redact_url(url) == (shown or url)
+    assert has_secret(url) == (shown is not None and shown != url)
+
+
+def test_urls_inside_text_are_redacted() -> None:
+    text = 'cannot reach https://me:hunter2@otel.example/v1 (or postgresql://u:x/y@db/runs?password=zz).'
+    assert (
+        redact_urls_in(text)
+        == 'cannot reach https://me:***@otel.example/v1 (or postgresql://u:***@db/runs?password=***).'
+    )

@@ -1,14 +1,9 @@
-"""URLs and PostgreSQL connection strings made safe to show: every password and secret-looking setting becomes `***`.
+"""URLs and libpq strings made safe to show: every password and secret-looking parameter or setting becomes `***`.
 
-One rule for every place one is shown (the ledger's description, `doctor`, config snippets, messages, logs):
-
-- a URL's user info password is everything between the first `:` and the last `@` before the query, so a password
-  holding an unencoded `/`, `@` or `:` is hidden whole; a query parameter is secret when its name, split on `_`, `-`
-  and `.`, has a word such as `password`, `token`, `key`, `secret`, `sig` or `credential`, or ends in one;
-- a libpq keyword/value string (`host=db user=bob password='s e'`, read as libpq reads it: `parse_conninfo`) has the
-  value of each such keyword hidden;
-- in either, libpq's `options` (`-c name=value` settings sent to the server) is hidden whole when one of its names is
-  secret-looking.
+One rule for every place a URL is shown (the ledger's description, `doctor`, config snippets, messages): the user
+info's password is everything between the first `:` and the last `@` before the query, so a password holding an
+unencoded `/`, `@` or `:` is hidden whole; a query parameter is secret when its name, split on `_`, `-` and `.`,
+has a word such as `password`, `token`, `key`, `secret`, `sig` or `credential`, or ends in one.
 """
 
 from __future__ import annotations
@@ -22,6 +17,7 @@ __all__ = (
     'is_conninfo',
     'parse_conninfo',
     'password_misread',
+    'redact_target_and_secrets',
     'redact_url',
     'redact_url_and_secrets',
     'redact_urls_in',
@@ -64,6 +60,46 @@ def is_secret_param(name: str) -> bool:
         return True
     return any(word in _SECRET_WORDS for word in _WORD_SPLIT.split(lowered))
 
+
+def redact_url_and_secrets(url: str) -> tuple[str, frozenset[str]]:
+    """The URL with its secrets shown as `***`, and those secrets (raw and percent-decoded) to scrub from any text."""
+    match = _SCHEME.match(url)
+    if match is None:
+        return url, frozenset()
+    head, rest = match.group(0), url[match.end() :]
+    secrets: set[str] = set()
+    # The authority and path run to the first `?` or `#`; the user info runs to the last `@` in them, whatever
+    # `/`, `:` or `@` an unencoded password holds.
+    cut = min((i for i in (rest.find('?'), rest.find('#')) if i >= 0), default=len(rest))
+    before, after = rest[:cut], rest[cut:]
+    userinfo, at, hosts = before.rpartition('@')
+    if at:
+        user, colon, password = userinfo.partition(':')
+        if colon:
+            secrets.add(password)
+            userinfo = f'{user}:{MASK}'
+        before = f'{userinfo}@{hosts}'
+    if after.startswith('?'):
+        query, hash_, fragment = after[1:].partition('#')
+        params: list[str] = []
+        for param in query.split('&'):
+            name, equals, value = param.partition('=')
+            if equals and _is_secret_setting(unquote(name), unquote(value)):
+                secrets |= {value, *_secrets_of(unquote(name), unquote(value))}
+                param = f'{name}={MASK}'
+            params.append(param)
+        after = '?' + '&'.join(params) + hash_ + fragment
+    secrets |= {unquote(s) for s in secrets}
+    secrets.discard('')
+    return head + before + after, frozenset(secrets)
+
+
+def redact_url(url: str) -> str:
+    """The URL (or libpq keyword/value string) with its passwords and secret settings shown as `***`."""
+    return redact_target_and_secrets(url)[0]
+
+
+# -- libpq keyword/value strings (`host=db user=bob password='a b'`): the other form a PostgreSQL target takes ------
 
 #: libpq's connection keywords (PostgreSQL 17's list): a value starting with one of them and `=` is a keyword string.
 LIBPQ_KEYWORDS = frozenset(
@@ -194,50 +230,17 @@ def password_misread(url: str) -> bool:
     return '@' in password or '/' in password
 
 
-def redact_url_and_secrets(url: str) -> tuple[str, frozenset[str]]:
-    """The URL (or libpq keyword/value string) with its secrets shown as `***`, and those secrets (raw and
-    percent-decoded) to scrub from any text."""
-    if is_conninfo(url):
-        return _redact_conninfo(url)
-    match = _SCHEME.match(url)
-    if match is None:
-        return url, frozenset()
-    head, rest = match.group(0), url[match.end() :]
-    secrets: set[str] = set()
-    # The authority and path run to the first `?` or `#`; the user info runs to the last `@` in them, whatever
-    # `/`, `:` or `@` an unencoded password holds.
-    cut = min((i for i in (rest.find('?'), rest.find('#')) if i >= 0), default=len(rest))
-    before, after = rest[:cut], rest[cut:]
-    userinfo, at, hosts = before.rpartition('@')
-    if at:
-        user, colon, password = userinfo.partition(':')
-        if colon:
-            secrets.add(password)
-            userinfo = f'{user}:{MASK}'
-        before = f'{userinfo}@{hosts}'
-    if after.startswith('?'):
-        query, hash_, fragment = after[1:].partition('#')
-        params: list[str] = []
-        for param in query.split('&'):
-            name, equals, value = param.partition('=')
-            if equals and _is_secret_setting(unquote(name), unquote(value)):
-                secrets |= {value, *_secrets_of(unquote(name), unquote(value))}
-                param = f'{name}={MASK}'
-            params.append(param)
-        after = '?' + '&'.join(params) + hash_ + fragment
-    secrets |= {unquote(s) for s in secrets}
-    secrets.discard('')
-    return head + before + after, frozenset(secrets)
-
-
-def redact_url(url: str) -> str:
-    """The URL (or libpq keyword/value string) with its passwords and secret settings shown as `***`."""
-    return redact_url_and_secrets(url)[0]
+def redact_target_and_secrets(value: str) -> tuple[str, frozenset[str]]:
+    """A URL or a libpq keyword/value string with its secrets shown as `***`, and those secrets to scrub from any
+    text: the one redaction of a target (a ledger, an endpoint, a proxy) whatever its form. In a keyword string the
+    value of each secret-looking keyword is hidden; in either form, libpq's `options` (`-c name=value` settings sent
+    to the server) is hidden whole when one of its settings is secret-looking."""
+    return _redact_conninfo(value) if is_conninfo(value) else redact_url_and_secrets(value)
 
 
 def has_secret(value: str) -> bool:
     """Whether a value holds a URL with a password or a secret parameter (so it must never be copied into a file)."""
-    if redact_url_and_secrets(value.strip())[1]:
+    if redact_target_and_secrets(value.strip())[1]:
         return True
     return any(redact_url_and_secrets(m.group(0))[1] for m in _URL_IN_TEXT.finditer(value))
 

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 
-from .._redact import ConninfoError, is_conninfo, parse_conninfo, password_misread, redact_url_and_secrets
+from .._redact import ConninfoError, is_conninfo, parse_conninfo, password_misread, redact_target_and_secrets
 from ..errors import install_hint
 from ._engine import MIGRATIONS, Engine, EngineName, Failure
 from ._records import EPSILON_USD, LEDGER_URL_ENV, RESERVED, RunRecord, in_utc, now, record_from_row
@@ -142,8 +142,9 @@ def target_problem(target: str, source: str) -> str | None:
 
 
 def redact_url(url: str) -> tuple[str, frozenset[str]]:
-    """The URL with its password shown as `***`, and the secrets to scrub from any text (raw and decoded)."""
-    return redact_url_and_secrets(url)
+    """The URL (or keyword string) with its passwords as `***`, and the secrets to scrub from any text (raw and
+    decoded)."""
+    return redact_target_and_secrets(url)
 
 
 def _scrub(text: str, secrets: Iterable[str]) -> str:
