@@ -4,8 +4,42 @@ from __future__ import annotations
 
 import pytest
 
-from pydantic_ai_perplexity._redact import has_secret, redact_url, redact_url_and_secrets, redact_urls_in
+from pydantic_ai_perplexity._redact import (
+    ConninfoError,
+    has_secret,
+    is_conninfo,
+    parse_conninfo,
+    password_misread,
+    redact_target_and_secrets,
+    redact_url,
+    redact_url_and_secrets,
+    redact_urls_in,
+)
+from pydantic_ai_perplexity.errors import ConfigurationError
 from pydantic_ai_perplexity.ledger import Ledger
+
+
+@pytest.mark.parametrize(
+    ('url', 'shown'),
+    [
+        (
+            'postgresql://127.0.0.1:1/db?sslmode=require&password=pw%2Fx&sslpassword=k/y',
+            'postgresql://127.0.0.1:1/db?sslmode=require&password=***&sslpassword=***',
+        ),
+        ('postgresql://me:pa%2Fss@127.0.0.1:1/db', 'postgresql://me:***@127.0.0.1:1/db'),
+        (
+            "host=127.0.0.1 port=1 password='pa ss' options='-c app.secret=s3'",
+            'host=127.0.0.1 port=1 password=*** options=***',
+        ),
+    ],
+)
+def test_the_ledger_never_shows_a_password(url: str, shown: str) -> None:
+    ledger = Ledger(url)
+    try:
+        assert ledger.describe() == shown
+        assert repr(ledger) == f'Ledger({shown!r}, healthy=True)'
+    finally:
+        ledger.close()
 
 
 @pytest.mark.parametrize(
@@ -13,19 +47,83 @@ from pydantic_ai_perplexity.ledger import Ledger
     [
         ('postgresql://me:pa/ss@127.0.0.1:1/db', 'postgresql://me:***@127.0.0.1:1/db'),
         ('postgresql://me:a@b/c:d@127.0.0.1:1/db', 'postgresql://me:***@127.0.0.1:1/db'),
-        (
-            'postgresql://127.0.0.1:1/db?sslmode=require&password=pw%2Fx&sslpassword=k/y',
-            'postgresql://127.0.0.1:1/db?sslmode=require&password=***&sslpassword=***',
-        ),
     ],
 )
-def test_the_ledger_never_shows_a_password_even_with_an_unencoded_slash(url: str, shown: str) -> None:
-    ledger = Ledger(url)
-    try:
-        assert ledger.describe() == shown
-        assert repr(ledger) == f'Ledger({shown!r}, healthy=True)'
-    finally:
-        ledger.close()
+def test_a_password_with_an_unencoded_slash_or_at_is_refused_without_showing_it(url: str, shown: str) -> None:
+    # libpq ends the password at the first `/` or `@`: the rest would be read as the host, port or database, and
+    # shown in the driver's errors. Until this change such a URL was accepted (and shown redacted).
+    with pytest.raises(ConfigurationError) as caught:
+        Ledger(url)
+    message = str(caught.value)
+    assert message.startswith(f'the ledger argument names a PostgreSQL ledger ({shown}) whose password holds')
+    assert 'pa/ss' not in message and 'a@b' not in message and '%40' in message
+
+
+#: Keyword/value strings as libpq reads them (checked against psycopg's own reading below).
+CONNINFOS = [
+    'host=db password=hunter2',
+    'host = db   port= 5432 dbname =runs',
+    "host=db password='a b' user=bob",
+    "password='it\\'s' host=db",
+    "password='back\\\\slash' host=db",
+    'password=un\\ quoted host=db',
+    "password='' host=db",
+    "options='-c search_path=x -c app.password=y'",
+    '  dbname=runs  ',
+]
+
+
+@pytest.mark.parametrize('conninfo', CONNINFOS)
+def test_a_keyword_string_is_read_as_libpq_reads_it(conninfo: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    assert is_conninfo(conninfo)
+    assert dict(parse_conninfo(conninfo)) == {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
+
+
+@pytest.mark.parametrize('value', ["host=db password='open", 'host=db password', 'host db'])
+def test_an_unreadable_keyword_string_is_hidden_whole(value: str) -> None:
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    with pytest.raises(ProgrammingError):  # libpq cannot read it either
+        conninfo_to_dict(value)
+    if not is_conninfo(value):  # `host db`: no keyword=value at the start, so it is a path
+        assert redact_url(value) == value
+        return
+    with pytest.raises(ConninfoError):
+        parse_conninfo(value)
+    shown, secrets = redact_target_and_secrets(value)
+    assert shown.startswith('(a PostgreSQL connection string that cannot be read: ') and 'open' not in shown
+    assert has_secret(value) and value in secrets
+
+
+@pytest.mark.parametrize(
+    ('value', 'shown', 'secrets'),
+    [
+        ("host=db password='a b' user=bob", 'host=db password=*** user=bob', {'a b'}),
+        ('host=db sslpassword=k1 sslmode=require', 'host=db sslpassword=*** sslmode=require', {'k1'}),
+        ("host=db options='-c search_path=x'", "host=db options='-c search_path=x'", set[str]()),
+        ("host=db options='-c search_path=x -c app.password=p9'", 'host=db options=***', {'p9'}),
+        ('postgresql://u@db/runs?options=-c%20app.token%3Dt7', 'postgresql://u@db/runs?options=***', {'t7'}),
+        ('postgresql://u@db/runs?options=-csearch_path%3Dx', 'postgresql://u@db/runs?options=-csearch_path%3Dx', set()),
+        ('./ledgers/password=1.sqlite3', './ledgers/password=1.sqlite3', set()),  # a path: no keyword at its start
+        ('mydb=1.sqlite3', 'mydb=1.sqlite3', set()),  # not a libpq keyword: a path
+    ],
+)
+def test_passwords_and_secret_settings_of_every_form_are_hidden(value: str, shown: str, secrets: set[str]) -> None:
+    redacted, found = redact_target_and_secrets(value)
+    assert redacted == shown
+    assert secrets <= found and all(s not in redacted for s in found)
+    assert has_secret(value) == bool(secrets)
+
+
+def test_a_password_libpq_would_end_early_is_detected() -> None:
+    assert password_misread('postgresql://bob:p@SECRET@host/db')
+    assert password_misread('postgres://bob:pa/ss@host/db')
+    assert not password_misread('postgresql://bob:p%40S%2Fx@host/db')
+    assert not password_misread('postgresql://host/db@name')  # no password: libpq reads db@name as the database
+    assert not password_misread('host=db password=a@b/c')
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""URLs made safe to show: the password in the user info and every secret-looking query parameter become `***`.
+"""URLs and libpq strings made safe to show: every password and secret-looking parameter or setting becomes `***`.
 
 One rule for every place a URL is shown (the ledger's description, `doctor`, config snippets, messages): the user
 info's password is everything between the first `:` and the last `@` before the query, so a password holding an
@@ -16,8 +16,13 @@ import re
 from urllib.parse import unquote
 
 __all__ = (
+    'ConninfoError',
     'has_secret',
+    'is_conninfo',
     'is_secret_param',
+    'parse_conninfo',
+    'password_misread',
+    'redact_target_and_secrets',
     'redact_url',
     'redact_url_and_secrets',
     'redact_urls_and_secrets_in',
@@ -120,8 +125,8 @@ def redact_url_and_secrets(
         params: list[str] = []
         for param in query.split('&'):
             name, equals, value = param.partition('=')
-            if equals and is_secret_param(name):
-                secrets.add(value)
+            if equals and _is_secret_setting(unquote(name), unquote(value)):
+                secrets |= {value, *_secrets_of(unquote(name), unquote(value))}
                 param = f'{name}={MASK}'
             params.append(param)
         after = '?' + '&'.join(params) + hash_ + fragment
@@ -132,13 +137,152 @@ def redact_url_and_secrets(
 
 
 def redact_url(url: str) -> str:
-    """The URL with the password in its user info and its secret query parameters shown as `***`."""
-    return redact_url_and_secrets(url)[0]
+    """The URL (or libpq keyword/value string) with its passwords and secret settings shown as `***`."""
+    return redact_target_and_secrets(url)[0]
+
+
+# -- libpq keyword/value strings (`host=db user=bob password='a b'`): the other form a PostgreSQL target takes ------
+
+#: libpq's connection keywords (PostgreSQL 17's list): a value starting with one of them and `=` is a keyword string.
+LIBPQ_KEYWORDS = frozenset(
+    {
+        'host', 'hostaddr', 'port', 'dbname', 'user', 'password', 'passfile', 'require_auth', 'channel_binding',
+        'connect_timeout', 'client_encoding', 'options', 'application_name', 'fallback_application_name',
+        'keepalives', 'keepalives_idle', 'keepalives_interval', 'keepalives_count', 'tcp_user_timeout',
+        'replication', 'gssencmode', 'sslmode', 'sslnegotiation', 'requiressl', 'sslcompression', 'sslcert', 'sslkey',
+        'sslkeylogfile', 'sslpassword', 'sslcertmode', 'sslrootcert', 'sslcrl', 'sslcrldir', 'sslsni',
+        'requirepeer', 'ssl_min_protocol_version', 'ssl_max_protocol_version', 'krbsrvname', 'gsslib',
+        'gssdelegation', 'service', 'target_session_attrs', 'load_balance_hosts',
+    }
+)  # fmt: skip
+_KEYWORD_START = re.compile(r'\s*([A-Za-z_]+)\s*=')
+#: A server setting in libpq's `options`: `-c name=value`, `-cname=value` or `--name=value`.
+_OPTION_NAME = re.compile(r'(?:-c\s*|--)([A-Za-z0-9_.\-]+)\s*=(\S*)')
+
+
+class ConninfoError(ValueError):
+    """A libpq keyword/value string that libpq could not read either; the message shows no value."""
+
+
+def is_conninfo(value: str) -> bool:
+    """Whether `value` is a libpq keyword/value string (`host=db user=bob ...`), not a path or a URL."""
+    match = _KEYWORD_START.match(value)
+    return match is not None and match.group(1).lower() in LIBPQ_KEYWORDS
+
+
+def parse_conninfo(value: str) -> list[tuple[str, str]]:
+    """A libpq keyword/value string read as libpq reads it: `keyword = value` pairs apart by whitespace; a value in
+    single quotes may hold whitespace; a backslash takes the next character as it is (`\\'`, `\\\\`).
+
+    Raises:
+        ConninfoError: a keyword without `=`, or a quote left open (the message names the keyword, never a value).
+    """
+    pairs: list[tuple[str, str]] = []
+    i, n = 0, len(value)
+    while True:
+        while i < n and value[i].isspace():
+            i += 1
+        if i >= n:
+            return pairs
+        start = i
+        while i < n and value[i] != '=' and not value[i].isspace():
+            i += 1
+        keyword = value[start:i]
+        while i < n and value[i].isspace():
+            i += 1
+        if i >= n or value[i] != '=':
+            raise ConninfoError(f'"{keyword[:40]}" is not followed by "=" (write keyword=value pairs)')
+        i += 1
+        while i < n and value[i].isspace():
+            i += 1
+        chars: list[str] = []
+        if i < n and value[i] == "'":
+            i += 1
+            while True:
+                if i >= n:
+                    raise ConninfoError(f'the quoted value of "{keyword[:40]}" is not closed with a \'')
+                if value[i] == '\\' and i + 1 < n:
+                    chars.append(value[i + 1])
+                    i += 2
+                elif value[i] == "'":
+                    i += 1
+                    break
+                else:
+                    chars.append(value[i])
+                    i += 1
+        else:
+            while i < n and not value[i].isspace():
+                if value[i] == '\\' and i + 1 < n:
+                    chars.append(value[i + 1])
+                    i += 2
+                else:
+                    chars.append(value[i])
+                    i += 1
+        pairs.append((keyword, ''.join(chars)))
+
+
+def _is_secret_setting(name: str, value: str) -> bool:
+    """A libpq setting whose value is secret: by its name, or an `options` with a secret-looking server setting."""
+    if name.lower() == 'options':
+        return any(is_secret_param(m.group(1)) for m in _OPTION_NAME.finditer(value))
+    return is_secret_param(name)
+
+
+def _secrets_of(name: str, value: str) -> set[str]:
+    """What to scrub for a secret setting: its value, and for `options` each server setting's value in it too."""
+    if name.lower() != 'options':
+        return {value}
+    return {value, *(m.group(2) for m in _OPTION_NAME.finditer(value) if is_secret_param(m.group(1)) and m.group(2))}
+
+
+def _quoted(value: str) -> str:
+    if value and not any(ch.isspace() or ch in "'\\" for ch in value):
+        return value
+    return "'" + value.replace('\\', '\\\\').replace("'", "\\'") + "'"
+
+
+def _redact_conninfo(value: str) -> tuple[str, frozenset[str]]:
+    try:
+        pairs = parse_conninfo(value)
+    except ConninfoError as exc:
+        # Unreadable: nothing of it is shown, and every part of it is a secret to scrub.
+        parts = {p for p in re.split(r'[\s=\']+', value) if len(p) > 3 and p.lower() not in LIBPQ_KEYWORDS}
+        return f'(a PostgreSQL connection string that cannot be read: {exc})', frozenset(parts | {value.strip()})
+    secrets: set[str] = set()
+    shown: list[str] = []
+    for name, setting in pairs:
+        if _is_secret_setting(name, setting):
+            secrets |= _secrets_of(name, setting)
+            setting = MASK
+        shown.append(f'{name}={_quoted(setting)}')
+    secrets.discard('')
+    return ' '.join(shown), frozenset(secrets)
+
+
+def password_misread(url: str) -> bool:
+    """Whether PostgreSQL would read a URL's password otherwise than `redact_url` hides it: a password holding an
+    unencoded `@` or `/` ends, for libpq, at the first of them, so the rest becomes the host or the database."""
+    match = _SCHEME.match(url)
+    if match is None:
+        return False
+    rest = url[match.end() :]
+    cut = min((i for i in (rest.find('?'), rest.find('#')) if i >= 0), default=len(rest))
+    userinfo, at, _ = rest[:cut].rpartition('@')
+    password = userinfo.partition(':')[2] if at and ':' in userinfo else ''
+    return '@' in password or '/' in password
+
+
+def redact_target_and_secrets(value: str) -> tuple[str, frozenset[str]]:
+    """A URL or a libpq keyword/value string with its secrets shown as `***`, and those secrets to scrub from any
+    text: the one redaction of a target (a ledger, an endpoint, a proxy) whatever its form. In a keyword string the
+    value of each secret-looking keyword is hidden; in either form, libpq's `options` (`-c name=value` settings sent
+    to the server) is hidden whole when one of its settings is secret-looking."""
+    return _redact_conninfo(value) if is_conninfo(value) else redact_url_and_secrets(value)
 
 
 def has_secret(value: str) -> bool:
     """Whether a value holds a URL with a password or a secret parameter (so it must never be copied into a file)."""
-    if redact_url_and_secrets(value.strip())[1]:
+    if redact_target_and_secrets(value.strip())[1]:
         return True
     return any(redact_url_and_secrets(m.group(0))[1] for m in _URL_IN_TEXT.finditer(value))
 

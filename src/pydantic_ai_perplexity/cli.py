@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 import click
 
 if TYPE_CHECKING:
-    from .ledger import RunRecord
+    from .ledger import Ledger, RunRecord
     from .results import ResearchResult
     from .steps import Step
 
@@ -114,6 +114,24 @@ def _fail(exc: BaseException) -> None:
 
         raise click.ClickException(for_terminal(_cli_words(redact_urls_in(str(exc))))) from None
     raise exc
+
+
+class _Refused(click.ClickException):
+    """A file the command will not touch, said in one line; exit status 2, as for a bad argument."""
+
+    exit_code = 2
+
+
+def _ledger() -> Ledger:
+    """The ledger `PERPLEXITY_LEDGER_URL` names; a value it cannot use is a one-line error naming the variable."""
+    from .errors import ConfigurationError
+    from .ledger import Ledger
+
+    try:
+        return Ledger()
+    except ConfigurationError as exc:
+        _fail(exc)
+        raise  # pragma: no cover - _fail always raises
 
 
 #: Longer than any run id the API gives (`resp_` and a few dozen characters), short enough to show in a message.
@@ -636,9 +654,7 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
       pydantic-ai-perplexity jobs list
       pydantic-ai-perplexity jobs list --status completed --limit 5 --json
     """
-    from .ledger import Ledger
-
-    with Ledger() as ledger:
+    with _ledger() as ledger:
         records = _refresh(ledger, ledger.list(status=status, limit=limit))
     if as_json:
         _out_json(json.dumps([r.model_dump(mode='json') for r in records], indent=2))
@@ -671,9 +687,7 @@ def jobs_show(response_id: str, as_json: bool) -> None:
       pydantic-ai-perplexity jobs show resp_123
       pydantic-ai-perplexity jobs show resp_123 --json
     """
-    from .ledger import Ledger
-
-    with Ledger() as ledger:
+    with _ledger() as ledger:
         record = ledger.get(response_id)
         record = _refresh(ledger, [record])[0] if record is not None else None
     if record is None:
@@ -713,10 +727,9 @@ def jobs_reconcile(limit: int) -> None:
     import anyio
 
     from .client import PerplexityClient
-    from .ledger import Ledger
     from .reconcile import reconcile
 
-    with Ledger() as ledger:
+    with _ledger() as ledger:
 
         async def go() -> dict[str, RunRecord]:
             async with PerplexityClient() as client:
@@ -933,7 +946,14 @@ def config(client: str, write: bool, launcher: str) -> None:
       pydantic-ai-perplexity config pydantic-deep --write
       pydantic-ai-perplexity config cursor --launcher uvx
     """
-    from .mcp.config import UVX_NOTE, add_to_pydantic_deep, client_snippet, missing_extra, secret_variables
+    from .mcp.config import (
+        UVX_NOTE,
+        ConfigFileError,
+        add_to_pydantic_deep,
+        client_snippet,
+        missing_extra,
+        secret_variables,
+    )
 
     chosen = 'uvx' if launcher == 'uvx' else 'python'
     problem = missing_extra(client, chosen)
@@ -952,7 +972,11 @@ def config(client: str, write: bool, launcher: str) -> None:
     if write:
         try:
             path = add_to_pydantic_deep(launcher=chosen)
-        except (ValueError, OSError) as exc:  # a symlinked file or directory, a file that is not a JSON object
+        except ConfigFileError as exc:  # a file of another shape: left as it is, like a bad argument (exit 2)
+            from ._terminal import for_terminal
+
+            raise _Refused(for_terminal(str(exc))) from None
+        except (ValueError, OSError) as exc:  # a symlinked file or directory
             raise click.ClickException(str(exc)) from None
         _err(f'Added the perplexity server to {path} (the key is read from PERPLEXITY_API_KEY, not written).')
         return

@@ -159,9 +159,13 @@ def _settings_check() -> Check:
 
 
 def _ledger_check() -> Check:
+    from .errors import ConfigurationError
     from .ledger import Ledger
 
-    ledger = Ledger()
+    try:
+        ledger = Ledger()
+    except ConfigurationError as exc:  # the message names the variable and shows no password
+        return Check('ledger writable', False, str(exc), 'fix or unset PERPLEXITY_LEDGER_URL')
     try:
         healthy = ledger.check()
     finally:
@@ -188,9 +192,13 @@ def _ledger_check() -> Check:
 
 def _ledger_privacy_check() -> Check:
     """Whether other local users can read the SQLite ledger (every stored question is in it)."""
+    from .errors import ConfigurationError
     from .ledger import Ledger, private_mode_problem
 
-    ledger = Ledger()
+    try:
+        ledger = Ledger()
+    except ConfigurationError:
+        return Check('ledger private', False, 'not checked', 'fix the ledger first')
     if ledger.path is None:
         return Check('ledger private', True, 'on a PostgreSQL server (its own access rules)')
     problem = private_mode_problem(ledger.path)

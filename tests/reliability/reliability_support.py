@@ -294,12 +294,9 @@ def expected_steps(emu: Emulator, response_id: str) -> list[tuple[str, str]]:
 
 def mcp_progress_messages(emu: Emulator, response_id: str) -> list[str]:
     """The progress notifications the MCP server must send for a run, in order, each once (after 'started')."""
-    from pydantic_ai_perplexity.render import sanitize
+    from pydantic_ai_perplexity.render import plain
 
-    return [
-        f'{" ".join(sanitize(step).split())[:200]} ({summary}) · {response_id}'
-        for step, summary in expected_steps(emu, response_id)
-    ]
+    return [f'{plain(step, 200)} ({summary}) · {response_id}' for step, summary in expected_steps(emu, response_id)]
 
 
 def stream_gets(emu: Emulator, response_id: str) -> int:

@@ -10,8 +10,10 @@ can be listed, collected later by any process that shares the ledger, and spend 
 - **PostgreSQL**, for a team: one database shared by every instance on every machine (see `_postgres.py`). Chosen
   by `PERPLEXITY_LEDGER_URL=postgresql://user@host/db` or `Ledger('postgresql://...')`; needs the `postgres` extra.
 
-`Ledger(target)` takes a path or `sqlite:///path` (SQLite), or a `postgresql://` / `postgres://` URL. Without one
-it reads `PERPLEXITY_LEDGER_URL` (a URL or a path), else uses the default SQLite file. The schema is built by the
+`Ledger(target)` takes a path or `sqlite:///path` (SQLite), or a `postgresql://` / `postgres://` URL or a libpq
+keyword/value string (`host=db dbname=runs user=bob`). Without one it reads `PERPLEXITY_LEDGER_URL` (any of those),
+else uses the default SQLite file. A PostgreSQL target is shown (`describe`, `url`, messages) with its passwords and
+secret settings as `***` (`_redact.py`). The schema is built by the
 registered migrations (`@migration`), the same list on both engines, recorded in a `_migrations` table.
 
 **Budget.** `spent_usd()` sums, over every recorded run, its actual `cost_usd` when known, else its
@@ -77,7 +79,7 @@ from ..budget import (
 from ..errors import BudgetExceededError, ConfigurationError
 from ..pricing import PriceTable, Reservation, default_prices, fit, reservation
 from ._engine import MIGRATIONS, SCHEMA_VERSION, Engine, EngineName, Failure, MigrationDB, Reserved, migration
-from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url
+from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url, target_problem
 from ._recorder import Recorder, track
 from ._records import (
     BUDGET_ENV,
@@ -152,6 +154,9 @@ def _engine_for(target: str | os.PathLike[str] | None) -> Engine:
     if not isinstance(target, str):
         return SQLiteEngine(Path(target).expanduser())
     if is_postgres_url(target):
+        problem = target_problem(target, source)
+        if problem is not None:
+            raise ConfigurationError(problem)
         if importlib.util.find_spec('psycopg') is None:
             raise ConfigurationError(
                 f'{source} names a PostgreSQL ledger ({redact_url(target)[0]}), but its driver psycopg is not '
@@ -232,12 +237,14 @@ class Ledger:
     path: Path | None
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        """Use the ledger at `path`: a file path, `sqlite:///path`, or a `postgresql://` URL.
+        """Use the ledger at `path`: a file path, `sqlite:///path`, a `postgresql://` URL or a libpq keyword/value
+        string.
 
         None reads `PERPLEXITY_LEDGER_URL` now, else uses `default_ledger_path()` (which reads `PERPLEXITY_STATE_DIR`).
 
         Raises:
-            ConfigurationError: a URL of another scheme, or a PostgreSQL URL without the driver installed.
+            ConfigurationError: a URL of another scheme; a PostgreSQL target libpq would misread (an unencoded `@`
+                or `/` in the password, an unclosed quote); a PostgreSQL target without the driver installed.
         """
         self._engine = _engine_for(path)
         self.path = self._engine.path if isinstance(self._engine, SQLiteEngine) else None

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, LiteralString, TypeVar
 
-from .._redact import redact_url_and_secrets
+from .._redact import ConninfoError, is_conninfo, parse_conninfo, password_misread, redact_target_and_secrets
 from ..errors import install_hint
 from ._engine import AMOUNT_MICROS_SQL, HELD_MICROS_SQL, MIGRATIONS, Engine, EngineName, Failure, Reserved
 from ._records import LEDGER_URL_ENV, RESERVED, RunRecord, in_utc, now, record_from_row, with_micros
@@ -108,12 +108,38 @@ _BIND_TAIL: Final = (
 
 
 def is_postgres_url(target: str) -> bool:
-    return target.lower().startswith(SCHEMES)
+    """Whether `target` names a PostgreSQL database: a `postgresql://` / `postgres://` URL or a libpq keyword/value
+    string (`host=db dbname=runs user=bob`), the two forms libpq accepts."""
+    return target.lower().startswith(SCHEMES) or is_conninfo(target)
+
+
+def target_problem(target: str, source: str) -> str | None:
+    """Why libpq would not read the PostgreSQL `target` as written (in words showing no password), or None.
+
+    `source` names where it came from (`PERPLEXITY_LEDGER_URL`, or the ledger argument).
+    """
+    if is_conninfo(target):
+        try:
+            parse_conninfo(target)
+        except ConninfoError as exc:
+            return (
+                f'{source} is a PostgreSQL connection string that cannot be read: {exc}. Write keyword=value pairs '
+                "apart by spaces (quote a value holding a space: password='a b'), or a postgresql:// URL."
+            )
+        return None
+    if password_misread(target):
+        return (
+            f'{source} names a PostgreSQL ledger ({redact_url(target)[0]}) whose password holds an unencoded "@" or '
+            '"/", which PostgreSQL reads as the end of the password or of the host. Percent-encode it in the URL '
+            '("@" as %40, "/" as %2F), or give the password in PGPASSWORD or ~/.pgpass.'
+        )
+    return None
 
 
 def redact_url(url: str) -> tuple[str, frozenset[str]]:
-    """The URL with its password shown as `***`, and the secrets to scrub from any text (raw and decoded)."""
-    return redact_url_and_secrets(url)
+    """The URL (or keyword string) with its passwords as `***`, and the secrets to scrub from any text (raw and
+    decoded)."""
+    return redact_target_and_secrets(url)
 
 
 def _scrub(text: str, secrets: Iterable[str]) -> str:

@@ -223,14 +223,14 @@ def peer_cancelled(ctx: Context[Any, Any]) -> bool:
 def _reporter(ctx: Context[Any, Any]) -> Callable[[Step], Awaitable[None]]:
     """A progress callback that sends one notification per research step, naming its run (a no-op without a
     progress token): `searching: heat pumps (1 search, 0 results) · resp_…`."""
-    from ..render import sanitize
+    from ..render import plain
 
     count = 0
 
     async def on_progress(step: Step) -> None:
         nonlocal count
         count += 1
-        message = ' '.join(sanitize(step.detail).split())[:200]
+        message = plain(step.detail, 200)
         with contextlib.suppress(Exception):  # a client that went away must not stop the research
             await ctx.report_progress(count, None, f'{message} ({step.progress.summary()}) · {step.response_id}')
 

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ._toolset import PerplexityMCPToolset
 
 __all__ = (
+    'ConfigFileError',
     'add_to_pydantic_deep',
     'child_environment',
     'client_snippet',
@@ -61,6 +63,10 @@ INIT_TIMEOUT_SECONDS = 30.0
 #: pydantic-deep cannot raise the 300 s per-call deadline of the toolsets it builds; stay well under it.
 _DEEP_MAX_WAIT_SECONDS = 240.0
 _DESCRIPTION = 'Web research with Perplexity: cited answers, page search, and long runs collected by id.'
+#: The most a pydantic-deep config file may hold (it lists a few servers); a bigger one is not read.
+DEEP_CONFIG_MAX_BYTES = 1 << 20
+#: The deepest nesting a pydantic-deep config file may have (its entries are a few levels deep).
+DEEP_CONFIG_MAX_DEPTH = 32
 
 _PASSED = re.compile(
     r'^(PERPLEXITY_\w+|OTEL_\w+|LOGFIRE_\w+|(HTTPS?|ALL|NO)_PROXY|(https?|all|no)_proxy'
@@ -314,21 +320,14 @@ def add_to_pydantic_deep(
 
     Other servers and settings in the file are kept. No secret is written (`secret_variables()` names those left
     out), and no link is followed: a target or directory that is a symlink raises `UnsafePathError` (a `ValueError`).
+    A file of another shape is left as it is: `ConfigFileError` (a `ValueError`) says why (see `_read_deep_config`).
     Returns the file's path.
     """
     target = Path(path)
     refuse_link(target)
-    data: dict[str, Any] = {}
-    if target.exists():
-        try:
-            loaded: Any = json.loads(target.read_text(encoding='utf-8') or '{}')
-        except ValueError as exc:
-            raise ValueError(f'{target} is not valid JSON ({exc}); fix or move it first.') from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f'{target} does not hold a JSON object; fix or move it first.')
-        data = cast('dict[str, Any]', loaded)
-    existing: list[Any] = list(data.get('user_servers') or [])
-    servers: list[Any] = [s for s in existing if not (isinstance(s, dict) and _name_of(s) == SERVER_NAME)]
+    data = _read_deep_config(target)
+    existing: list[dict[str, Any]] = data.get('user_servers') or []
+    servers = [s for s in existing if s.get('name') != SERVER_NAME]
     servers.append(_deep_entry(launcher))
     data['user_servers'] = servers
     data.setdefault('builtin_state', {})
@@ -336,14 +335,91 @@ def add_to_pydantic_deep(
     return write_text_no_follow(target, _json(data) + '\n')
 
 
+class ConfigFileError(ValueError):
+    """A config file this package will not touch: not a regular file, too big, not JSON, or not the shape expected."""
+
+
+def _read_deep_config(target: Path) -> dict[str, Any]:
+    """pydantic-deep's config file, read only if it is a regular file of at most `DEEP_CONFIG_MAX_BYTES` holding a
+    JSON object whose `user_servers` is a list of objects and `builtin_state` an object (each may be absent), nested
+    at most `DEEP_CONFIG_MAX_DEPTH` deep; `{}` if there is no file. Anything else raises `ConfigFileError`."""
+    fix = 'fix or move it first.'
+    try:  # non-blocking: opening a FIFO waits for no writer; no link is followed
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0))
+    except FileNotFoundError:
+        return {}
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = 'a directory' if stat.S_ISDIR(mode) else 'a FIFO' if stat.S_ISFIFO(mode) else 'a special file'
+            raise ConfigFileError(f'{target} is {kind}, not a regular file; not reading it: move it away first.')
+        chunks: list[bytes] = []
+        size = 0
+        while size <= DEEP_CONFIG_MAX_BYTES and (chunk := os.read(fd, 65536)):
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > DEEP_CONFIG_MAX_BYTES:
+        raise ConfigFileError(f'{target} is larger than {DEEP_CONFIG_MAX_BYTES:,} bytes, too big for a config; {fix}')
+    try:
+        loaded: Any = json.loads(b''.join(chunks).decode('utf-8') or '{}')
+    except UnicodeDecodeError:
+        raise ConfigFileError(f'{target} is not UTF-8 text; {fix}') from None
+    except RecursionError:
+        raise ConfigFileError(f'{target} is nested too deeply to be a config; {fix}') from None
+    except ValueError as exc:
+        raise ConfigFileError(f'{target} is not valid JSON ({exc}); {fix}') from None
+    if _depth(loaded) > DEEP_CONFIG_MAX_DEPTH:
+        raise ConfigFileError(f'{target} is nested deeper than {DEEP_CONFIG_MAX_DEPTH} levels; {fix}')
+    if not isinstance(loaded, dict):
+        raise ConfigFileError(f'{target} does not hold a JSON object (it holds {_json_kind(loaded)}); {fix}')
+    data = cast('dict[str, Any]', loaded)
+    servers = data.get('user_servers')
+    if servers is not None and not isinstance(servers, list):
+        raise ConfigFileError(f'{target}: "user_servers" is {_json_kind(servers)}, not a list of servers; {fix}')
+    for i, entry in enumerate(cast('list[Any]', servers or []), start=1):
+        if not isinstance(entry, dict):
+            raise ConfigFileError(
+                f'{target}: server {i} of "user_servers" is {_json_kind(entry)}, not an object; {fix}'
+            )
+    state = data.get('builtin_state')
+    if state is not None and not isinstance(state, dict):
+        raise ConfigFileError(f'{target}: "builtin_state" is {_json_kind(state)}, not an object; {fix}')
+    return data
+
+
+def _depth(value: Any) -> int:
+    """How deeply JSON `value` nests (a scalar is 0), found without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level + 1)
+            children = cast('dict[str, Any]', item).values() if isinstance(item, dict) else cast('list[Any]', item)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _json_kind(value: Any) -> str:
+    """A JSON value's kind as a message names it: `a string`, `a number`, `null` ..."""
+    if value is None:
+        return 'null'
+    kinds = (
+        (bool, 'true or false'),
+        (int | float, 'a number'),
+        (str, 'a string'),
+        (list, 'a list'),
+        (dict, 'an object'),
+    )
+    return next(name for kind, name in kinds if isinstance(value, kind))
+
+
 def _references(client: str) -> dict[str, str]:
     """For each variable holding a secret, the client's reference to it (none for a client that expands nothing)."""
     refs = {name: reference(client, name) for name in secret_variables()}
     return {name: ref for name, ref in refs.items() if ref is not None}
-
-
-def _name_of(entry: Any) -> Any:
-    return cast('dict[str, Any]', entry).get('name')
 
 
 def _deep_entry(launcher: Launcher) -> dict[str, Any]:
