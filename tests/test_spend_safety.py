@@ -1,0 +1,192 @@
+"""Nothing lost, nothing phantom: a create the API answered is in the ledger with its id whatever cancels the caller,
+and input that cannot be sent is refused before anything is reserved.
+
+Through the ways in where each case was found: the Python API (asyncio and anyio cancellation, timeouts), a toolset
+in a real pydantic-ai Agent, and the CLI in a subprocess interrupted with SIGINT; on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from postgres_support import fresh_schema
+from pydantic_ai_perplexity import InvalidArgumentError, PerplexityToolset, Researcher
+from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.ledger import RESERVED, Ledger, RunRecord
+
+pytestmark = pytest.mark.anyio
+
+CREATE_PATHS = ('/v1/agent', '/v1/responses')
+#: Each create is answered this many real seconds late, so the caller can be cancelled while it is in flight.
+SLOW = '[[emulate: slow=1]]'
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == 'sqlite':
+        yield str(tmp_path / 'ledger.sqlite3')
+    else:
+        with fresh_schema() as url:
+            yield url
+
+
+def creates(emu: Emulator) -> int:
+    return sum(1 for r in emu.requests if r.method == 'POST' and r.path in CREATE_PATHS and r.status == 200)
+
+
+def rows(target: str) -> list[RunRecord]:
+    with Ledger(target) as ledger:
+        return ledger.list(limit=100)
+
+
+class Sent:
+    """Set once `count` create requests have gone out on the wire (an httpx event hook)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.seen = 0
+        self.event = anyio.Event()
+
+    async def __call__(self, request: httpx2.Request) -> None:
+        if request.method == 'POST' and request.url.path in CREATE_PATHS:
+            self.seen += 1
+            if self.seen >= self.count:
+                self.event.set()
+
+
+async def cancel_during_create(researcher: Researcher, sent: Sent, how: str, questions: list[str]) -> list[Any]:
+    """Research `questions` at once and cancel every call, `how`, while their creates are in flight."""
+    if how == 'task.cancel':
+        tasks = [asyncio.ensure_future(researcher.run(q)) for q in questions]
+        await sent.event.wait()
+        for task in tasks:
+            task.cancel()
+        return await asyncio.gather(*tasks, return_exceptions=True)
+    if how == 'asyncio.wait_for':
+
+        async def one(q: str) -> Any:
+            return await asyncio.wait_for(researcher.run(q), timeout=0.3)  # the create takes a second
+
+        return await asyncio.gather(*(one(q) for q in questions), return_exceptions=True)
+    assert how == 'anyio.move_on_after'
+    outcomes: list[Any] = []
+    async with anyio.create_task_group() as tg:
+        for q in questions:
+
+            async def one(q: str = q) -> None:
+                with anyio.move_on_after(0.3) as scope:
+                    outcomes.append(await researcher.run(q))
+                if scope.cancelled_caught:
+                    outcomes.append(asyncio.CancelledError())
+
+            tg.start_soon(one)
+    return outcomes
+
+
+@pytest.mark.parametrize('budget', [None, 20.0])
+@pytest.mark.parametrize('how', ['task.cancel', 'asyncio.wait_for', 'anyio.move_on_after'])
+async def test_a_create_the_api_answered_is_in_the_ledger_with_its_id_whatever_cancels_the_caller(
+    target: str, how: str, budget: float | None
+) -> None:
+    """Before: of 12 creates cancelled in flight, none was bound to its id (12 reserved rows, or none at all)."""
+    questions = [f'What is solar power? ({i}) {SLOW}' for i in range(4)]
+    sent = Sent(len(questions))
+    with Emulator(time_scale=0.01) as emu:
+        async with (
+            httpx2.AsyncClient(event_hooks={'request': [sent]}) as http,
+            Researcher(
+                api_key=emu.api_key,
+                base_url=emu.base_url,
+                ledger=target,
+                budget_usd=budget,
+                effort='fast',
+                http_client=http,
+            ) as researcher,
+        ):
+            outcomes = await cancel_during_create(researcher, sent, how, questions)
+            await researcher.flush()
+        made = creates(emu)
+    assert all(isinstance(o, (asyncio.CancelledError, TimeoutError)) for o in outcomes), outcomes
+    recorded = rows(target)
+    assert made == len(questions)
+    assert sorted(r.status for r in recorded) == ['queued'] * len(questions)  # bound, none left reserved
+    assert all(r.response_id.startswith('resp_') for r in recorded)
+
+
+@pytest.mark.parametrize('argument', ['query', 'instructions'])
+async def test_a_lone_surrogate_is_refused_before_any_reservation(emulator: Emulator, target: str, argument: str):
+    """Before: a UnicodeEncodeError escaped after a $17.55 `high` reservation, which then stayed held for ever."""
+    async with Researcher(
+        api_key=emulator.api_key, base_url=emulator.base_url, ledger=target, budget_usd=50, effort='high'
+    ) as researcher:
+        given = {'instructions': 'Be brief \udcff.'} if argument == 'instructions' else {}
+        query = 'What is solar \ud800 power?' if argument == 'query' else 'What is solar power?'
+        with pytest.raises(InvalidArgumentError, match='lone surrogate') as caught:
+            await researcher.run(query, **given)
+        await researcher.flush()
+    assert caught.value.argument == argument
+    assert rows(target) == []
+    assert creates(emulator) == 0
+
+
+def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
+
+
+async def test_a_models_query_with_a_lone_surrogate_is_a_retry_prompt_and_reserves_nothing(
+    emulator: Emulator, target: str
+):
+    calls = [  # the arguments as the model's JSON: a lone surrogate escaped, as a model can write it
+        [ToolCallPart('perplexity_research', '{"query": "Heat pumps \\udcff in cold climates"}')],
+        [ToolCallPart('perplexity_research', {'query': 'Heat pumps in cold climates'})],
+        'done',
+    ]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = calls[min(sum(isinstance(m, ModelResponse) for m in messages), len(calls) - 1)]
+        return ModelResponse(parts=[TextPart(step)] if isinstance(step, str) else list(step))
+
+    toolset = PerplexityToolset(
+        api_key=emulator.api_key, base_url=emulator.base_url, ledger=target, budget_usd=50, effort='high'
+    )
+    result = await Agent(FunctionModel(respond), toolsets=[toolset]).run('go')
+    first, second = _returns(result.all_messages())
+    assert first.outcome == 'retried' and 'lone surrogate' in str(first.content), first.content
+    assert second.outcome == 'success'
+    recorded = rows(target)
+    assert len(recorded) == 1 and recorded[0].status != RESERVED and recorded[0].response_id.startswith('resp_')
+    assert creates(emulator) == 1
+
+
+def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_id(tmp_path: Path) -> None:
+    from cli_support import COMMAND, TIMEOUT, cli_env
+
+    ledger = tmp_path / 'ledger.sqlite3'
+    with Emulator(time_scale=0.01) as emu:
+        env = cli_env(tmp_path, PERPLEXITY_API_KEY=emu.api_key, PERPLEXITY_BASE_URL=emu.base_url)
+        args = [*COMMAND, 'research', f'What is solar power? {SLOW}', '--effort', 'fast']
+        with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+            deadline = time.monotonic() + TIMEOUT
+            while not (ledger.exists() and [r for r in rows(str(ledger)) if r.status == RESERVED]):
+                assert time.monotonic() < deadline and process.poll() is None, 'no reservation before the deadline'
+                time.sleep(0.02)  # polling the ledger file, with a deadline
+            process.send_signal(signal.SIGINT)  # the create is in flight: answered a second late
+            _, stderr = process.communicate(timeout=TIMEOUT)
+        made = creates(emu)
+    assert process.returncode == 130, stderr
+    recorded = rows(str(ledger))
+    assert made == 1
+    assert len(recorded) == 1 and recorded[0].response_id.startswith('resp_'), recorded
