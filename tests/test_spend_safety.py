@@ -190,3 +190,142 @@ def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_i
     recorded = rows(str(ledger))
     assert made == 1
     assert len(recorded) == 1 and recorded[0].response_id.startswith('resp_'), recorded
+
+
+# --- emulated runs never block anything -------------------------------------------------------------------------
+
+
+def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is_admitted(tmp_path: Path) -> None:
+    """Before: an `xhigh` run left by `--no-wait` on the built-in emulator held $49.58 of fake spend for ever, and the
+    next offline run under a $50 cap was refused as already spent."""
+    from cli_support import COMMAND, TIMEOUT, cli_env
+
+    env = cli_env(tmp_path, PERPLEXITY_BUDGET_USD='50')
+    left = subprocess.run(
+        [*COMMAND, 'research', 'What is solar power?', '--effort', 'xhigh', '--no-wait'],
+        env=env, capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert left.returncode == 0, left.stderr
+    response_id = left.stdout.strip()
+    with Ledger(tmp_path / 'ledger.sqlite3') as ledger:
+        record = ledger.get(response_id)
+        assert record is not None and record.emulated
+        assert (record.status, record.cost_usd) == ('cancelled', 0.0)
+        assert ledger.spent_usd() == 0.0
+    again = subprocess.run(
+        [*COMMAND, 'research', 'How do heat pumps work?', '--effort', 'xhigh', '--json'],
+        env=env, capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert 'Budget exceeded' not in again.stderr
+
+
+def test_ctrl_c_on_an_offline_run_ends_it_at_no_cost(tmp_path: Path) -> None:
+    from cli_support import COMMAND, TIMEOUT, cli_env
+
+    ledger = tmp_path / 'ledger.sqlite3'
+    env = cli_env(tmp_path, PERPLEXITY_BUDGET_USD='50', PERPLEXITY_EMULATOR_TIME_SCALE='0.5')
+    args = [*COMMAND, 'research', 'What is solar power?', '--effort', 'xhigh']
+    with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        deadline = time.monotonic() + TIMEOUT
+        while not (ledger.exists() and [r for r in rows(str(ledger)) if r.response_id.startswith('resp_')]):
+            assert time.monotonic() < deadline and process.poll() is None, 'no run before the deadline'
+            time.sleep(0.02)  # polling the ledger file, with a deadline
+        process.send_signal(signal.SIGINT)  # the run goes on (an xhigh run lasts minutes at this scale)
+        _, stderr = process.communicate(timeout=TIMEOUT)
+    assert process.returncode == 130, stderr
+    (record,) = rows(str(ledger))
+    assert (record.status, record.cost_usd, record.emulated) == ('cancelled', 0.0, True), record
+    with Ledger(ledger) as book:
+        assert book.spent_usd() == 0.0
+
+
+async def test_jobs_reconcile_ends_the_runs_of_an_emulator_that_is_gone_at_no_cost(target: str) -> None:
+    """Rows an older version left from a built-in emulator: `reconcile` (hence `jobs reconcile`) clears them."""
+    from pydantic_ai_perplexity.client import PerplexityClient
+    from pydantic_ai_perplexity.reconcile import reconcile
+
+    with Emulator(time_scale=0.01) as gone:
+        async with Researcher(
+            api_key=gone.api_key, base_url=gone.base_url, ledger=target, budget_usd=50, effort='xhigh', wait_seconds=0
+        ) as researcher:
+            handed = await researcher.run('What is solar power?')
+    with Ledger(target) as ledger:
+        assert ledger.get(handed.response_id).status in ('queued', 'in_progress')  # type: ignore[union-attr]
+        assert ledger.spent_usd() > 40
+        with Emulator(time_scale=0.01) as live:
+            async with PerplexityClient(api_key=live.api_key, base_url=live.base_url) as client:
+                updated = await reconcile(ledger, client)
+        assert updated[handed.response_id].status == 'cancelled'
+        assert ledger.get(handed.response_id).cost_usd == 0.0  # type: ignore[union-attr]
+        assert ledger.spent_usd() == 0.0
+
+
+# --- cancelled runs are settled, never held -------------------------------------------------------------------------
+
+
+def _cancelled_like_the_live_capture(response_id: str) -> Any:
+    """A cancelled run as the API reports it: partial output, `error.code` cancelled, `usage: null`.
+
+    Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_cancelled.json, captured 2026-10-09.
+    """
+    from pydantic_ai_perplexity.client._models import Response
+
+    return Response.model_validate(
+        {
+            'id': response_id,
+            'object': 'response',
+            'status': 'cancelled',
+            'model': 'medium',
+            'background': True,
+            'error': {'code': 'cancelled', 'message': 'cancelled', 'type': 'cancelled'},
+            'incomplete_details': {'reason': 'cancelled'},
+            'output': [
+                {
+                    'type': 'search_results',
+                    'queries': ['crates.io packages downloads statistics'],
+                    'results': [{'id': 1, 'title': 'The Cargo Book', 'url': 'https://doc.rust-lang.org/cargo/'}],
+                }
+            ],
+            'usage': None,
+        }
+    )
+
+
+async def test_a_cancelled_run_without_usage_is_charged_its_reservation_and_settled(target: str) -> None:
+    """The rule (docs/ledger.md): the API bills the steps a cancelled run ran but reports `usage: null`, so the run is
+    charged its reservation, the most it can have spent, and its row is settled (a cost, not an estimate held open)."""
+    from datetime import UTC, datetime
+
+    from pydantic_ai_perplexity import ResearchResult
+    from pydantic_ai_perplexity.reconcile import CANCELLED_UNBILLED, record_finished
+
+    with Ledger(target) as ledger:
+        now = datetime.now(UTC)
+        record = RunRecord(created_at=now, query='q', origin='api', effort='medium', estimate_usd=2.79, api='api.x')
+        token = ledger.reserve(record, cap_usd=None)
+        ledger.bind(token, 'resp_5e673b76-3ae9-4a96-abd8-46a85b8108df', status='in_progress')
+        result = ResearchResult.from_response(
+            _cancelled_like_the_live_capture('resp_5e673b76-3ae9-4a96-abd8-46a85b8108df')
+        )
+        assert result.cost_usd is None
+        record_finished(ledger, result)
+        settled = ledger.get('resp_5e673b76-3ae9-4a96-abd8-46a85b8108df')
+        assert settled is not None
+        assert (settled.status, settled.cost_usd) == ('cancelled', 2.79)
+        assert CANCELLED_UNBILLED in (settled.error or '')
+        assert ledger.spent_usd() == pytest.approx(2.79)
+
+
+async def test_an_emulated_run_cancelled_through_the_api_costs_nothing(emulator: Emulator, target: str) -> None:
+    async with Researcher(
+        api_key=emulator.api_key, base_url=emulator.base_url, ledger=target, budget_usd=50, effort='high'
+    ) as researcher:
+        started = await researcher.start('What is solar power? [[emulate: duration=9000]]')
+        cancelled = await researcher.cancel(started.response_id)
+        await researcher.flush()
+    assert cancelled.status == 'cancelled' and cancelled.cost_usd is None
+    with Ledger(target) as ledger:
+        row = ledger.get(started.response_id)
+        assert row is not None and (row.status, row.cost_usd) == ('cancelled', 0.0)
+        assert ledger.spent_usd() == 0.0

@@ -71,7 +71,21 @@ def _endpoint(*, no_wait: bool = False) -> Generator[dict[str, str]]:
     with Emulator(time_scale=float(os.environ.get('PERPLEXITY_EMULATOR_TIME_SCALE') or '0.05')) as emu:
         note = ' It stops when this command ends, so this run cannot be collected later.' if no_wait else ''
         _err(f'No PERPLEXITY_API_KEY set: using the built-in emulator at {emu.base_url} (answers are canned).{note}')
-        yield {'api_key': emu.api_key, 'base_url': emu.base_url}
+        base_url = emu.base_url
+        try:
+            yield {'api_key': emu.api_key, 'base_url': base_url}
+        finally:
+            _end_abandoned(base_url.removeprefix('http://'))  # the runs' `api`: the base URL's host:port
+
+
+def _end_abandoned(api: str) -> None:
+    """The built-in emulator stops with the command: a run it left unfinished (Ctrl-C, `--no-wait`) is ended in the
+    ledger as cancelled at no cost, so that fake spend never holds the budget of later runs."""
+    from .ledger import Ledger
+    from .reconcile import end_emulated_runs
+
+    with Ledger() as ledger:
+        end_emulated_runs(ledger, api)
 
 
 #: Library wording that names Python arguments, and what the command line calls the same thing.

@@ -51,7 +51,7 @@ from .options import (
     response_format,
     wire_date,
 )
-from .reconcile import finished_fields, reconcile
+from .reconcile import reconcile, record_finished
 from .results import ResearchResult
 from .settings import Settings
 from .steps import Step, StepReducer
@@ -486,7 +486,7 @@ class Researcher:
     async def _record_end(self, result: ResearchResult) -> None:
         if self.ledger is None:
             return
-        self._record(self.ledger.update, result.response_id, **finished_fields(result))
+        self._record(record_finished, self.ledger, result)
 
     def _record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Queue a ledger write; it runs in order on the recorder thread, never delaying the research call."""
