@@ -126,8 +126,8 @@ async def one_workflow(directory: Path, mode: str) -> None:
     DBOS(config=config('durable-test', f'sqlite:///{directory / "dbos.sqlite3"}'))
     DBOS.launch()  # recovers the workflow a killed process left pending
     if await DBOS.get_workflow_status_async(WORKFLOW_ID) is None:
-        with SetWorkflowID(WORKFLOW_ID):
-            handle = await DBOS.start_workflow_async(ask, QUESTION)
+        with SetWorkflowID(WORKFLOW_ID):  # DURABLE_QUESTION: another question, e.g. with emulator directives
+            handle = await DBOS.start_workflow_async(ask, os.environ.get('DURABLE_QUESTION', QUESTION))
     else:
         handle = await DBOS.retrieve_workflow_async(WORKFLOW_ID)
     output = await handle.get_result()
