@@ -5,7 +5,9 @@ results = await research_many(['What is the EU AI Act?', 'How do heat pumps work
 results_table(results)  # a pandas DataFrame when pandas is installed, else a list of dicts
 ```
 
-A question the budget refuses, or whose run cannot start, comes back as a `failed` result with `error` saying why
+A question the budget refuses while the batch's own runs hold reservations waits for one of them to end and tries
+again, so every question that fits the cap gets its turn (one after another if it must). A question that still does
+not fit, or whose run cannot start, comes back as a `failed` result with `error` saying why
 and an empty `response_id` (no run exists) instead of ending the batch; `results_table` shows a refusal as
 `refused`. Problems no question can get past (a missing or rejected key, a bad base URL) still raise, once.
 """
@@ -96,8 +98,9 @@ async def research_many(
         queries: Questions, or mappings with a `query` and per-question options (e.g. `{'query': q, 'effort': 'low'}`).
         concurrency: How many runs may be going at once.
         researcher: The `Researcher` to use (its ledger and budget); by default one from the environment.
-        budget_usd: A cap on recorded spend for the default researcher (or `PERPLEXITY_BUDGET_USD`). Runs that
-            would pass it are refused before they start and come back failed, with the reason in `error`.
+        budget_usd: A cap on recorded spend for the default researcher (or `PERPLEXITY_BUDGET_USD`). A run that
+            would pass it while the batch's runs hold reservations waits for one to end; one that would pass it with
+            none in flight is refused before it starts and comes back failed, with the reason in `error`.
         on_result: Called with `(index, result)` as each question finishes, e.g. to show progress.
         queue: A `durable.ResearchQueue` whose workers research the questions (their researcher, ledger and budget;
             the queue's concurrency and rate limits); `researcher` and `budget_usd` are then not for this call.
