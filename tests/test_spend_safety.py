@@ -11,7 +11,7 @@ import asyncio
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -171,23 +171,57 @@ async def test_a_models_query_with_a_lone_surrogate_is_a_retry_prompt_and_reserv
     assert creates(emulator) == 1
 
 
-def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_id(tmp_path: Path) -> None:
+async def test_an_agent_run_cancelled_while_its_tool_creates_the_run_leaves_it_bound(target: str) -> None:
+    """A toolset in a real pydantic-ai Agent, the agent's run given up (`asyncio.wait_for`) during the create."""
+    sent = Sent(1)
+    calls = [[ToolCallPart('perplexity_research', {'query': f'Heat pumps in cold climates {SLOW}'})], 'done']
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = calls[min(sum(isinstance(m, ModelResponse) for m in messages), len(calls) - 1)]
+        return ModelResponse(parts=[TextPart(step)] if isinstance(step, str) else list(step))
+
+    with Emulator(time_scale=0.01) as emu:
+        async with httpx2.AsyncClient(event_hooks={'request': [sent]}) as http:
+            toolset = PerplexityToolset(
+                api_key=emu.api_key, base_url=emu.base_url, ledger=target, effort='fast', http_client=http
+            )
+            agent = Agent(FunctionModel(respond), toolsets=[toolset])
+            task = asyncio.ensure_future(agent.run('go'))
+            await sent.event.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await toolset.researcher.flush()
+        made = creates(emu)
+    recorded = rows(target)
+    assert made == 1
+    assert [r.status for r in recorded] == ['queued'] and recorded[0].response_id.startswith('resp_')
+
+
+def _poll_ledger(target: str, process: subprocess.Popen[bytes], found: Callable[[RunRecord], bool]) -> None:
+    """Wait (polling the ledger, with a deadline) until a row is `found`, failing if the command ends first."""
+    from cli_support import TIMEOUT
+
+    deadline = time.monotonic() + TIMEOUT
+    while not any(found(r) for r in rows(target)):
+        assert time.monotonic() < deadline and process.poll() is None, 'no such row before the deadline'
+        time.sleep(0.02)
+
+
+def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_id(tmp_path: Path, target: str) -> None:
     from cli_support import COMMAND, TIMEOUT, cli_env
 
-    ledger = tmp_path / 'ledger.sqlite3'
     with Emulator(time_scale=0.01) as emu:
         env = cli_env(tmp_path, PERPLEXITY_API_KEY=emu.api_key, PERPLEXITY_BASE_URL=emu.base_url)
+        env['PERPLEXITY_LEDGER_URL'] = target
         args = [*COMMAND, 'research', f'What is solar power? {SLOW}', '--effort', 'fast']
         with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
-            deadline = time.monotonic() + TIMEOUT
-            while not (ledger.exists() and [r for r in rows(str(ledger)) if r.status == RESERVED]):
-                assert time.monotonic() < deadline and process.poll() is None, 'no reservation before the deadline'
-                time.sleep(0.02)  # polling the ledger file, with a deadline
+            _poll_ledger(target, process, lambda r: r.status == RESERVED)
             process.send_signal(signal.SIGINT)  # the create is in flight: answered a second late
             _, stderr = process.communicate(timeout=TIMEOUT)
         made = creates(emu)
     assert process.returncode == 130, stderr
-    recorded = rows(str(ledger))
+    recorded = rows(target)
     assert made == 1
     assert len(recorded) == 1 and recorded[0].response_id.startswith('resp_'), recorded
 
@@ -195,19 +229,21 @@ def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_i
 # --- emulated runs never block anything -------------------------------------------------------------------------
 
 
-def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is_admitted(tmp_path: Path) -> None:
+def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is_admitted(
+    tmp_path: Path, target: str
+) -> None:
     """Before: an `xhigh` run left by `--no-wait` on the built-in emulator held $49.58 of fake spend for ever, and the
     next offline run under a $50 cap was refused as already spent."""
     from cli_support import COMMAND, TIMEOUT, cli_env
 
-    env = cli_env(tmp_path, PERPLEXITY_BUDGET_USD='50')
+    env = cli_env(tmp_path, PERPLEXITY_BUDGET_USD='50', PERPLEXITY_LEDGER_URL=target)
     left = subprocess.run(
         [*COMMAND, 'research', 'What is solar power?', '--effort', 'xhigh', '--no-wait'],
         env=env, capture_output=True, text=True, timeout=TIMEOUT,
     )  # fmt: skip
     assert left.returncode == 0, left.stderr
     response_id = left.stdout.strip()
-    with Ledger(tmp_path / 'ledger.sqlite3') as ledger:
+    with Ledger(target) as ledger:
         record = ledger.get(response_id)
         assert record is not None and record.emulated
         assert (record.status, record.cost_usd) == ('cancelled', 0.0)
@@ -220,23 +256,21 @@ def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is
     assert 'Budget exceeded' not in again.stderr
 
 
-def test_ctrl_c_on_an_offline_run_ends_it_at_no_cost(tmp_path: Path) -> None:
+def test_ctrl_c_on_an_offline_run_ends_it_at_no_cost(tmp_path: Path, target: str) -> None:
     from cli_support import COMMAND, TIMEOUT, cli_env
 
-    ledger = tmp_path / 'ledger.sqlite3'
-    env = cli_env(tmp_path, PERPLEXITY_BUDGET_USD='50', PERPLEXITY_EMULATOR_TIME_SCALE='0.5')
+    env = cli_env(
+        tmp_path, PERPLEXITY_BUDGET_USD='50', PERPLEXITY_EMULATOR_TIME_SCALE='0.5', PERPLEXITY_LEDGER_URL=target
+    )
     args = [*COMMAND, 'research', 'What is solar power?', '--effort', 'xhigh']
     with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
-        deadline = time.monotonic() + TIMEOUT
-        while not (ledger.exists() and [r for r in rows(str(ledger)) if r.response_id.startswith('resp_')]):
-            assert time.monotonic() < deadline and process.poll() is None, 'no run before the deadline'
-            time.sleep(0.02)  # polling the ledger file, with a deadline
+        _poll_ledger(target, process, lambda r: r.response_id.startswith('resp_'))
         process.send_signal(signal.SIGINT)  # the run goes on (an xhigh run lasts minutes at this scale)
         _, stderr = process.communicate(timeout=TIMEOUT)
     assert process.returncode == 130, stderr
-    (record,) = rows(str(ledger))
+    (record,) = rows(target)
     assert (record.status, record.cost_usd, record.emulated) == ('cancelled', 0.0, True), record
-    with Ledger(ledger) as book:
+    with Ledger(target) as book:
         assert book.spent_usd() == 0.0
 
 

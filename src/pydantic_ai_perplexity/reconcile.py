@@ -4,8 +4,11 @@ or a cancel that never came back ends as the API has it, with its actual cost in
 `reconcile(ledger, client)` asks the API about the ledger's runs that are still `queued`, `in_progress`, `starting`
 or `cancelling` (bounded: at most `limit` runs, `concurrency` requests at once, `timeout` seconds in all; a run
 refreshed in the last `fresh_for` seconds is not asked again). A run that has ended gets its status, tokens, counts,
-model, error and actual `usage.cost`; one still going gets its current status. Runs of another API (an emulator that
-is gone) and reservations without an id are left alone. It never raises for a run it could not refresh.
+model, error and actual `usage.cost` (a cancelled run the API reports without usage is charged its reservation:
+`record_finished`); one still going gets its current status. Runs of another API and reservations without an id are
+left alone, except those of an emulator on this machine that no longer listens: they can never end by themselves nor
+cost anything, so they are ended `cancelled` at no cost (`end_emulated_runs`). It never raises for a run it could
+not refresh.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ async def reconcile(
     """
     if records is None:
         records = await anyio.to_thread.run_sync(lambda: ledger.list(status=UNFINISHED, limit=limit))
+    records = list(records)  # read twice: for emulators that are gone, then for the runs due
     now = time.monotonic()
     with _refreshed_lock:
         due = [
