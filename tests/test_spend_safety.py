@@ -363,3 +363,47 @@ async def test_an_emulated_run_cancelled_through_the_api_costs_nothing(emulator:
         row = ledger.get(started.response_id)
         assert row is not None and (row.status, row.cost_usd) == ('cancelled', 0.0)
         assert ledger.spent_usd() == 0.0
+
+
+#: A script that starts a run on its own emulator (the create answered 30 s late) and waits, to be killed meanwhile.
+KILLED_MID_CREATE = """
+import asyncio, sys
+from pydantic_ai_perplexity import Researcher
+from pydantic_ai_perplexity.emulator import Emulator
+
+async def main():
+    with Emulator(time_scale=0.01) as emu:
+        async with Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=sys.argv[1], effort='low') as r:
+            await r.run('What is solar power? [[emulate: slow=30]]')
+
+asyncio.run(main())
+"""
+
+
+async def test_a_row_left_by_a_process_killed_mid_create_on_its_emulator_is_ended_at_no_cost(
+    tmp_path: Path, target: str
+) -> None:
+    """Without a budget the row is written before the create: one an emulator's run left must be marked emulated (it
+    is asked first), so that it never counts as real spend, and `reconcile` ends it once that emulator is gone."""
+    import sys
+
+    from pydantic_ai_perplexity.client import PerplexityClient
+    from pydantic_ai_perplexity.reconcile import reconcile
+
+    script = tmp_path / 'script.py'
+    script.write_text(KILLED_MID_CREATE)
+    with subprocess.Popen([sys.executable, str(script), target]) as process:
+        try:
+            _poll_ledger(target, process, lambda r: r.status == RESERVED)
+        finally:
+            process.kill()
+    (left,) = rows(target)
+    assert left.status == RESERVED and left.emulated
+    with Ledger(target) as ledger:
+        assert ledger.spent_usd(emulated=False) == 0.0  # never real spend
+        with Emulator(time_scale=0.01) as live:
+            async with PerplexityClient(api_key=live.api_key, base_url=live.base_url) as client:
+                await reconcile(ledger, client)  # as `jobs reconcile` does
+        ended = ledger.get(left.response_id)
+        assert ended is not None and (ended.status, ended.cost_usd) == ('cancelled', 0.0)
+        assert ledger.spent_usd() == 0.0

@@ -57,12 +57,12 @@ async def reconcile(
     timeout: float = 10.0,
     fresh_for: float = 10.0,
 ) -> dict[str, RunRecord]:
-    """Refresh the unfinished runs among `records` (default: the ledger's newest `limit` unfinished ones).
+    """Refresh the unfinished runs among `records` (default: the newest `limit` unfinished rows and reservations).
 
     Returns the rows as they are after the refresh, by `response_id` (only those that were asked about).
     """
     if records is None:
-        records = await anyio.to_thread.run_sync(lambda: ledger.list(status=UNFINISHED, limit=limit))
+        records = await anyio.to_thread.run_sync(lambda: ledger.list(status=(*UNFINISHED, RESERVED), limit=limit))
     records = list(records)  # read twice: for emulators that are gone, then for the runs due
     now = time.monotonic()
     with _refreshed_lock:

@@ -377,8 +377,11 @@ class Researcher:
             token, record, request = await self._reserve(record, request, query)
             if token is None:
                 # No cap: the row is written anyway before the create (a run's intent, keyed by `request_id` when
-                # given), so that a process killed while the create is in flight leaves a row to find, never nothing.
-                token = await self._ledger_call(self.ledger.reserve, record, cap_usd=None)
+                # given), so that a process killed while the create is in flight leaves a row to find, never nothing;
+                # marked emulated when it is, so that one left by an emulator never counts as real spend.
+                await self._probe_emulator()
+                intent = record.model_copy(update={'emulated': self.client.emulated is True})
+                token = await self._ledger_call(self.ledger.reserve, intent, cap_usd=None)
         try:
             response = await self.client.start(query, **request)
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
@@ -397,6 +400,12 @@ class Researcher:
             self._record(self.ledger.bind, token, response.id, status=response.status, emulated=emulated)
         run = _Run(query, effort, time.monotonic(), adapter, options.output_type is not None, model=options.model)
         return response, run
+
+    async def _probe_emulator(self) -> None:
+        """Ask a local base URL once (a free `GET /v1/models`) whether it is an emulator, if no answer said so yet."""
+        if self.client.emulated is None and _on_loopback(self.client.api):
+            with contextlib.suppress(PerplexityError):
+                await self.client.models()
 
     async def _reserve(
         self, record: RunRecord, request: AgentRequest, query: str
