@@ -340,7 +340,7 @@ class Researcher:
         """
         if not query or not query.strip():
             raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
-        check_sendable(query, options.to_request(self.effort))
+        _check_sendable(query, options.to_request(self.effort))
         return await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
 
     async def _start_recorded(
@@ -541,7 +541,7 @@ def _on_loopback(api: str) -> bool:
 _T = TypeVar('_T')
 
 
-def check_sendable(query: str, request: Mapping[str, Any]) -> None:
+def _check_sendable(query: str, request: Mapping[str, Any]) -> None:
     """Refuse text that is not valid Unicode (a lone surrogate, e.g. from undecodable bytes) before anything is
     reserved or sent: the request could never be encoded as UTF-8, so no run could start.
 
