@@ -224,6 +224,7 @@ def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_i
     recorded = rows(target)
     assert made == 1
     assert len(recorded) == 1 and recorded[0].response_id.startswith('resp_'), recorded
+    assert f'Run {recorded[0].response_id} goes on server-side' in stderr.decode()  # the notice names the run
 
 
 # --- emulated runs never block anything -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import time
+import uuid
 from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
@@ -428,6 +429,7 @@ def research(
             raise click.BadParameter(f'{schema} is not JSON: {exc}', param_hint='--schema') from None
 
     started: list[str] = []  # the run's id, once the API has given it (for a Ctrl-C notice)
+    key = f'cli:{uuid.uuid4().hex}'  # on the run's row: finds its id after a Ctrl-C that came during the create
 
     async def go(settings: dict[str, str]) -> ResearchResult:
         from .researcher import Researcher
@@ -440,9 +442,11 @@ def research(
             base_url=settings.get('base_url'),
         ) as researcher:
             if no_wait:
-                return await researcher.start(question, **options)
+                return await researcher.start(question, request_id=key, **options)
             with _StepDisplay(question) as display:
-                result = await researcher.run(question, on_progress=display, on_started=started.append, **options)
+                result = await researcher.run(
+                    question, on_progress=display, on_started=started.append, request_id=key, **options
+                )
             if result.done:
                 display.summary(result)
             return result
@@ -452,11 +456,21 @@ def research(
         with _endpoint(no_wait=no_wait) as settings:
             result = anyio.run(go, settings)
     except KeyboardInterrupt:
-        _interrupted(started[-1] if started else None, emulated=emulated)
+        _interrupted(started[-1] if started else _bound_to(key), emulated=emulated)
     except Exception as exc:
         _fail(exc)
         return
     _print_outcome(result, as_json=as_json, builtin_emulator=emulated)
+
+
+def _bound_to(key: str) -> str | None:
+    """The id of the run this command's create made, if it reached the ledger (the create is finished before a
+    Ctrl-C is let through, so a run the API created is there)."""
+    from .ledger import Ledger, is_provisional
+
+    with Ledger() as ledger:
+        found = ledger.list(request_id=key, limit=1)
+    return found[0].response_id if found and not is_provisional(found[0].response_id) else None
 
 
 #: Exit status after Ctrl-C, as a shell reports a command ended by SIGINT.
