@@ -116,7 +116,7 @@ async def one_workflow(directory: Path, mode: str) -> None:
         from pydantic_ai_perplexity import Researcher
         from pydantic_ai_perplexity.durable import durable_research
 
-        researcher = Researcher(ledger=directory / 'ledger.sqlite3')
+        researcher = Researcher(ledger=os.environ.get('DURABLE_LEDGER') or directory / 'ledger.sqlite3')
 
         @DBOS.workflow(name='ask')
         async def ask(question: str) -> str:

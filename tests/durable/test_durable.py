@@ -15,6 +15,7 @@ import httpx2
 import pytest
 from durable_support import DEADLINE, creates, log_of, spans, started_runs, wait_for, worker
 
+from postgres_support import fresh_schema
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
 
@@ -105,25 +106,31 @@ def _connected(pid: int, port: int) -> bool:
     return False
 
 
-def _intent(directory: Path) -> bool:
-    path = directory / 'ledger.sqlite3'
-    if not path.exists():
-        return False
-    with Ledger(path) as ledger:
+def _intent(target: str) -> bool:
+    with Ledger(target) as ledger:
         return any(r.status == 'reserved' and (r.request_id or '').startswith('dbos:') for r in ledger.list())
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == 'sqlite':
+        yield str(tmp_path / 'state' / 'ledger.sqlite3')
+    else:
+        with fresh_schema() as url:
+            yield url
 
 
 @pytest.mark.slow
 def test_a_worker_killed_while_its_create_is_in_flight_never_creates_again_on_recovery(
-    emu: Emulator, tmp_path: Path
+    emu: Emulator, tmp_path: Path, target: str
 ) -> None:
     """Without a budget. Before, the row was written only once the create answered, so the whole round trip was a
     window in which a killed worker's retried start step created (and billed) the run again. Now the step's row is
     written before the create: the retry finds it and refuses rather than creating again."""
-    env = {'DURABLE_QUESTION': 'How do heat pumps work in cold climates? [[emulate: slow=3]]'}
+    env = {'DURABLE_QUESTION': 'How do heat pumps work in cold climates? [[emulate: slow=3]]', 'DURABLE_LEDGER': target}
     first = worker('pipeline', tmp_path, emu, env=env)
     try:
-        wait_for("the start step's row in the ledger", lambda: _intent(tmp_path), proc=first)
+        wait_for("the start step's row in the ledger", lambda: _intent(target), proc=first)
         wait_for('the create on the wire', lambda: _connected(first.pid, emu.port), proc=first)
         first.send_signal(signal.SIGKILL)  # the create is answered 3 s late: it is in flight
         assert first.wait(timeout=DEADLINE) == -signal.SIGKILL
