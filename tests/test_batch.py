@@ -106,17 +106,6 @@ async def test_arguments_are_checked():
         await research_many([{'effort': 'fast'}])
 
 
-@pytest.fixture(params=['sqlite', 'postgres'])
-def ledger_target(request: pytest.FixtureRequest, tmp_path: Path):
-    from postgres_support import fresh_schema
-
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'l.sqlite3')
-    else:
-        with fresh_schema() as url:
-            yield url
-
-
 async def test_questions_the_budget_refuses_while_the_batchs_own_runs_hold_it_wait_and_all_finish(
     emulator: Emulator, ledger_target: str
 ):

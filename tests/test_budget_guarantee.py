@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ import anyio
 import httpx2
 import pytest
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity.emulator import EMULATOR_HEADER, Emulator
 from pydantic_ai_perplexity.errors import BudgetExceededError, InvalidArgumentError
@@ -32,13 +30,10 @@ from pydantic_ai_perplexity.reconcile import reconcile
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=['sqlite', 'postgres'])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'state' / 'ledger.sqlite3')
-    else:
-        with fresh_schema() as url:
-            yield url
+@pytest.fixture
+def target(ledger_target: str) -> str:
+    """The ledger of the test, on each engine (`ledger_target`)."""
+    return ledger_target
 
 
 class Bodies:

@@ -11,7 +11,7 @@ import asyncio
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity import InvalidArgumentError, PerplexityToolset, Researcher
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import RESERVED, Ledger, RunRecord
@@ -34,13 +33,10 @@ CREATE_PATHS = ('/v1/agent', '/v1/responses')
 SLOW = '[[emulate: slow=1]]'
 
 
-@pytest.fixture(params=['sqlite', 'postgres'])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'ledger.sqlite3')
-    else:
-        with fresh_schema() as url:
-            yield url
+@pytest.fixture
+def target(ledger_target: str) -> str:
+    """The ledger of the test, on each engine (`ledger_target`)."""
+    return ledger_target
 
 
 def creates(emu: Emulator) -> int:

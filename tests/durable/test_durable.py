@@ -15,7 +15,6 @@ import httpx2
 import pytest
 from durable_support import DEADLINE, creates, log_of, spans, started_runs, wait_for, worker
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
 
@@ -111,13 +110,10 @@ def _intent(target: str) -> bool:
         return any(r.status == 'reserved' and (r.request_id or '').startswith('dbos:') for r in ledger.list())
 
 
-@pytest.fixture(params=['sqlite', 'postgres'])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'state' / 'ledger.sqlite3')
-    else:
-        with fresh_schema() as url:
-            yield url
+@pytest.fixture
+def target(ledger_target: str) -> str:
+    """The ledger of the test, on each engine (`ledger_target`)."""
+    return ledger_target
 
 
 @pytest.mark.slow
