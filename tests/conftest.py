@@ -62,3 +62,15 @@ def emulator_env(emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> Emulato
 def pytest_configure(config: pytest.Config) -> None:
     # The test run never needs a real key: make sure none leaks in from the shell that started it.
     os.environ.pop('PERPLEXITY_API_KEY', None)
+
+
+@pytest.fixture(params=['sqlite', 'postgres'])
+def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A ledger on each engine: a SQLite file in the test's state directory, or a fresh PostgreSQL schema."""
+    if request.param == 'sqlite':
+        yield str(tmp_path / 'state' / 'ledger.sqlite3')
+    else:
+        from postgres_support import fresh_schema
+
+        with fresh_schema() as url:
+            yield url

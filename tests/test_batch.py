@@ -104,3 +104,36 @@ async def test_arguments_are_checked():
         await research_many(['q'], concurrency=0)
     with pytest.raises(TypeError, match='query'):
         await research_many([{'effort': 'fast'}])
+
+
+async def test_questions_the_budget_refuses_while_the_batchs_own_runs_hold_it_wait_and_all_finish(
+    emulator: Emulator, ledger_target: str
+):
+    """Eight `medium` questions under a $5 cap: each reservation ($2.79) leaves room for one more at a time, and each
+    run costs cents, so all eight fit one after another. Refused while earlier ones hold the budget, a question
+    waits for one of them to end and tries again, rather than coming back refused (once 3 of 8)."""
+    researcher = Researcher(
+        api_key=emulator.api_key, base_url=emulator.base_url, ledger=ledger_target, budget_usd=5.0, wait_seconds=30
+    )
+    questions = [f'How do heat pumps work? (part {i})' for i in range(8)]
+    results = await research_many(questions, researcher=researcher, concurrency=8, effort='medium')
+    assert [r.status for r in results] == ['completed'] * 8, [r.error for r in results]
+    with Ledger(ledger_target) as ledger:
+        rows = ledger.list(limit=20)
+        spent = ledger.spent_usd()
+    assert sorted(r.response_id for r in rows) == sorted(r.response_id for r in results)
+    assert spent <= 5.0
+
+
+async def test_a_question_that_never_fits_is_still_refused_once_the_batch_has_nothing_in_flight(
+    emulator: Emulator, tmp_path: Path
+):
+    researcher = Researcher(
+        api_key=emulator.api_key, base_url=emulator.base_url, ledger=tmp_path / 'l.sqlite3', budget_usd=0.5
+    )
+    batch = [{'query': f'What is the EU AI Act? ({i})', 'effort': 'fast'} for i in range(3)]
+    batch.append({'query': 'A broad survey of heat pumps', 'effort': 'xhigh'})  # more than the whole cap
+    with anyio.fail_after(60):  # it must not wait for ever on runs that cannot free enough
+        results = await research_many(batch, researcher=researcher, concurrency=4)
+    assert [r.status for r in results] == ['completed'] * 3 + ['failed']
+    assert (results[3].error or '').startswith('refused by the budget: ')

@@ -9,9 +9,10 @@ query under $0.01, `fast` on a dear model with 200k characters of instructions a
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,9 @@ import anyio
 import httpx2
 import pytest
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity.emulator import EMULATOR_HEADER, Emulator
-from pydantic_ai_perplexity.errors import BudgetExceededError
+from pydantic_ai_perplexity.errors import BudgetExceededError, InvalidArgumentError
 from pydantic_ai_perplexity.ledger import EPSILON_USD, Ledger, RunRecord
 from pydantic_ai_perplexity.pricing import PriceTable, fit, load_prices, reservation, text_tokens
 from pydantic_ai_perplexity.reconcile import reconcile
@@ -30,13 +30,10 @@ from pydantic_ai_perplexity.reconcile import reconcile
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=['sqlite', 'postgres'])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'state' / 'ledger.sqlite3')
-    else:
-        with fresh_schema() as url:
-            yield url
+@pytest.fixture
+def target(ledger_target: str) -> str:
+    """The ledger of the test, on each engine (`ledger_target`)."""
+    return ledger_target
 
 
 class Bodies:
@@ -169,11 +166,30 @@ async def test_random_requests_at_random_concurrency_never_spend_over_the_cap(
     over: list[tuple[float, float]] = []
     admitted: list[float] = []
     refused: list[str] = []
+    cancelled: list[str] = []
     async with researcher(emulator, target, cap, wait_seconds=30) as r:
-        for _ in range(3):  # rounds of concurrent runs, as callers arrive in bursts
+        for round_ in range(4):  # rounds of concurrent runs, as callers arrive in bursts
             width = rnd.randint(2, 6)
 
-            async def one(query: str, options: dict[str, Any]) -> None:
+            async def one(query: str, options: dict[str, Any], fate: str) -> None:
+                if fate == 'surrogate':  # unsendable text: refused before anything is reserved
+                    with pytest.raises(InvalidArgumentError, match='lone surrogate'):
+                        await r.run(query + ' \udcff', **options)
+                    return
+                if fate in ('cancel', 'wait_for'):  # the caller gives up while the create is in flight
+                    slowed = f'{query} [[emulate: slow=0.3]]'
+                    try:
+                        if fate == 'cancel':
+                            with anyio.move_on_after(0.05):
+                                await r.run(slowed, **options)
+                        else:
+                            with contextlib.suppress(TimeoutError):
+                                await asyncio.wait_for(r.run(slowed, **options), timeout=0.05)
+                    except BudgetExceededError:
+                        refused.append(options['effort'])
+                        return
+                    cancelled.append(fate)
+                    return
                 try:
                     result = await r.run(query, **options)
                 except BudgetExceededError:
@@ -185,12 +201,25 @@ async def test_random_requests_at_random_concurrency_never_spend_over_the_cap(
                     over.append((result.cost_usd, bound))
 
             async with anyio.create_task_group() as tg:
-                for _ in range(width):
-                    tg.start_soon(one, *hostile_options(rnd))
+                if round_ < 3:
+                    for _ in range(width):
+                        tg.start_soon(one, *hostile_options(rnd), 'run')
+                else:  # callers that give up while their create is in flight, and text that cannot be sent
+                    for fate in ('cancel', 'wait_for', 'surrogate'):
+                        tg.start_soon(one, 'What is solar power?', {'effort': 'fast'}, fate)
             await r.flush()
             assert await spent(target) <= cap + EPSILON_USD
+            # Nothing lost, nothing phantom: every create the API answered is bound to its id, no reservation is left.
+            with Ledger(target) as ledger:
+                rows = ledger.list(limit=1000)
+            answered = sum(
+                1 for q in emulator.requests if q.method == 'POST' and q.path == '/v1/agent' and q.status == 200
+            )
+            assert [row.status for row in rows if not row.response_id.startswith('resp_')] == []
+            assert len(rows) == answered
     assert over == []  # the emulator never bills a run above its reservation: the guarantee's premise
     assert admitted and refused  # both sides of the cap were exercised
+    assert sorted(cancelled) == ['cancel', 'wait_for']  # and callers that gave up mid-create
 
 
 # --- emulated is never real -----------------------------------------------------------------------------------------

@@ -5,15 +5,18 @@ results = await research_many(['What is the EU AI Act?', 'How do heat pumps work
 results_table(results)  # a pandas DataFrame when pandas is installed, else a list of dicts
 ```
 
-A question the budget refuses, or whose run cannot start, comes back as a `failed` result with `error` saying why
+A question the budget refuses while the batch's own runs hold reservations waits for one of them to end and tries
+again, so every question that fits the cap gets its turn (one after another if it must). A question that still does
+not fit, or whose run cannot start, comes back as a `failed` result with `error` saying why
 and an empty `response_id` (no run exists) instead of ending the batch; `results_table` shows a refusal as
 `refused`. Problems no question can get past (a missing or rejected key, a bad base URL) still raise, once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -25,6 +28,7 @@ from .errors import (
     PermissionDeniedError,
     PerplexityError,
 )
+from .ledger import BudgetUnenforceableError
 from .results import ResearchResult
 
 if TYPE_CHECKING:
@@ -94,8 +98,9 @@ async def research_many(
         queries: Questions, or mappings with a `query` and per-question options (e.g. `{'query': q, 'effort': 'low'}`).
         concurrency: How many runs may be going at once.
         researcher: The `Researcher` to use (its ledger and budget); by default one from the environment.
-        budget_usd: A cap on recorded spend for the default researcher (or `PERPLEXITY_BUDGET_USD`). Runs that
-            would pass it are refused before they start and come back failed, with the reason in `error`.
+        budget_usd: A cap on recorded spend for the default researcher (or `PERPLEXITY_BUDGET_USD`). A run that
+            would pass it while the batch's runs hold reservations waits for one to end; one that would pass it with
+            none in flight is refused before it starts and comes back failed, with the reason in `error`.
         on_result: Called with `(index, result)` as each question finishes, e.g. to show progress.
         queue: A `durable.ResearchQueue` whose workers research the questions (their researcher, ledger and budget;
             the queue's concurrency and rate limits); `researcher` and `budget_usd` are then not for this call.
@@ -122,17 +127,28 @@ async def research_many(
     results: list[ResearchResult | None] = [None] * len(items)
     limiter = anyio.CapacityLimiter(concurrency)
     fatal: list[PerplexityError] = []
+    held = _InFlight(waits=not _in_workflow())
 
     async def one(index: int, query: str, run_options: dict[str, Any], scope: anyio.CancelScope) -> None:
         async with limiter:
-            try:
-                result = await researcher.run(query, **run_options)
-            except _FATAL as exc:  # would fail every question the same way: stop the batch, raise it once
-                fatal.append(exc)
-                scope.cancel()
-                return
-            except PerplexityError as exc:  # refused by the budget, a bad argument, a create that failed
-                result = _not_started(query, run_options.get('effort'), exc)
+            while True:
+                seen = held.ended
+                try:
+                    async with held.running():
+                        result = await researcher.run(query, **run_options)
+                except _FATAL as exc:  # would fail every question the same way: stop the batch, raise it once
+                    fatal.append(exc)
+                    scope.cancel()
+                    return
+                except BudgetUnenforceableError as exc:  # the spend cannot be read: waiting would not help
+                    result = _not_started(query, run_options.get('effort'), exc)
+                except BudgetExceededError as exc:
+                    if await held.ended_since(seen):  # the budget a run of this batch held is back: try again
+                        continue
+                    result = _not_started(query, run_options.get('effort'), exc)
+                except PerplexityError as exc:  # a bad argument, a create that failed
+                    result = _not_started(query, run_options.get('effort'), exc)
+                break
         results[index] = result
         if on_result is not None:
             outcome = on_result(index, result)
@@ -147,6 +163,48 @@ async def research_many(
     if fatal:
         raise fatal[0]
     return [r for r in results if r is not None]
+
+
+class _InFlight:
+    """The batch's own runs in flight: a question the budget refuses while they hold reservations waits for one of
+    them to end (an event, no polling) and tries again, so every question that fits the cap alone gets its turn."""
+
+    def __init__(self, *, waits: bool) -> None:
+        self.waits = waits
+        self.count = 0
+        #: Runs of the batch that have ended (their reservation settled by their actual cost, or handed off).
+        self.ended = 0
+        self._changed = anyio.Event()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncGenerator[None]:
+        self.count += 1
+        ended = False
+        try:
+            yield
+            ended = True
+        finally:
+            self.count -= 1
+            self.ended += ended
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def ended_since(self, seen: int) -> bool:
+        """Wait until a run of the batch ended after `seen` was read: True; False when none is left in flight."""
+        if not self.waits:
+            return False
+        while self.ended == seen:
+            if self.count == 0:
+                return False
+            await self._changed.wait()
+        return True
+
+
+def _in_workflow() -> bool:
+    """DBOS workflow code replays its steps in order: a refused question does not wait and retry there."""
+    from .researcher import _in_durable_workflow  # pyright: ignore[reportPrivateUsage]
+
+    return _in_durable_workflow()
 
 
 def _row(result: ResearchResult) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import time
+import uuid
 from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
@@ -71,7 +72,21 @@ def _endpoint(*, no_wait: bool = False) -> Generator[dict[str, str]]:
     with Emulator(time_scale=float(os.environ.get('PERPLEXITY_EMULATOR_TIME_SCALE') or '0.05')) as emu:
         note = ' It stops when this command ends, so this run cannot be collected later.' if no_wait else ''
         _err(f'No PERPLEXITY_API_KEY set: using the built-in emulator at {emu.base_url} (answers are canned).{note}')
-        yield {'api_key': emu.api_key, 'base_url': emu.base_url}
+        base_url = emu.base_url
+        try:
+            yield {'api_key': emu.api_key, 'base_url': base_url}
+        finally:
+            _end_abandoned(base_url.removeprefix('http://'))  # the runs' `api`: the base URL's host:port
+
+
+def _end_abandoned(api: str) -> None:
+    """The built-in emulator stops with the command: a run it left unfinished (Ctrl-C, `--no-wait`) is ended in the
+    ledger as cancelled at no cost, so that fake spend never holds the budget of later runs."""
+    from .ledger import Ledger
+    from .reconcile import end_emulated_runs
+
+    with Ledger() as ledger:
+        end_emulated_runs(ledger, api)
 
 
 #: Library wording that names Python arguments, and what the command line calls the same thing.
@@ -450,6 +465,7 @@ def research(
             raise click.BadParameter(f'{schema} is not JSON: {exc}', param_hint='--schema') from None
 
     started: list[str] = []  # the run's id, once the API has given it (for a Ctrl-C notice)
+    key = f'cli:{uuid.uuid4().hex}'  # on the run's row: finds its id after a Ctrl-C that came during the create
 
     async def go(settings: dict[str, str]) -> ResearchResult:
         from .budget import Budget
@@ -465,9 +481,11 @@ def research(
             base_url=settings.get('base_url'),
         ) as researcher:
             if no_wait:
-                return await researcher.start(question, **options)
+                return await researcher.start(question, request_id=key, **options)
             with _StepDisplay(question) as display:
-                result = await researcher.run(question, on_progress=display, on_started=started.append, **options)
+                result = await researcher.run(
+                    question, on_progress=display, on_started=started.append, request_id=key, **options
+                )
             if result.done:
                 display.summary(result)
             return result
@@ -477,11 +495,21 @@ def research(
         with _endpoint(no_wait=no_wait) as settings:
             result = anyio.run(go, settings)
     except KeyboardInterrupt:
-        _interrupted(started[-1] if started else None, emulated=emulated)
+        _interrupted(started[-1] if started else _bound_to(key), emulated=emulated)
     except Exception as exc:
         _fail(exc)
         return
     _print_outcome(result, as_json=as_json, builtin_emulator=emulated)
+
+
+def _bound_to(key: str) -> str | None:
+    """The id of the run this command's create made, if it reached the ledger (the create is finished before a
+    Ctrl-C is let through, so a run the API created is there)."""
+    from .ledger import Ledger, is_provisional
+
+    with Ledger() as ledger:
+        found = ledger.list(request_id=key, limit=1)
+    return found[0].response_id if found and not is_provisional(found[0].response_id) else None
 
 
 #: Exit status after Ctrl-C, as a shell reports a command ended by SIGINT.

@@ -19,6 +19,7 @@ Needs the `dbos` extra. Outside a workflow everything here behaves as the plain 
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import uuid
 from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iterable, Mapping
@@ -124,6 +125,16 @@ class _Started(TypedDict, total=False):
     #: A digest of the question, to check that a replay hands this run back to the call that started it.
     query_digest: str
     failure: _Failure
+
+
+#: The key under which each queued question's options carry its batch's fingerprint.
+_BATCH_KEY = '_batch'
+
+
+def _fingerprint(questions: list[tuple[str, dict[str, Any]]]) -> str:
+    """A digest of a batch's questions and options, in order: the same batch always gives the same one."""
+    text = json.dumps([[q, o] for q, o in questions], sort_keys=True, default=repr, ensure_ascii=True)
+    return hashlib.sha256(text.encode('ascii')).hexdigest()[:32]
 
 
 def _digest(query: str) -> str:
@@ -443,6 +454,7 @@ class ResearchQueue:
         raise: DBOS would store a raised one with pickle, which cannot rebuild our errors.
         """
         researcher = self.researcher
+        options = {k: v for k, v in options.items() if k != _BATCH_KEY}  # the batch's fingerprint, not an option
         async with researcher:
             try:
                 result = await run(researcher, query, until_done=True, **options)
@@ -483,12 +495,38 @@ class ResearchQueue:
         """Research every question on the queue; the results in the order of `queries`.
 
         `batch_id` names the workflows (`<batch_id>-<index>`), so submitting the same batch again (after this
-        process restarted, say) waits for the same runs instead of starting new ones.
+        process restarted, say) waits for the same runs instead of starting new ones. Each workflow carries the
+        batch's fingerprint (a digest of every question and its options): a `batch_id` already used for other
+        questions raises `InvalidArgumentError` before anything is queued, never handing back another question's answer.
         """
         questions = [_split(item, options) for item in queries]  # the same items as research_many takes
         batch = batch_id or uuid.uuid4().hex
+        fingerprint = _fingerprint(questions)
+        if batch_id is not None:
+            await self._check_batch(batch, fingerprint, len(questions))
         ids = [
-            await self.enqueue(query, workflow_id=f'{self.name}-{batch}-{i}', **given)
+            await self.enqueue(query, workflow_id=f'{self.name}-{batch}-{i}', **given, **{_BATCH_KEY: fingerprint})
             for i, (query, given) in enumerate(questions)
         ]
         return [await self.result(workflow_id) for workflow_id in ids]
+
+    async def _check_batch(self, batch: str, fingerprint: str, count: int) -> None:
+        """Refuse a `batch_id` whose queued workflows were submitted with other questions (or another number)."""
+        from dbos import DBOS
+
+        prefix = f'{self.name}-{batch}-'
+        found = await DBOS.list_workflows_async(workflow_id_prefix=prefix, load_input=True, load_output=False)
+        for status in found:
+            index = status.workflow_id.removeprefix(prefix)
+            if not index.isdigit():  # another batch whose id merely starts with this one
+                continue
+            inputs = status.input or {'args': (), 'kwargs': {}}
+            args = [*inputs['args'], *inputs['kwargs'].values()]
+            stored = cast('dict[str, Any]', args[1]) if len(args) > 1 and isinstance(args[1], dict) else {}
+            if int(index) >= count or stored.get(_BATCH_KEY) != fingerprint:
+                raise errors.InvalidArgumentError(
+                    f'batch_id {batch!r} was already used for other questions: its queued workflows hold another '
+                    f'batch. Give this batch another batch_id (or none), or submit the same questions with the same '
+                    f'options to wait for that batch again.',
+                    argument='batch_id',
+                )

@@ -4,8 +4,11 @@ or a cancel that never came back ends as the API has it, with its actual cost in
 `reconcile(ledger, client)` asks the API about the ledger's runs that are still `queued`, `in_progress`, `starting`
 or `cancelling` (bounded: at most `limit` runs, `concurrency` requests at once, `timeout` seconds in all; a run
 refreshed in the last `fresh_for` seconds is not asked again). A run that has ended gets its status, tokens, counts,
-model, error and actual `usage.cost`; one still going gets its current status. Runs of another API (an emulator that
-is gone) and reservations without an id are left alone. It never raises for a run it could not refresh.
+model, error and actual `usage.cost` (a cancelled run the API reports without usage is charged its reservation:
+`record_finished`); one still going gets its current status. Runs of another API and reservations without an id are
+left alone, except those of an emulator on this machine that no longer listens: they can never end by themselves nor
+cost anything, so they are ended `cancelled` at no cost (`end_emulated_runs`). It never raises for a run it could
+not refresh.
 """
 
 from __future__ import annotations
@@ -19,13 +22,21 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
-from .ledger import Ledger, RunRecord, is_provisional
+from .ledger import RESERVED, Ledger, RunRecord, is_provisional
 
 if TYPE_CHECKING:
     from .client import PerplexityClient
     from .results import ResearchResult
 
-__all__ = ('UNFINISHED', 'finished_fields', 'reconcile')
+__all__ = (
+    'ABANDONED_EMULATED',
+    'CANCELLED_UNBILLED',
+    'UNFINISHED',
+    'end_emulated_runs',
+    'finished_fields',
+    'reconcile',
+    'record_finished',
+)
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
@@ -46,12 +57,13 @@ async def reconcile(
     timeout: float = 10.0,
     fresh_for: float = 10.0,
 ) -> dict[str, RunRecord]:
-    """Refresh the unfinished runs among `records` (default: the ledger's newest `limit` unfinished ones).
+    """Refresh the unfinished runs among `records` (default: the newest `limit` unfinished rows and reservations).
 
     Returns the rows as they are after the refresh, by `response_id` (only those that were asked about).
     """
     if records is None:
-        records = await anyio.to_thread.run_sync(lambda: ledger.list(status=UNFINISHED, limit=limit))
+        records = await anyio.to_thread.run_sync(lambda: ledger.list(status=(*UNFINISHED, RESERVED), limit=limit))
+    records = list(records)  # read twice: for emulators that are gone, then for the runs due
     now = time.monotonic()
     with _refreshed_lock:
         due = [
@@ -65,17 +77,21 @@ async def reconcile(
         for r in due:
             _refreshed[r.response_id] = now
     updated: dict[str, RunRecord] = {}
+    for api in {r.api for r in records if r.emulated and r.api and r.api != client.api}:
+        if not await _answers(api):  # an emulator that is gone: its runs can never be asked about, nor cost anything
+            ended = await anyio.to_thread.run_sync(lambda api=api: end_emulated_runs(ledger, api))
+            updated.update((r.response_id, r) for r in ended)
     if not due:
         return updated
     gate = anyio.Semaphore(max(1, concurrency))
 
     async def one(record: RunRecord) -> None:
         async with gate:
-            fields = await _fields(client, record)
-        if fields is None:
+            found = await _fields(client, record)
+        if found is None:
             return
-        await anyio.to_thread.run_sync(lambda: ledger.update(record.response_id, **fields))
-        updated[record.response_id] = record.model_copy(update=fields)
+        written = await anyio.to_thread.run_sync(lambda: _settled(ledger, record.response_id, found))
+        updated[record.response_id] = record.model_copy(update=written)
 
     with anyio.move_on_after(timeout):
         async with anyio.create_task_group() as tg:
@@ -106,6 +122,36 @@ async def _fields(client: PerplexityClient, record: RunRecord) -> dict[str, Any]
     return fields
 
 
+#: The `error` note of a cancelled run the API reported no usage for, charged by the rule in docs/ledger.md.
+CANCELLED_UNBILLED = (
+    'cancelled with no usage reported: charged its reservation, the most it can have spent before the cancel'
+)
+
+
+def record_finished(ledger: Ledger, result: ResearchResult) -> None:
+    """Record how a run ended on its row (the `Researcher` and `reconcile` alike), settling a cancelled run's cost."""
+    _settled(ledger, result.response_id, {**finished_fields(result), **({'emulated': True} if result.emulated else {})})
+
+
+def _settled(ledger: Ledger, response_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Write `fields`, the end of a run; returns them as written.
+
+    A run that ended `cancelled` with `usage: null` (what the API reports for a cancelled run) is settled rather than
+    left estimated: charged its reservation, the most it can have spent before the cancel (the API bills the steps it
+    ran and says nothing of them); an emulated one 0, as the emulator bills nothing for it.
+    """
+    if fields.get('status') == 'cancelled' and fields.get('cost_usd') is None:
+        record = ledger.get(response_id)
+        emulated = bool(fields.get('emulated')) or (record is not None and record.emulated)
+        if record is not None and emulated:
+            fields = {**fields, 'cost_usd': 0.0}
+        elif record is not None:
+            error = f'{fields["error"]}; {CANCELLED_UNBILLED}' if fields.get('error') else CANCELLED_UNBILLED
+            fields = {**fields, 'cost_usd': record.estimate_usd, 'error': error}
+    ledger.update(response_id, **fields)
+    return fields
+
+
 def finished_fields(result: ResearchResult) -> dict[str, Any]:
     """The ledger fields a finished run's result sets on its row: written by `Researcher` and by `reconcile` alike."""
     fields: dict[str, Any] = {
@@ -121,3 +167,39 @@ def finished_fields(result: ResearchResult) -> dict[str, Any]:
     if result.cost_usd is not None:
         fields['cost_usd'] = result.cost_usd  # the actual cost replaces the reservation in the spend
     return fields
+
+
+#: The `error` of an emulated run whose emulator stopped before it ended (it is recorded as cancelled, at no cost).
+ABANDONED_EMULATED = (
+    'abandoned: the emulator that served this run stopped before it ended; an emulated run costs nothing'
+)
+
+
+def end_emulated_runs(ledger: Ledger, api: str, *, limit: int = 1000) -> list[RunRecord]:
+    """End the unfinished runs (and reservations) sent to the emulator at `api`, which has stopped: `cancelled` at a
+    cost of 0, so that abandoned emulated runs never hold budget. Only for an API known to be an emulator.
+
+    Returns the rows as they are now.
+    """
+    fields: dict[str, Any] = {'status': 'cancelled', 'cost_usd': 0.0, 'emulated': True, 'error': ABANDONED_EMULATED}
+    ended: list[RunRecord] = []
+    for record in ledger.list(status=(*UNFINISHED, RESERVED), limit=limit):
+        if record.api == api:
+            ledger.update(record.response_id, **fields)
+            ended.append(record.model_copy(update=fields))
+    return ended
+
+
+async def _answers(api: str) -> bool:
+    """Whether something listens at `api` (`host:port`) on this machine; a remote API is always taken as there."""
+    host, _, port = api.rpartition(':')
+    host = host.strip('[]')
+    if not port.isdigit() or not (host in ('localhost', '::1') or host.startswith('127.')):
+        return True
+    try:
+        with anyio.fail_after(2.0):
+            stream = await anyio.connect_tcp(host, int(port))
+    except (OSError, TimeoutError):
+        return False
+    await stream.aclose()
+    return True

@@ -9,16 +9,18 @@ is false, to be collected later by `response_id` from any process.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any, Literal, Unpack, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
 
 import anyio
 import anyio.to_thread
@@ -39,7 +41,7 @@ from .errors import (
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
-from .ledger import RESERVED, Ledger, Origin, Recorder, RunRecord, estimate_cost
+from .ledger import Ledger, Origin, Recorder, RunRecord, estimate_cost
 from .options import (
     EFFORTS,
     ResearchOptions,
@@ -50,7 +52,7 @@ from .options import (
     response_format,
     wire_date,
 )
-from .reconcile import finished_fields, reconcile
+from .reconcile import reconcile, record_finished
 from .results import ResearchResult
 from .settings import Settings
 from .steps import Step, StepReducer
@@ -351,18 +353,23 @@ class Researcher:
     async def _begin(
         self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
     ) -> tuple[Response, _Run]:
-        """Create the run and record its id in the ledger (the write flushed), shielded from cancellation.
+        """Create the run and record its id in the ledger (the write flushed), whatever cancels the caller.
 
-        Once the create is sent its id must come back and reach the ledger whatever happens to the caller: from
-        here on any process can list and collect the run, even if this one is killed while waiting.
+        Input that cannot be sent is refused first, before anything is reserved. From the reservation on, the
+        reservation, the create and the record of its id run to their end even if the caller is cancelled (anyio
+        scopes, `task.cancel()`, `asyncio.wait_for`, Ctrl-C): a run the API created is always in the ledger with its
+        id, so any process can list and collect it, and the cancellation is delivered once that write has landed.
         """
         if not query or not query.strip():
             raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
-        started: tuple[Response, _Run] | None = None
-        with anyio.CancelScope(shield=True):
-            started = await self._start(query, options, caller, request_id)
-            await self._flush()
-        assert started is not None
+        _check_sendable(query, options.to_request(self.effort))
+        return await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+
+    async def _start_recorded(
+        self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None
+    ) -> tuple[Response, _Run]:
+        started = await self._start(query, options, caller, request_id)
+        await self._flush()
         return started
 
     async def _start(
@@ -392,37 +399,37 @@ class Researcher:
                 **tracing.current_ids(),
             )
             token, record, request = await self._reserve(record, request, query)
+            if token is None:
+                # No cap: the row is written anyway before the create (a run's intent, keyed by `request_id` when
+                # given), so that a process killed while the create is in flight leaves a row to find, never nothing;
+                # marked emulated when it is, so that one left by an emulator never counts as real spend.
+                await self._probe_emulator()
+                intent = record.model_copy(update={'emulated': self.client.emulated is True})
+                token = await self._ledger_call(self.ledger.reserve, intent, cap_usd=None)
         try:
             response = await self.client.start(query, **request)
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
             # A billed run may exist, but its id never came back: the attempt stays in the ledger as a reservation
             # (counting its estimate against the budget) with the reason, so that it can be listed and checked.
-            if self.ledger is not None and record is not None:
-                if token is not None:
-                    self._record(self.ledger.update, token, error=str(exc))
-                else:
-                    self._record(
-                        self.ledger.record_start, record.model_copy(update={'status': RESERVED, 'error': str(exc)})
-                    )
+            if self.ledger is not None and token is not None:
+                self._record(self.ledger.update, token, error=str(exc))
             raise
         except PerplexityError:
             # The API refused the create (4xx, refused connection, ...): no run, give the estimate back.
             if token is not None and self.ledger is not None:
                 self._record(self.ledger.release, token)
             raise
-        if self.ledger is not None and record is not None:
+        if self.ledger is not None and token is not None:
             emulated = self.client.emulated is True  # an emulated run never counts against the real API's budget
-            if token is not None:
-                self._record(self.ledger.bind, token, response.id, status=response.status, emulated=emulated)
-            else:
-                self._record(
-                    self.ledger.record_start,
-                    record.model_copy(
-                        update={'response_id': response.id, 'status': response.status, 'emulated': emulated}
-                    ),
-                )
+            self._record(self.ledger.bind, token, response.id, status=response.status, emulated=emulated)
         run = _Run(query, effort, time.monotonic(), adapter, options.output_type is not None, model=options.model)
         return response, run
+
+    async def _probe_emulator(self) -> None:
+        """Ask a local base URL once (a free `GET /v1/models`) whether it is an emulator, if no answer said so yet."""
+        if self.client.emulated is None and _on_loopback(self.client.api):
+            with contextlib.suppress(PerplexityError):
+                await self.client.models()
 
     async def _reserve(
         self, record: RunRecord, request: AgentRequest, query: str
@@ -546,7 +553,7 @@ class Researcher:
     async def _record_end(self, result: ResearchResult) -> None:
         if self.ledger is None:
             return
-        self._record(self.ledger.update, result.response_id, **finished_fields(result))
+        self._record(record_finished, self.ledger, result)
 
     def _record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Queue a ledger write; it runs in order on the recorder thread, never delaying the research call."""
@@ -593,3 +600,56 @@ def _on_loopback(api: str) -> bool:
     """Whether the API's host (`host:port`) is this machine, where an emulator may answer."""
     host = api.rsplit(':', 1)[0] if not api.endswith(']') else api
     return host.strip('[]') in ('127.0.0.1', 'localhost', '::1') or host.startswith('127.')
+
+
+_T = TypeVar('_T')
+
+
+def _check_sendable(query: str, request: Mapping[str, Any]) -> None:
+    """Refuse text that is not valid Unicode (a lone surrogate, e.g. from undecodable bytes) before anything is
+    reserved or sent: the request could never be encoded as UTF-8, so no run could start.
+
+    Raises:
+        InvalidArgumentError: naming the argument that holds it (`query`, or the request field) and the character.
+    """
+    for argument, value in (('query', query), *request.items()):
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        try:
+            text.encode('utf-8')
+        except UnicodeEncodeError as exc:
+            bad = f'U+{ord(text[exc.start]):04X}'
+            raise InvalidArgumentError(
+                f'The {argument} holds a lone surrogate ({bad}), which is not valid Unicode text and cannot be sent. '
+                f"Remove it, or decode the text with errors='replace'. Nothing was started or reserved.",
+                argument=argument,
+            ) from None
+
+
+async def _to_the_end(work: Callable[[], Awaitable[_T]]) -> _T:
+    """Run `work` to its end whatever cancels the caller, then deliver the cancellation.
+
+    An anyio shield holds off anyio cancellation (scopes, timeouts, a toolset's deadline); on asyncio, `work` also
+    runs as its own task that the caller keeps waiting for when it is cancelled natively (`task.cancel()`,
+    `asyncio.wait_for`, `asyncio.timeout`, Ctrl-C under `asyncio.run`), re-raising `CancelledError` once it is done.
+    """
+    cancelled = False
+    task: asyncio.Future[_T] | None = None
+    with anyio.CancelScope(shield=True):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): the shield is all it takes
+            return await work()
+        task = asyncio.ensure_future(work())
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.cancelled():  # the work itself was cancelled (its event loop is closing)
+                    raise
+                cancelled = True  # ours to deliver, once the work has landed
+    assert task is not None
+    if cancelled:
+        if not task.cancelled():
+            task.exception()  # retrieved: its failure is recorded in the ledger; the cancellation wins
+        raise asyncio.CancelledError
+    return task.result()

@@ -116,7 +116,7 @@ async def one_workflow(directory: Path, mode: str) -> None:
         from pydantic_ai_perplexity import Researcher
         from pydantic_ai_perplexity.durable import durable_research
 
-        researcher = Researcher(ledger=directory / 'ledger.sqlite3')
+        researcher = Researcher(ledger=os.environ.get('DURABLE_LEDGER') or directory / 'ledger.sqlite3')
 
         @DBOS.workflow(name='ask')
         async def ask(question: str) -> str:
@@ -126,8 +126,8 @@ async def one_workflow(directory: Path, mode: str) -> None:
     DBOS(config=config('durable-test', f'sqlite:///{directory / "dbos.sqlite3"}'))
     DBOS.launch()  # recovers the workflow a killed process left pending
     if await DBOS.get_workflow_status_async(WORKFLOW_ID) is None:
-        with SetWorkflowID(WORKFLOW_ID):
-            handle = await DBOS.start_workflow_async(ask, QUESTION)
+        with SetWorkflowID(WORKFLOW_ID):  # DURABLE_QUESTION: another question, e.g. with emulator directives
+            handle = await DBOS.start_workflow_async(ask, os.environ.get('DURABLE_QUESTION', QUESTION))
     else:
         handle = await DBOS.retrieve_workflow_async(WORKFLOW_ID)
     output = await handle.get_result()

@@ -83,3 +83,65 @@ def test_a_worker_killed_while_research_is_in_flight_collects_the_same_run(
     assert len(collected) == expected, 'the restarted worker should collect each run once'
     for span in collected:
         assert any(span['trace_id'] == t or [t, s] in span['links'] for t, s in research)
+
+
+def _connected(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a TCP connection to `port` on loopback (its create request is on the wire)."""
+    import os
+
+    inodes = set()
+    for fd in Path(f'/proc/{pid}/fd').iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith('socket:['):
+            inodes.add(target[8:-1])
+    for line in Path(f'/proc/{pid}/net/tcp').read_text().splitlines()[1:]:
+        fields = line.split()
+        remote_port = int(fields[2].split(':')[1], 16)
+        if remote_port == port and fields[3] == '01' and fields[9] in inodes:  # 01: ESTABLISHED
+            return True
+    return False
+
+
+def _intent(target: str) -> bool:
+    with Ledger(target) as ledger:
+        return any(r.status == 'reserved' and (r.request_id or '').startswith('dbos:') for r in ledger.list())
+
+
+@pytest.fixture
+def target(ledger_target: str) -> str:
+    """The ledger of the test, on each engine (`ledger_target`)."""
+    return ledger_target
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_its_create_is_in_flight_never_creates_again_on_recovery(
+    emu: Emulator, tmp_path: Path, target: str
+) -> None:
+    """Without a budget. Before, the row was written only once the create answered, so the whole round trip was a
+    window in which a killed worker's retried start step created (and billed) the run again. Now the step's row is
+    written before the create: the retry finds it and refuses rather than creating again."""
+    env = {'DURABLE_QUESTION': 'How do heat pumps work in cold climates? [[emulate: slow=3]]', 'DURABLE_LEDGER': target}
+    first = worker('pipeline', tmp_path, emu, env=env)
+    try:
+        wait_for("the start step's row in the ledger", lambda: _intent(target), proc=first)
+        wait_for('the create on the wire', lambda: _connected(first.pid, emu.port), proc=first)
+        first.send_signal(signal.SIGKILL)  # the create is answered 3 s late: it is in flight
+        assert first.wait(timeout=DEADLINE) == -signal.SIGKILL
+    finally:
+        if first.poll() is None:
+            first.kill()
+    wait_for("the killed worker's create to be answered", lambda: creates(emu) == 1)
+
+    second = worker('pipeline', tmp_path, emu, env=env)
+    try:
+        assert second.wait(timeout=DEADLINE) != 0  # the workflow fails: a run may have started
+    finally:
+        if second.poll() is None:
+            second.kill()
+    assert 'RunMayHaveStartedError' in log_of(second)
+    posts = [r for r in emu.requests if r.method == 'POST' and r.path in ('/v1/agent', '/v1/responses')]
+    assert len(posts) == 1  # the first worker's create only: recovery never created again
+    assert not (tmp_path / 'result.json').exists()

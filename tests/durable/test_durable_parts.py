@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry import trace
@@ -116,6 +117,16 @@ async def test_research_many_in_a_workflow_gives_each_question_its_own_steps_in_
     assert sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent') == 5
 
 
+def _queue(name: str, emu: Emulator, ledger: Path, *, tier: int | None, **settings: Any) -> durable.ResearchQueue:
+    """A queue whose workers research on `emu` with `ledger` (and `settings`, e.g. a budget), polling often."""
+    return durable.ResearchQueue(
+        name,
+        tier=tier,
+        polling_interval_sec=0.05,
+        researcher=lambda: Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=ledger, **settings),
+    )
+
+
 @pytest.mark.anyio
 async def test_research_many_on_a_queue_answers_in_order_and_a_budget_refusal_comes_back_failed(
     tmp_path: Path,
@@ -127,12 +138,7 @@ async def test_research_many_on_a_queue_answers_in_order_and_a_budget_refusal_co
 
     with Emulator(time_scale=0.01) as emu:
         ledger = tmp_path / 'ledger.sqlite3'
-        queue = durable.ResearchQueue(
-            'test_queue',
-            tier=4,
-            polling_interval_sec=0.05,
-            researcher=lambda: Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=ledger, budget_usd=0.2),
-        )
+        queue = _queue('test_queue', emu, ledger, tier=4, budget_usd=0.2)
         rejected = durable.ResearchQueue(
             'test_bad_key',
             tier=None,
@@ -218,3 +224,42 @@ async def test_in_a_workflow_a_hand_off_and_its_later_collection_are_steps_too(t
     names = [s['function_name'] for s in sorted(steps, key=lambda s: s['function_id'])]
     assert names == [durable.START_STEP, durable.COLLECT_STEP, durable.COLLECT_STEP]
     assert sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent') == 1
+
+
+@pytest.mark.anyio
+async def test_a_batch_id_reused_for_other_questions_is_an_error_never_another_questions_answer(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip('dbos')
+    from dbos import DBOS
+
+    from pydantic_ai_perplexity.errors import InvalidArgumentError
+
+    with Emulator(time_scale=0.01) as emu:
+        queue = _queue('test_batches', emu, tmp_path / 'ledger.sqlite3', tier=None)
+        DBOS(config={'name': 'test-batches', 'system_database_url': f'sqlite:///{tmp_path / "dbos.sqlite3"}'})
+        DBOS.launch()
+        try:
+            first = await queue.research_many(['What is the EU AI Act?', 'How do heat pumps work?'], batch_id='b1')
+            creates = sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent')
+            # The same batch again: the same runs, nothing created.
+            again = await queue.research_many(['What is the EU AI Act?', 'How do heat pumps work?'], batch_id='b1')
+            # Other questions, another number of them, or other options under that id: refused before anything queues.
+            others = [
+                (['What is solar power?', 'How do heat pumps work?'], {}),
+                (['What is the EU AI Act?'], {}),
+                (['What is the EU AI Act?', 'How do heat pumps work?'], {'effort': 'high'}),
+            ]
+            for questions, options in others:
+                with pytest.raises(InvalidArgumentError, match="batch_id 'b1' was already used") as caught:
+                    await queue.research_many(questions, batch_id='b1', **options)
+                assert caught.value.argument == 'batch_id'
+            # A batch whose id merely starts with the other's is its own batch.
+            longer = await queue.research_many(['What is solar power?'], batch_id='b1-2')
+        finally:
+            DBOS.destroy()
+    assert [r.status for r in first] == ['completed', 'completed']
+    assert [r.response_id for r in again] == [r.response_id for r in first]
+    assert creates == 2
+    assert sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent') == 3
+    assert longer[0].query == 'What is solar power?' and longer[0].status == 'completed'
