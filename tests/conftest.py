@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,6 +61,11 @@ def emulator_env(emulator: Emulator, monkeypatch: pytest.MonkeyPatch) -> Emulato
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts a background job (`pytest ... &`) with SIGINT ignored, and every child would inherit that: the
+    # tests that press Ctrl-C on a command or a server would test the shell, not the program. A handler (unlike
+    # "ignore") is reset to the default in each child, as in a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # The test run never needs a real key: make sure none leaks in from the shell that started it.
     os.environ.pop('PERPLEXITY_API_KEY', None)
 

@@ -6,7 +6,6 @@ import fcntl
 import os
 import queue
 import re
-import signal
 import struct
 import subprocess
 import sys
@@ -20,15 +19,6 @@ COMMAND = [sys.executable, '-m', 'pydantic_ai_perplexity.cli']
 #: Emulated seconds per real second for the built-in emulator the CLI starts without a key.
 TIME_SCALE = '0.005'
 TIMEOUT = 90
-
-
-def ctrl_c_as_in_a_terminal() -> None:
-    """A `preexec_fn`: the child takes Ctrl-C as it does in a terminal, even when the test run itself ignores SIGINT.
-
-    A shell starts a background job (`pytest ... &`) with SIGINT ignored, and a child inherits that: its Ctrl-C
-    handling would never run, and a test of it would fail for a reason that is not the program's.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def cli_env(state_dir: Path, **extra: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import httpx2
-from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, ctrl_c_as_in_a_terminal, run_each
+from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, run_each
 from live_shape import QUESTION, live_recording, write_live_recording
 
 from pydantic_ai_perplexity.emulator import Emulator
@@ -88,9 +88,7 @@ def test_allow_remote_never_prints_the_key(tmp_path: Path) -> None:
     env = cli_env(tmp_path, PERPLEXITY_EMULATOR_API_KEY=key)
     deadline = time.monotonic() + TIMEOUT
     args = ['emulator', '--port', '0', '--allow-remote', '--time-scale', '0']
-    with subprocess.Popen(
-        [*COMMAND, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=ctrl_c_as_in_a_terminal
-    ) as process:
+    with subprocess.Popen([*COMMAND, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
         lines = StderrLines(process)
         try:
             announced = lines.wait_for(r'Perplexity emulator at http://127\.0\.0\.1:\d+', deadline)
@@ -135,9 +133,7 @@ def test_recording_through_the_command_neither_follows_a_planted_link_nor_keeps_
 
         args = ['emulator', '--record', str(folder), '--upstream', upstream.base_url, '--port', '0']
         deadline = time.monotonic() + TIMEOUT
-        with subprocess.Popen(
-            [*COMMAND, *args], env=cli_env(tmp_path), stderr=subprocess.PIPE, preexec_fn=ctrl_c_as_in_a_terminal
-        ) as process:
+        with subprocess.Popen([*COMMAND, *args], env=cli_env(tmp_path), stderr=subprocess.PIPE) as process:
             lines = StderrLines(process)
             try:
                 announced = lines.wait_for(r'Recording proxy at http://127\.0\.0\.1:\d+', deadline)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, ctrl_c_as_in_a_terminal, run, run_each
+from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, run, run_each
 
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
@@ -184,7 +184,6 @@ def _interrupt(args: list[str], env: dict[str, str], *, tty: bool) -> tuple[int,
         env=env,
         stdout=subprocess.PIPE,
         stderr=slave if tty else subprocess.PIPE,
-        preexec_fn=ctrl_c_as_in_a_terminal,
     ) as process:
         if tty:
             os.close(slave)
