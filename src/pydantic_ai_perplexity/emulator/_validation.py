@@ -612,9 +612,10 @@ def _pick(errors: list[ErrorDetails]) -> ErrorDetails:
 _FAILED = 'validation failed: '
 
 
-def validation_failed(message: str, *, param: str | None = None) -> ApiError:
-    """A bad field value as the live API answers it: 400 `invalid_request`, "validation failed: <message>"."""
-    return ApiError(400, 'invalid_request', _FAILED + message, param=param)
+def validation_failed(message: str) -> ApiError:
+    """A bad field value as the live API answers it: 400 `invalid_request`, "validation failed: <message>", and
+    no `param` (the live body has none; the message names the field)."""
+    return ApiError(400, 'invalid_request', _FAILED + message)
 
 
 def _constraint_message(error: ErrorDetails, path: str, leaf: str | None) -> str:
@@ -657,7 +658,7 @@ def _to_api_error(exc: ValidationError) -> ApiError:
         where = f'{path}.type' if path else 'type'
         return ApiError(400, 'invalid_request', f'invalid request body: missing required field "{where}"', param='type')
     if kind in _CONSTRAINT_ERRORS:
-        return validation_failed(_constraint_message(error, path, leaf), param=leaf)
+        return validation_failed(_constraint_message(error, path, leaf))
     return ApiError(400, 'invalid_request', f'invalid request body: field "{path}": {error["msg"]}', param=leaf)
 
 
@@ -679,7 +680,6 @@ def resolve_effort(name: str, *, field: str) -> str:
     return _raise(
         validation_failed(
             f'invalid {field} "{name}": use one of {allowed}{hint}, or a pinned version like "medium@2026-10-16.0"',
-            param='effort',
         )
     )
 
@@ -733,11 +733,12 @@ def check_filters(
     published = [name for name in _PUBLICATION_DATES if dates.get(name) is not None]
     if recency is not None and published:
         # The search SDK guide: recency "can combine with the last-updated range but NOT with" publication dates.
-        raise validation_failed(
+        error = validation_failed(
             f'search_recency_filter cannot be combined with {" or ".join(published)} (publication dates); '
             'it can be combined with the last-updated filters',
-            param='search_recency_filter',
         )
+        error.param = 'search_recency_filter'  # where the Search API's 422 points (`loc`)
+        raise error
 
 
 def _is_loopback(host: str) -> bool:
@@ -751,16 +752,15 @@ def _is_loopback(host: str) -> bool:
 
 def _check_mcp(tools: list[McpTool]) -> None:
     if len(tools) > 16:
-        raise validation_failed(f'at most 16 mcp tools are allowed, got {len(tools)}', param='tools')
+        raise validation_failed(f'at most 16 mcp tools are allowed, got {len(tools)}')
     seen: set[str] = set()
     for tool in tools:
         if not _LABEL.match(tool.server_label):
             raise validation_failed(
                 f'invalid server_label "{tool.server_label}": must match ^[a-zA-Z0-9_-]{{1,64}}$',
-                param='server_label',
             )
         if tool.server_label in seen:
-            raise validation_failed(f'duplicate server_label "{tool.server_label}"', param='server_label')
+            raise validation_failed(f'duplicate server_label "{tool.server_label}"')
         seen.add(tool.server_label)
         parts = urlsplit(tool.server_url)
         host = parts.hostname or ''
@@ -768,7 +768,6 @@ def _check_mcp(tools: list[McpTool]) -> None:
         if not host or not secure:
             raise validation_failed(
                 f'invalid server_url for mcp server "{tool.server_label}": must be an https URL',
-                param='server_url',
             )
 
 
@@ -799,7 +798,6 @@ def _check_models(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
             hint = f' (did you mean "perplexity/{name}"?)' if '/' not in name and f'perplexity/{name}' in models else ''
             raise validation_failed(
                 f'model "{name}" is not supported: use a provider/model id listed by GET /v1/models{hint}',
-                param='models' if req.models is not None and name in req.models else 'model',
             )
 
 
@@ -813,12 +811,12 @@ def _check_metadata(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None
     """At most 16 keys, keys up to 64 characters, values up to 512."""
     metadata = req.metadata or {}
     if len(metadata) > 16:
-        raise validation_failed('metadata can have at most 16 keys', param='metadata')
+        raise validation_failed('metadata can have at most 16 keys')
     for key, value in metadata.items():
         if len(key) > 64:
-            raise validation_failed('metadata keys can be at most 64 characters', param='metadata')
+            raise validation_failed('metadata keys can be at most 64 characters')
         if len(value) > 512:
-            raise validation_failed('metadata values can be at most 512 characters', param='metadata')
+            raise validation_failed('metadata values can be at most 512 characters')
 
 
 _JSON_TYPES = frozenset({'string', 'number', 'integer', 'boolean', 'object', 'array', 'null'})
@@ -875,9 +873,7 @@ def _check_response_format(req: CreateRequest, models: Mapping[str, ModelInfo]) 
 def _check_function(tool: FunctionTool) -> None:
     """Client functions may not take a built-in tool's name."""
     if tool.name in _RESERVED_FUNCTION_NAMES:
-        raise validation_failed(
-            f'function name "{tool.name}" is reserved for a built-in tool; choose another name', param='name'
-        )
+        raise validation_failed(f'function name "{tool.name}" is reserved for a built-in tool; choose another name')
 
 
 def _check_web_search(tool: WebSearchTool) -> None:
