@@ -634,7 +634,9 @@ def _constraint_message(error: ErrorDetails, path: str, leaf: str | None) -> str
     bounds = {'greater_than_equal': ('at least', 'ge'), 'less_than_equal': ('at most', 'le')}
     if kind in bounds:
         phrase, key = bounds[kind]
-        return f'{subject} must be {phrase} {ctx.get(key)}'
+        bound = ctx.get(key)
+        shown = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+        return f'{subject} must be {phrase} {shown}'
     return f'{path}: {error["msg"]}'
 
 
