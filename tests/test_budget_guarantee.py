@@ -137,7 +137,8 @@ async def test_a_request_is_tightened_to_fit_what_is_left_and_the_api_gets_the_l
 
 # --- at random ------------------------------------------------------------------------------------------------------
 
-MODELS = [None, 'openai/gpt-5.5', 'openai/gpt-5.4', 'perplexity/sonar', 'xai/grok-4-1-fast-non-reasoning']
+# Models the live `/v1/models` listed on 2026-10-09 (`xai/grok-4-1-fast-non-reasoning` no longer is).
+MODELS = [None, 'openai/gpt-5.5', 'openai/gpt-5.4', 'perplexity/sonar', 'openai/gpt-6-luna']
 
 
 def hostile_options(rnd: random.Random) -> tuple[str, dict[str, Any]]:

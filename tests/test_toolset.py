@@ -175,7 +175,8 @@ async def test_a_fixable_argument_becomes_a_retry_prompt(emulator: Emulator):
 
 async def test_unknown_response_id_asks_the_model_to_check_the_id(emulator: Emulator):
     result = await Agent(
-        scripted([[call('perplexity_research_result', response_id='resp_nope')], 'ok']),
+        # A well-formed id the API does not know: the live API answers a malformed one with a 400 instead.
+        scripted([[call('perplexity_research_result', response_id='resp_00000000-0000-0000-0000-000000000000')], 'ok']),
         toolsets=[toolset_for(emulator)],
     ).run('go')
     [ret] = returns(result.all_messages())

@@ -50,7 +50,7 @@ def test_research_without_a_key_prints_the_answer_on_stdout_and_progress_on_stde
     listed = dict(re.findall(r'^\[(\d+)\]\s+.+?\s+(https://\S+)\s+(?:yes|no)$', rest, flags=re.MULTILINE))
     assert markers and markers <= set(listed)
     footer = text.stdout.strip().splitlines()[-1]
-    assert re.fullmatch(r'completed · emulated · low · openai/gpt-5\.4 · \$\d+\.\d{4} · resp_[\w-]+', footer)
+    assert re.fullmatch(r'completed · emulated · low · openai/gpt-6-luna · \$\d+\.\d{4} · resp_[\w-]+', footer)
     assert 'searching' not in text.stdout and 'emulator' not in text.stdout
 
     assert as_json.returncode == 0, as_json.stderr

@@ -230,7 +230,8 @@ def _read_pty_until(master: int, pattern: bytes | None, deadline: float) -> byte
 def test_waiting_zero_seconds_for_a_run_that_never_existed_says_so(emulator: Emulator, tmp_path: Path) -> None:
     env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
     never, real = run_each(
-        (('jobs', 'wait', '--timeout', '0', 'resp_never-existed'), env),
+        # Well formed: the live API answers a malformed id with a 400, not a 404.
+        (('jobs', 'wait', '--timeout', '0', 'resp_00000000-0000-0000-0000-000000000000'), env),
         (('research', 'heat pumps [[emulate: duration=9000]]', '--no-wait'), env),
     )
     assert never.returncode == 1 and 'Still going' not in never.stderr and never.stdout == ''

@@ -103,9 +103,13 @@ async def test_search_returns_ranked_pages(client: PerplexityClient, emu: Emulat
     assert calls(emu, prefix='/search') == [('POST', '/search', '', 200)]
 
 
-async def test_models_need_no_key(emu: Emulator):
+async def test_models_need_a_key(emu: Emulator, client: PerplexityClient):
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/models_unauthenticated.json, captured 2026-10-09: even
+    `/v1/models` answers 401 without a key."""
     async with PerplexityClient(base_url=emu.base_url) as anonymous:
-        models = await anonymous.models()
+        with pytest.raises(AuthenticationError):
+            await anonymous.models()
+    models = await client.models()
     assert models and all('/' in m.id for m in models)
 
 
@@ -267,7 +271,7 @@ async def test_wait_timeout_leaves_the_run_going_and_retrievable(client: Perplex
 
 async def test_wait_for_an_unknown_run_raises_not_found(client: PerplexityClient):
     with pytest.raises(NotFoundError):
-        await client.wait('resp_does-not-exist', timeout=5, poll_interval=0.01)
+        await client.wait('resp_00000000-0000-0000-0000-000000000000', timeout=5, poll_interval=0.01)
 
 
 # -- errors -----------------------------------------------------------------------------------------------------
@@ -275,7 +279,7 @@ async def test_wait_for_an_unknown_run_raises_not_found(client: PerplexityClient
 
 async def test_unknown_and_unstored_runs_are_not_found(client: PerplexityClient):
     with pytest.raises(NotFoundError, match='store=False'):
-        await client.retrieve('resp_nope')
+        await client.retrieve('resp_00000000-0000-0000-0000-000000000000')
     run = await client.create('heat pumps', effort='fast', store=False)
     with pytest.raises(NotFoundError):
         await client.retrieve(run.id)
@@ -317,7 +321,7 @@ async def test_retired_sonar_endpoints_are_named_as_such(client: PerplexityClien
     transport = client._transport  # the client never calls these paths itself
     with pytest.raises(RetiredEndpointError, match='POST /v1/agent') as info:
         await transport.request_json('POST', '/chat/completions', kind='read', json_body={'model': 'sonar'})
-    assert info.value.status_code == 410
+    assert info.value.status_code == 403  # live: 403 chat_completions_not_available
 
 
 async def test_the_sentinel_key_is_never_shown(emu: Emulator, caplog: pytest.LogCaptureFixture):

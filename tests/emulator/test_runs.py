@@ -42,7 +42,7 @@ def test_a_blocking_run_answers_with_the_full_response(client: httpx2.Client):
     parsed = parse_response(response)
     assert parsed.status == 'completed' and parsed.done
     assert response['id'].startswith('resp_') and response['object'] == 'response'
-    assert response['model'] == 'openai/gpt-5.5' and response['effort'] == 'medium'
+    assert response['model'] == 'openai/gpt-6-luna' and response['effort'] == 'medium'  # live, 2026-10-09
     assert response['background'] is False and response['store'] is True
     assert response['completed_at'] >= response['created_at']
     assert 'output_text' not in response and 'citations' not in response
@@ -89,24 +89,44 @@ def test_the_same_query_and_effort_give_the_same_answer(client: httpx2.Client):
 
 @pytest.mark.parametrize('effort', ['fast', 'low', 'medium'])
 def test_usage_and_cost_add_up_exactly(client: httpx2.Client, effort: str):
+    """Billed as the live API bills (cfdude/mcp-perplexity-pro tests/fixtures/agent_fast.json,
+    agent_low_fetch_url.json, agent_background_completed.json, captured 2026-10-09): input spend as cache
+    creation/read with `input_cost: 0`, five-decimal amounts that add up, $0.001 per search, and each fetch's fee
+    plus its reader's tokens."""
     usage = create(client, input='Electric vehicle battery chemistry', effort=effort)['usage']
     cost = usage['cost']
     assert usage['total_tokens'] == usage['input_tokens'] + usage['output_tokens']
-    assert cost['currency'] == 'USD'
+    assert cost['currency'] == 'USD' and cost['input_cost'] == 0
     details = cost['tool_calls_cost_details']
-    assert cost['tool_calls_cost'] == round(sum(details.values()), 6)
-    assert cost['total_cost'] == round(cost['input_cost'] + cost['output_cost'] + cost['tool_calls_cost'], 6)
+    assert cost['tool_calls_cost'] == round(sum(details.values()), 5)
+    parts = cost['cache_creation_cost'] + cost.get('cache_read_cost', 0) + cost['output_cost'] + cost['tool_calls_cost']
+    assert cost['total_cost'] == round(parts, 5)
     for key, value in details.items():
         assert usage['tool_calls_details'][key]['cost_usd'] == value
     searches = usage['tool_calls_details']['search_web']['invocation']
-    assert details['search_web'] == round(searches * 0.005, 6)
+    assert details['search_web'] == round(searches * 0.001, 5)
     if effort == 'fast':
         assert 'fetch_url' not in details
     else:
-        assert details['fetch_url'] == round(usage['tool_calls_details']['fetch_url']['invocation'] * 0.0005, 6)
+        fetch = usage['tool_calls_details']['fetch_url']
+        reader = MODELS['openai/gpt-5.6-luna']
+        assert len(fetch['token_usage']) == fetch['invocation']
+        expected = sum(
+            0.0005
+            + read['input_tokens'] * reader.cache_write_price / 1e6
+            + read['output_tokens'] * reader.output_per_million / 1e6
+            for read in fetch['token_usage']
+        )
+        assert details['fetch_url'] == round(expected, 5)
+        assert 0.003 < details['fetch_url'] / fetch['invocation'] < 0.004  # "about $0.0035 per fetch", live
     model = MODELS[EFFORT_MODELS[effort]]
-    assert cost['input_cost'] == round(usage['input_tokens'] * model.input_per_million / 1e6, 6)
-    assert cost['output_cost'] == round(usage['output_tokens'] * model.output_per_million / 1e6, 6)
+    cached = usage['input_tokens_details']
+    assert cached['cached_tokens'] == cached['cache_read_input_tokens']
+    assert cost['cache_creation_cost'] == round(
+        cached['cache_creation_input_tokens'] * model.cache_write_price / 1e6, 5
+    )
+    assert cost.get('cache_read_cost', 0) == round(cached['cache_read_input_tokens'] * model.cache_read_price / 1e6, 5)
+    assert cost['output_cost'] == round(usage['output_tokens'] * model.output_per_million / 1e6, 5)
 
 
 def test_explicit_models_win_over_the_effort_bundle(client: httpx2.Client):
@@ -236,16 +256,19 @@ def test_a_background_run_is_queued_then_in_progress_then_completed(client: http
     assert created['status'] == 'queued' and created['output'] == [] and created['usage'] is None
     assert created['background'] is True and created['model'] == 'medium'
     running = poll(lambda: client.get(f'/v1/agent/{created["id"]}').json(), lambda r: r['status'] == 'in_progress')
-    assert running['output'] == [] and running['usage'] is None and running['model'] == 'medium'
+    assert running['usage'] is None and running['model'] == 'medium'
+    assert {i['type'] for i in running['output']} <= {'search_results', 'fetch_url_results'}
     assert running['completed_at'] is None
     done = wait_terminal(client, created['id'])
-    assert done['status'] == 'completed' and done['model'] == 'openai/gpt-5.5' and done['usage']
+    assert done['status'] == 'completed' and done['model'] == 'openai/gpt-6-luna' and done['usage']
     assert client.get(f'/v1/responses/{created["id"]}').json() == done  # both paths, same run
 
 
-def test_partial_output_shows_items_reached_so_far():
+def test_running_snapshots_show_the_items_reached_so_far():
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09:
+    a running retrieve carries the search and fetch items found so far (the default)."""
     with (
-        Emulator(time_scale=0.002, partial_output=True) as emu,
+        Emulator(time_scale=0.002) as emu,
         httpx2.Client(base_url=emu.base_url, headers={'Authorization': f'Bearer {emu.api_key}'}) as client,
     ):
         created = create(
@@ -265,12 +288,35 @@ def test_partial_output_shows_items_reached_so_far():
         assert done['output'][: len(seen['output'])] == seen['output']
 
 
+def test_partial_output_can_be_turned_off():
+    """`partial_output=False` keeps the documented `output: []` until the run ends."""
+    with (
+        Emulator(time_scale=0.002, partial_output=False) as emu,
+        httpx2.Client(base_url=emu.base_url, headers={'Authorization': f'Bearer {emu.api_key}'}) as client,
+    ):
+        created = create(client, input='Euclid dark matter [[emulate: duration=200]]', effort='medium', background=True)
+        rid = created['id']
+        snapshots: list[dict[str, Any]] = []
+
+        def look() -> dict[str, Any]:
+            snapshots.append(client.get(f'/v1/agent/{rid}').json())
+            return snapshots[-1]
+
+        poll(look, lambda r: r['status'] in TERMINAL)
+        running = [r for r in snapshots if r['status'] == 'in_progress']
+        assert running and all(r['output'] == [] for r in running)
+        assert any(i['type'] == 'search_results' for i in snapshots[-1]['output'])
+
+
 def test_store_false_runs_cannot_be_retrieved(client: httpx2.Client):
     response = create(client, input='q', effort='fast', store=False)
     assert response['store'] is False and response['status'] == 'completed'
     missing = client.get(f'/v1/agent/{response["id"]}')
     assert missing.status_code == 404 and missing.json()['error']['type'] == 'not_found'
-    assert client.get('/v1/agent/resp_unknown').status_code == 404
+    # Live facts: cfdude/mcp-perplexity-pro tests/fixtures/agent_get_store_false_404.json and
+    # agent_get_unknown_404.meta.json, captured 2026-10-09: unknown and store:false ids are both 404.
+    assert missing.json()['error'] == {'message': 'resource not found', 'type': 'not_found', 'code': 404}
+    assert client.get('/v1/agent/resp_00000000-0000-0000-0000-000000000000').status_code == 404
 
 
 def test_finished_runs_expire_after_the_retention_time():
@@ -281,7 +327,7 @@ def test_finished_runs_expire_after_the_retention_time():
         response = create(client, input='q', effort='xhigh', max_output_tokens=900)
         assert client.get(f'/v1/agent/{response["id"]}').status_code == 200
         poll(lambda: {'status': client.get(f'/v1/agent/{response["id"]}').status_code}, lambda r: r['status'] == 404)
-        assert client.post(f'/v1/agent/{response["id"]}/cancel').status_code == 404
+        assert client.post(f'/v1/agent/{response["id"]}/cancel').status_code == 400  # as any unknown id, live
 
 
 def test_cancel_acknowledges_then_the_run_is_cancelled(client: httpx2.Client):
@@ -291,18 +337,27 @@ def test_cancel_acknowledges_then_the_run_is_cancelled(client: httpx2.Client):
     ack = client.post(f'/v1/responses/{started["id"]}/cancel')
     assert ack.status_code == 200 and ack.json() == {'response_id': started['id'], 'status': 'cancelling'}
     done = wait_terminal(client, started['id'])
-    assert done['status'] == 'cancelled' and done['usage'] is None and done['output'] == []
-    assert done['error'] == {'code': 'cancelled', 'type': 'cancelled', 'message': 'The response was cancelled.'}
-    assert done['model'] == 'anthropic/claude-opus-4-7' and done['completed_at'] is not None
+    # Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_cancelled.json, captured 2026-10-09.
+    assert done['status'] == 'cancelled' and done['usage'] is None
+    assert done['error'] == {'code': 'cancelled', 'type': 'cancelled', 'message': 'cancelled'}
+    assert done['incomplete_details'] == {'reason': 'cancelled'}
+    assert done['model'] == 'xhigh' and done['completed_at'] is None
     again = client.post(f'/v1/agent/{started["id"]}/cancel')
     assert again.status_code == 400 and again.json()['error']['type'] == 'invalid_request'
-    assert client.post('/v1/agent/resp_nope/cancel').status_code == 404
+    assert client.post('/v1/agent/resp_nope/cancel').status_code == 400
 
 
 def test_cancel_of_a_completed_run_is_400(client: httpx2.Client):
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_cancel_terminal_400.meta.json, captured
+    2026-10-09."""
     finished = create(client, input='q', effort='fast')
     response = client.post(f'/v1/agent/{finished["id"]}/cancel')
-    assert response.status_code == 400 and 'completed' in response.json()['error']['message']
+    assert response.status_code == 400
+    assert response.json()['error'] == {
+        'message': 'the run is already terminal and cannot be cancelled',
+        'type': 'invalid_request',
+        'code': 400,
+    }
 
 
 def test_retrieve_query_parameters_are_checked(client: httpx2.Client):

@@ -151,7 +151,7 @@ def test_search_and_models(pplx: Perplexity):
     assert multi.results and not any('iea.org' in r.url for r in multi.results)
     models = pplx.models.list()
     ids = {m.id for m in models.data}
-    assert {'perplexity/sonar', 'openai/gpt-5.5', 'anthropic/claude-opus-4-7', 'xai/grok-4-1-fast-non-reasoning'} <= ids
+    assert {'perplexity/sonar', 'openai/gpt-5.5', 'anthropic/claude-opus-4-7', 'openai/gpt-6-luna'} <= ids
     assert all(m.object == 'model' and m.owned_by == m.id.split('/')[0] for m in models.data)
 
 
@@ -162,9 +162,11 @@ def test_sdk_errors_for_400_401_404_429_500(emu: Emulator, pplx: Perplexity):
     with pytest.raises(perplexity.BadRequestError):
         pplx.responses.create(input='q', effort='turbo')
     with pytest.raises(perplexity.NotFoundError):
+        pplx.responses.retrieve('resp_00000000-0000-0000-0000-000000000000')
+    with pytest.raises(perplexity.BadRequestError):  # live: a malformed id is a 400
         pplx.responses.retrieve('resp_does_not_exist')
-    with pytest.raises(perplexity.NotFoundError):
-        pplx.responses.cancel('resp_does_not_exist')
+    with pytest.raises(perplexity.BadRequestError):  # live: cancelling an unknown id is a 400
+        pplx.responses.cancel('resp_00000000-0000-0000-0000-000000000000')
     with pytest.raises(perplexity.RateLimitError):
         pplx.responses.create(input='q [[emulate: 429x1]]', effort='fast')
     with pytest.raises(perplexity.InternalServerError):
@@ -172,7 +174,8 @@ def test_sdk_errors_for_400_401_404_429_500(emu: Emulator, pplx: Perplexity):
     with Perplexity(base_url=emu.base_url, api_key='pplx-wrong', max_retries=0) as wrong:
         with pytest.raises(perplexity.AuthenticationError):
             wrong.responses.create(input='q', effort='fast')
-        assert wrong.models.list().data  # no key needed
+        with pytest.raises(perplexity.AuthenticationError):  # live: /v1/models needs a key too
+            wrong.models.list()
 
 
 def test_the_sdk_retries_429_with_retry_after_zero(emu: Emulator):

@@ -32,7 +32,7 @@ def test_start_and_stop_on_a_free_loopback_port():
     with emu:
         assert emu.running and emu.port > 0
         assert emu.base_url == f'http://127.0.0.1:{emu.port}'
-        with httpx2.Client() as c:
+        with httpx2.Client(headers={'Authorization': f'Bearer {emu.api_key}'}) as c:
             assert c.get(emu.base_url + '/v1/models').status_code == 200
     assert not emu.running
     with httpx2.Client() as c, pytest.raises(httpx2.ConnectError):
@@ -87,11 +87,12 @@ async def test_async_context_manager_and_prompt_stop_with_an_open_stream():
 
 def test_requests_are_recorded_without_headers_and_carry_request_ids(client: httpx2.Client, emu: Emulator):
     a = client.get('/v1/models')
-    b = client.get('/v1/agent/resp_missing', params={'format': 'short'})
+    missing = 'resp_00000000-0000-0000-0000-000000000000'
+    b = client.get(f'/v1/agent/{missing}', params={'format': 'short'})
     assert a.headers['x-request-id'] != b.headers['x-request-id']
     assert emu.requests == [
         RecordedRequest('GET', '/v1/models', '', 200),
-        RecordedRequest('GET', '/v1/agent/resp_missing', 'format=short', 404),
+        RecordedRequest('GET', f'/v1/agent/{missing}', 'format=short', 404),
     ]
     assert set(RecordedRequest.__dataclass_fields__) == {'method', 'path', 'query', 'status'}
     emu.requests.clear()
@@ -166,7 +167,7 @@ def test_serve_runs_in_the_foreground_and_stops_on_ctrl_c():
 
 
 def test_every_response_says_it_is_emulated(client: httpx2.Client, emu: Emulator):
-    """JSON, errors (401, 404, 405, 400), SSE and `/v1/models` all carry `x-pplx-emulator: <version>`."""
+    """JSON, errors (401, 405, 400), SSE and `/v1/models` all carry `x-pplx-emulator: <version>`."""
     from pydantic_ai_perplexity import __version__
     from pydantic_ai_perplexity.emulator import EMULATOR_HEADER
 
@@ -181,7 +182,7 @@ def test_every_response_says_it_is_emulated(client: httpx2.Client, emu: Emulator
         client.get('/v1/models', headers={'Authorization': 'Bearer wrong'}),
         client.post('/v1/agent', json={'input': 'q', 'effort': 'fast'}, headers={'Authorization': 'Bearer wrong'}),
     ]
-    assert [r.status_code for r in answers] == [200, 200, 400, 404, 405, 200, 200, 401]
+    assert [r.status_code for r in answers] == [200, 200, 400, 400, 405, 200, 401, 401]
     for response in answers:
         assert response.headers[EMULATOR_HEADER] == __version__, response.request.url
     body = {'input': 'What is the EU AI Act?', 'effort': 'fast', 'stream': True}

@@ -68,7 +68,7 @@ def test_a_stream_is_plain_data_frames_in_the_observed_order(client: httpx2.Clie
     assert kinds.count('response.output_text.delta') > 3 and deltas == text_done['text']
     assert done[message_index]['content'][0]['text'] == deltas
     final = events[-1]['response']
-    assert final['status'] == 'completed' and final['model'] == 'openai/gpt-5.4' and final['usage']
+    assert final['status'] == 'completed' and final['model'] == 'openai/gpt-6-luna' and final['usage']
     assert [item['type'] for item in final['output']] == [done[i]['type'] for i in sorted(done)]
     assert 'function_call' not in {item['type'] for item in final['output']}
     assert parse_response(final).output_text == deltas
@@ -127,7 +127,9 @@ def test_bad_resume_requests_are_400(client: httpx2.Client):
     blocking = client.post('/v1/agent', json={'input': 'q', 'effort': 'fast'}).json()
     refused = client.get(f'/v1/agent/{blocking["id"]}', params={'stream': 'true', 'starting_after': 0})
     assert refused.status_code == 400 and 'background' in refused.json()['error']['message']
-    assert client.get('/v1/agent/resp_nope', params={'stream': 'true', 'starting_after': 0}).status_code == 404
+    unknown = 'resp_00000000-0000-0000-0000-000000000000'
+    assert client.get(f'/v1/agent/{unknown}', params={'stream': 'true', 'starting_after': 0}).status_code == 404
+    assert client.get('/v1/agent/resp_nope', params={'stream': 'true', 'starting_after': 0}).status_code == 400
 
 
 def test_an_expired_resume_window_is_400_and_plain_retrieve_still_works():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx2
@@ -15,7 +16,7 @@ OK: dict[str, Any] = {'input': 'What is the EU AI Act?', 'effort': 'fast'}
 def error_of(response: httpx2.Response, status: int) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers['content-type'].startswith('application/json')
-    assert response.headers['x-request-id'].startswith('req_')
+    uuid.UUID(response.headers['x-request-id'])  # a bare UUID, as the live API sends
     body = response.json()
     assert set(body) == {'error'}
     error = body['error']
@@ -133,39 +134,11 @@ def test_every_documented_field_is_accepted(client: httpx2.Client, emu: Emulator
     [
         ({'effort': 'fast'}, 400, 'invalid_request', 'input'),
         ({'input': 'q'}, 400, 'invalid_request', 'model'),
-        ({'input': '   ', 'effort': 'fast'}, 400, 'invalid_request', 'input'),
-        ({**OK, 'models': []}, 400, 'invalid_parameter', 'models'),
-        ({**OK, 'models': ['openai/gpt-5.4'] * 6}, 400, 'invalid_parameter', 'models'),
-        ({**OK, 'max_steps': 0}, 400, 'invalid_parameter', 'max_steps'),
-        ({**OK, 'max_steps': 101}, 400, 'invalid_parameter', 'max_steps'),
-        ({**OK, 'max_output_tokens': 0}, 400, 'invalid_parameter', 'max_output_tokens'),
         ({**OK, 'max_steps': '5'}, 400, 'invalid_request', 'max_steps'),
-        ({**OK, 'temperature': 3}, 400, 'invalid_parameter', 'temperature'),
-        ({**OK, 'effort': 'ultra'}, 400, 'invalid_parameter', 'effort'),
-        ({**OK, 'effort': 'fast-search'}, 400, 'invalid_parameter', 'effort'),
-        ({'input': 'q', 'preset': 'turbo'}, 400, 'invalid_parameter', 'effort'),
-        ({'input': 'q', 'model': 'sonar'}, 400, 'invalid_model', 'model'),
-        ({'input': 'q', 'model': 'openai/gpt-99'}, 400, 'invalid_model', 'model'),
-        ({'input': 'q', 'models': ['openai/gpt-5.4', 'nope/x']}, 400, 'invalid_model', 'models'),
-        ({'input': 'q', 'model': 'anthropic/claude-opus-4-7'}, 400, 'invalid_parameter', 'max_output_tokens'),
         ({**OK, 'tools': [{'type': 'hammer'}]}, 400, 'invalid_request', 'type'),
         ({**OK, 'tools': [{'name': 'f'}]}, 400, 'invalid_request', 'type'),
-        ({**OK, 'tools': [{'type': 'function', 'name': 'web_search'}]}, 400, 'invalid_parameter', 'name'),
-        ({**OK, 'tools': [{'type': 'function', 'name': 'sandbox'}]}, 400, 'invalid_parameter', 'name'),
-        ({**OK, 'response_format': {'type': 'regex'}}, 400, 'invalid_parameter', 'type'),
-        ({**OK, 'response_format': {'type': 'json_schema'}}, 400, 'invalid_request', 'json_schema'),
-        (
-            {**OK, 'response_format': {'type': 'json_schema', 'json_schema': {'name': 'a b', 'schema': {}}}},
-            400,
-            'invalid_parameter',
-            'name',
-        ),
-        ({**OK, 'metadata': {f'k{i}': 'v' for i in range(17)}}, 400, 'invalid_parameter', 'metadata'),
-        ({**OK, 'metadata': {'k' * 65: 'v'}}, 400, 'invalid_parameter', 'metadata'),
-        ({**OK, 'metadata': {'k': 'v' * 513}}, 400, 'invalid_parameter', 'metadata'),
         ({**OK, 'metadata': {'k': 1}}, 400, 'invalid_request', 'k'),
         ({**OK, 'input': [{'type': 'image', 'url': 'x'}]}, 400, 'invalid_request', 'type'),
-        ({**OK, 'tool_choice': 'always'}, 400, 'invalid_parameter', 'tool_choice'),
     ],
 )
 def test_bad_values_are_rejected_with_type_and_param(
@@ -175,9 +148,55 @@ def test_bad_values_are_rejected_with_type_and_param(
     assert (error['type'], error.get('param')) == (type_, param), error
 
 
+@pytest.mark.parametrize(
+    ('body', 'message'),
+    [
+        ({'input': '   ', 'effort': 'fast'}, 'input cannot be empty'),
+        ({**OK, 'models': []}, 'models: List should have at least 1 item'),
+        ({**OK, 'models': ['openai/gpt-5.4'] * 6}, 'models: List should have at most 5 items'),
+        ({**OK, 'max_steps': 0}, 'max steps must be at least 1'),
+        ({**OK, 'max_steps': 101}, 'max steps must be at most 100'),
+        ({**OK, 'max_output_tokens': 0}, 'max output tokens must be at least 1'),
+        ({**OK, 'temperature': 3}, 'temperature must be at most 2'),
+        ({**OK, 'effort': 'ultra'}, 'invalid effort "ultra"'),
+        ({**OK, 'effort': 'fast-search'}, 'invalid effort "fast-search"'),
+        ({'input': 'q', 'preset': 'turbo'}, 'invalid preset "turbo"'),
+        ({'input': 'q', 'model': 'sonar'}, 'model "sonar" is not supported'),
+        ({'input': 'q', 'model': 'openai/gpt-99'}, 'model "openai/gpt-99" is not supported'),
+        ({'input': 'q', 'models': ['openai/gpt-5.4', 'nope/x']}, 'model "nope/x" is not supported'),
+        ({'input': 'q', 'model': 'anthropic/claude-opus-4-7'}, 'max_output_tokens is required'),
+        ({**OK, 'tools': [{'type': 'function', 'name': 'web_search'}]}, 'function name "web_search" is reserved'),
+        ({**OK, 'tools': [{'type': 'function', 'name': 'sandbox'}]}, 'function name "sandbox" is reserved'),
+        ({**OK, 'response_format': {'type': 'regex'}}, 'type must be one of: json_schema'),
+        ({**OK, 'response_format': {'type': 'json_schema'}}, 'response_format.json_schema is required'),
+        (
+            {**OK, 'response_format': {'type': 'json_schema', 'json_schema': {'name': 'a b', 'schema': {}}}},
+            'response_format.json_schema.name: String should match pattern',
+        ),
+        ({**OK, 'metadata': {f'k{i}': 'v' for i in range(17)}}, 'metadata can have at most 16 keys'),
+        ({**OK, 'metadata': {'k' * 65: 'v'}}, 'metadata keys can be at most 64 characters'),
+        ({**OK, 'metadata': {'k': 'v' * 513}}, 'metadata values can be at most 512 characters'),
+        ({**OK, 'tool_choice': 'always'}, 'tool choice must be one of: none auto required'),
+    ],
+)
+def test_bad_values_are_validation_failures(client: httpx2.Client, body: dict[str, Any], message: str):
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_max_steps_zero_400.json (and the other
+    `validation failed` captures), captured 2026-10-09: a bad value is 400 `invalid_request`, "validation failed:
+    <what>", with no `param`."""
+    error = error_of(client.post('/v1/agent', json=body), 400)
+    assert error['type'] == 'invalid_request' and 'param' not in error, error
+    assert error['message'].startswith(f'validation failed: {message}'), error
+
+
 def test_anthropic_models_require_max_output_tokens_with_the_live_message(client: httpx2.Client):
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_anthropic_no_max_output_tokens_400.json, captured
+    2026-10-09."""
     error = error_of(client.post('/v1/agent', json={'input': 'q', 'model': 'anthropic/claude-sonnet-4-6'}), 400)
-    assert error['message'] == 'max_output_tokens is required when using Anthropic models'
+    assert error == {
+        'message': 'validation failed: max_output_tokens is required when using Anthropic models',
+        'type': 'invalid_request',
+        'code': 400,
+    }
     ok = client.post('/v1/agent', json={'input': 'q', 'model': 'anthropic/claude-sonnet-4-6', 'max_output_tokens': 500})
     assert ok.status_code == 200
 
@@ -213,20 +232,20 @@ def test_legacy_presets_map_to_efforts_and_effort_wins(client: httpx2.Client, pr
             'search_domain_filter',
         ),
         ({'search_domain_filter': ['https://a.com/x']}, 'invalid_search_domain_filter', 'search_domain_filter'),
-        ({'search_recency_filter': 'decade'}, 'invalid_parameter', 'search_recency_filter'),
+        ({'search_recency_filter': 'decade'}, 'invalid_request', None),
         ({'search_after_date_filter': '2026-01-31'}, 'invalid_date_format', 'search_after_date_filter'),
         ({'last_updated_before_filter': '13/01/2026'}, 'invalid_date_format', 'last_updated_before_filter'),
         (
             {'search_recency_filter': 'week', 'search_after_date_filter': '1/31/2026'},
-            'invalid_parameter',
+            'invalid_request',
             'search_recency_filter',
         ),
     ],
 )
-def test_web_search_filters_are_checked(client: httpx2.Client, filters: dict[str, Any], type_: str, param: str):
+def test_web_search_filters_are_checked(client: httpx2.Client, filters: dict[str, Any], type_: str, param: str | None):
     body = {**OK, 'tools': [{'type': 'web_search', 'filters': filters}]}
     error = error_of(client.post('/v1/agent', json=body), 400)
-    assert (error['type'], error['param']) == (type_, param)
+    assert (error['type'], error.get('param')) == (type_, param)
 
 
 def test_twenty_domains_and_short_dates_are_fine(client: httpx2.Client):
@@ -240,19 +259,19 @@ def mcp(label: str = 's', url: str = 'https://mcp.example.com/mcp') -> dict[str,
 
 
 @pytest.mark.parametrize(
-    ('tools', 'param'),
+    ('tools', 'message'),
     [
-        ([mcp(f's{i}') for i in range(17)], 'tools'),
-        ([mcp('bad label')], 'server_label'),
-        ([mcp('x' * 65)], 'server_label'),
-        ([mcp('a'), mcp('a')], 'server_label'),
-        ([mcp(url='http://mcp.example.com/mcp')], 'server_url'),
-        ([mcp(url='ftp://mcp.example.com')], 'server_url'),
+        ([mcp(f's{i}') for i in range(17)], 'at most 16 mcp tools are allowed, got 17'),
+        ([mcp('bad label')], 'invalid server_label "bad label"'),
+        ([mcp('x' * 65)], f'invalid server_label "{"x" * 65}"'),
+        ([mcp('a'), mcp('a')], 'duplicate server_label "a"'),
+        ([mcp(url='http://mcp.example.com/mcp')], 'invalid server_url for mcp server "s"'),
+        ([mcp(url='ftp://mcp.example.com')], 'invalid server_url for mcp server "s"'),
     ],
 )
-def test_mcp_tools_are_checked(client: httpx2.Client, tools: list[dict[str, Any]], param: str):
+def test_mcp_tools_are_checked(client: httpx2.Client, tools: list[dict[str, Any]], message: str):
     error = error_of(client.post('/v1/agent', json={**OK, 'tools': tools}), 400)
-    assert (error['type'], error['param']) == ('invalid_parameter', param)
+    assert error['type'] == 'invalid_request' and error['message'].startswith(f'validation failed: {message}')
 
 
 @pytest.mark.parametrize('url', ['http://127.0.0.1:9/mcp', 'http://localhost/mcp', 'http://[::1]:8000/mcp'])
@@ -281,22 +300,28 @@ def test_bodies_over_32_mib_are_refused_with_413(client: httpx2.Client, emu: Emu
     assert client.post('/v1/agent', json=OK).status_code == 200  # and the server keeps serving
 
 
-def test_a_key_is_required_everywhere_but_models(emu: Emulator):
+def test_a_key_is_required_everywhere(emu: Emulator):
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/models_unauthenticated.json, captured 2026-10-09: even
+    `/v1/models` needs a key, and a missing key is 401 `invalid_api_key`."""
+    live = {
+        'message': 'Invalid API key provided. Ensure your API key is correct and active.',
+        'type': 'invalid_api_key',
+    }
     with httpx2.Client(base_url=emu.base_url) as anonymous:
         for method, path in [
             ('POST', '/v1/agent'),
             ('GET', '/v1/responses/resp_x'),
             ('POST', '/search'),
             ('GET', '/x'),
+            ('GET', '/v1/models'),
         ]:
             error = error_of(anonymous.request(method, path, json=OK), 401)
-            # The migration guide's error table: "401/403 | forbidden | Bad or blocked key."
-            assert error['type'] == 'forbidden'
+            assert error == {**live, 'code': 401}
         wrong = anonymous.post('/v1/agent', json=OK, headers={'Authorization': 'Bearer pplx-wrong'})
-        assert error_of(wrong, 401)['message'] == 'Invalid API key provided.'
+        assert error_of(wrong, 401) == {**live, 'code': 401}
         basic = anonymous.post('/v1/agent', json=OK, headers={'Authorization': f'Basic {emu.api_key}'})
         error_of(basic, 401)
-        models = anonymous.get('/v1/models')
+        models = anonymous.get('/v1/models', headers={'Authorization': f'Bearer {emu.api_key}'})
         assert models.status_code == 200 and models.json()['object'] == 'list'
     assert emu.requests[-1].path == '/v1/models' and emu.requests[-1].status == 200
 
@@ -316,7 +341,15 @@ def test_the_key_is_never_echoed_or_recorded(emu: Emulator, caplog: pytest.LogCa
     assert all(emu.api_key not in repr(r) for r in emu.requests)
 
 
-def test_retired_sonar_endpoints_answer_410(client: httpx2.Client):
+def test_retired_sonar_endpoints_answer_403(client: httpx2.Client):
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/async_chat_completions_403.json and
+    chat_completions_403.meta.json, captured 2026-10-09: 403 `chat_completions_not_available`."""
+    live = {
+        'message': 'Sonar is now the Agent API. Use /v1/responses instead of /v1/sonar. '
+        'Migrate here: https://docs.perplexity.ai/docs/agent-api/migrate-from-sonar/overview',
+        'type': 'chat_completions_not_available',
+        'code': 403,
+    }
     for method, path in [
         ('POST', '/chat/completions'),
         ('POST', '/v1/chat/completions'),
@@ -326,15 +359,7 @@ def test_retired_sonar_endpoints_answer_410(client: httpx2.Client):
         ('GET', '/async/chat/completions'),
         ('GET', '/async/chat/completions/abc'),
     ]:
-        error = error_of(client.request(method, path, json={'model': 'sonar', 'messages': []}), 410)
-        assert error['type'] == 'endpoint_retired'
-        assert error['message'].startswith('Sonar is now the Agent API')
-        assert 'POST /v1/agent' in error['message']
-    error = error_of(client.post('/chat/completions', json={}), 410)
-    assert error['message'] == (
-        'Sonar is now the Agent API: /chat/completions was retired on 2026-09-27. '
-        'Use POST /v1/agent (or /v1/responses) instead.'
-    )
+        assert error_of(client.request(method, path, json={'model': 'sonar', 'messages': []}), 403) == live
 
 
 def test_unknown_paths_and_methods(client: httpx2.Client):
@@ -400,7 +425,8 @@ def test_recency_combines_with_last_updated_filters_but_not_publication_dates(cl
 
 
 def test_documented_model_ids_are_served_and_a_user_can_add_more(client: httpx2.Client):
-    """Ids used by Perplexity's own migration guide and guides; `Emulator(models=...)` extends the table."""
+    """Ids used by Perplexity's own migration guide and guides that the live `/v1/models` still lists (2026-10-09);
+    `Emulator(models=...)` extends the table, a user's model billed at its own prices."""
     ids = {m['id'] for m in client.get('/v1/models').json()['data']}
     documented = {
         'openai/gpt-5.1',
@@ -408,21 +434,39 @@ def test_documented_model_ids_are_served_and_a_user_can_add_more(client: httpx2.
         'anthropic/claude-opus-4-6',
         'anthropic/claude-sonnet-4-5',
         'google/gemini-3.1-flash-lite',
-        'nvidia/nemotron-3-super-120b-a12b',
         'openai/gpt-6-luna',
     }
     assert documented <= ids
     for model in documented - {'anthropic/claude-opus-4-6', 'anthropic/claude-sonnet-4-5'}:
         assert client.post('/v1/agent', json={'input': 'q', 'model': model}).status_code == 200, model
     with (
-        Emulator(time_scale=0, models={'acme/research-1': (1.0, 2.0)}) as emu,
+        Emulator(time_scale=0, models={'acme/research-1': (1.0, 2.0), 'acme/cached-1': (1.0, 2.0, 0.5, 1.5)}) as emu,
         httpx2.Client(base_url=emu.base_url, headers={'Authorization': f'Bearer {emu.api_key}'}) as c,
     ):
-        assert 'acme/research-1' in {m['id'] for m in c.get('/v1/models').json()['data']}
-        run = c.post('/v1/agent', json={'input': 'EU AI Act', 'model': 'acme/research-1'}).json()
-        assert run['model'] == 'acme/research-1' and run['usage']['cost']['input_cost'] > 0
+        listed = {m['id']: m['pricing'] for m in c.get('/v1/models').json()['data']}
+        assert listed['acme/research-1'] == {
+            'input': 1.0,
+            'output': 2.0,
+            'cache_read': 1.0,
+            'unit': 'usd_per_1m_tokens',
+        }
+        assert listed['acme/cached-1'] == {
+            'input': 1.0,
+            'output': 2.0,
+            'cache_read': 0.5,
+            'cache_write': 1.5,
+            'unit': 'usd_per_1m_tokens',
+        }
+        question = 'What does the EU AI Act require of providers of general-purpose models? ' * 10
+        run = c.post('/v1/agent', json={'input': question, 'model': 'acme/research-1'}).json()
+        usage = run['usage']
+        written = usage['input_tokens_details']['cache_creation_input_tokens']
+        assert run['model'] == 'acme/research-1' and written > 0
+        assert usage['cost']['cache_creation_cost'] == round(written * 1.0 / 1e6, 5)  # no cache_write: input price
     with pytest.raises(ValueError, match='provider/model'):
         Emulator(models={'nameless': (1.0, 1.0)})
+    with pytest.raises(ValueError, match='prices'):
+        Emulator(models={'acme/x': (1.0,)})
 
 
 def test_a_blocked_key_is_a_403_forbidden():

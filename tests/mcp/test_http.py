@@ -231,7 +231,7 @@ def test_an_unknown_prompt_or_run_is_invalid_params_without_a_traceback(http_ser
     prompt = {'jsonrpc': '2.0', 'id': 1, 'method': 'prompts/get', 'params': {'name': 'nope', **meta}}
     _, reply = answer(http_server, prompt, era)
     assert reply['id'] == 1 and reply['error']['code'] == -32602 and 'nope' in reply['error']['message']
-    uri = 'perplexity://runs/resp_does-not-exist'
+    uri = 'perplexity://runs/resp_00000000-0000-0000-0000-000000000000'
     run = {'jsonrpc': '2.0', 'id': 2, 'method': 'resources/read', 'params': {'uri': uri, **meta}}
     _, reply = answer(http_server, run, era)
     assert reply['id'] == 2 and reply['error']['code'] == -32602

@@ -147,7 +147,7 @@ def test_the_modern_era_answers_bad_params_with_the_id_too(
 def test_an_unknown_prompt_or_run_is_invalid_params_without_a_traceback(server: RawServer) -> None:
     prompt = server.request('prompts/get', {'name': 'no-such-prompt'})
     assert prompt['error']['code'] == -32602 and 'no-such-prompt' in prompt['error']['message']
-    run = server.request('resources/read', {'uri': 'perplexity://runs/resp_does-not-exist'})
+    run = server.request('resources/read', {'uri': 'perplexity://runs/resp_00000000-0000-0000-0000-000000000000'})
     assert run['error']['code'] == -32602
     assert 'No research run has that response_id' in run['error']['message']
     assert b'Traceback' not in b''.join(server.stderr)
@@ -223,7 +223,7 @@ def test_a_bad_argument_is_an_error_with_text_that_says_what_to_fix(server: RawS
     result = server.call('perplexity_research', {'query': 'q', 'domains': ['not a domain']})
     assert result['isError'] is True
     assert 'is not a domain' in text_of(result) and 'Traceback' not in text_of(result)
-    unknown = server.call('perplexity_research_result', {'response_id': 'resp_does-not-exist'})
+    unknown = server.call('perplexity_research_result', {'response_id': 'resp_00000000-0000-0000-0000-000000000000'})
     assert unknown['isError'] is True and 'No research run has that response_id' in text_of(unknown)
     limit = server.call('perplexity_research_list', {'limit': 500})
     assert limit['isError'] is True and 'between 1 and 50' in text_of(limit)

@@ -11,6 +11,8 @@ import asyncio
 import hmac
 import json
 import logging
+import math
+import re
 import secrets
 import time
 import uuid
@@ -33,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._corpus import search_corpus
 from ._errors import ApiError, json_bytes
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
-from ._models import ModelInfo, model_table
+from ._models import ModelSpec, model_table
 from ._proxy import check_upstream, close_clients, proxy
 from ._record import Recorder, Replayer, replay_headers, replay_run, with_headers
 from ._runs import Run, Step, build_run
@@ -42,11 +44,14 @@ from ._validation import McpTool, SearchRequest, input_text, parse_create, parse
 __all__ = (
     'EMULATOR_HEADER',
     'MAX_BODY_BYTES',
+    'RATE_LIMIT',
     'EmulatorState',
+    'RateBucket',
     'RecordedRequest',
     'StreamDropped',
     'create_app',
     'new_api_key',
+    'rate_headers',
 )
 
 logger = logging.getLogger('pydantic_ai_perplexity.emulator')
@@ -58,7 +63,17 @@ _MAX_RUNS = 10_000
 #: Requests kept in the request log at most (a long-lived `serve()` must not grow without bound).
 _MAX_RECORDED = 100_000
 _TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
-_RETIRED_DATE = '2026-09-27'
+#: The live answer to the retired Sonar endpoints (403 `chat_completions_not_available`, captured 2026-10-09).
+_RETIRED_MESSAGE = (
+    'Sonar is now the Agent API. Use /v1/responses instead of /v1/sonar. '
+    'Migrate here: https://docs.perplexity.ai/docs/agent-api/migrate-from-sonar/overview'
+)
+#: A well-formed response id, `resp_<uuid>`: any other id is refused with 400 "invalid response id", as live.
+_RESPONSE_ID = re.compile(r'^resp_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+#: The live answer to a missing or wrong key (401 `invalid_api_key`).
+_INVALID_KEY = 'Invalid API key provided. Ensure your API key is correct and active.'
+#: Requests per minute of the emulated rate limit (the live `x-ratelimit-limit`, Tier 0's 50 RPM).
+RATE_LIMIT = 50
 #: Where a recording proxy forwards to by default: Perplexity's API.
 DEFAULT_UPSTREAM = 'https://api.perplexity.ai'
 #: The header on every response the emulator serves (JSON, SSE and errors alike): its value is the version of
@@ -117,7 +132,7 @@ class EmulatorState:
         partial_output: bool,
         retention_seconds: float | None,
         resume_window_seconds: float | None,
-        models: Mapping[str, tuple[float, float] | ModelInfo] | None = None,
+        models: Mapping[str, ModelSpec] | None = None,
         blocked_keys: Iterable[str] = (),
         record: str | Path | None = None,
         replay: str | Path | None = None,
@@ -147,6 +162,7 @@ class EmulatorState:
         self.blocked_keys = frozenset(blocked_keys)
         self.requests: list[RecordedRequest] = []
         self.runs: dict[str, Run] = {}
+        self.rate = RateBucket(time_scale)
         self.closing = False
         self._closed: anyio.Event | None = None
         self._closer: asyncio.Future[None] | None = None
@@ -212,6 +228,39 @@ class EmulatorState:
             run.wake()
 
 
+class RateBucket:
+    """The live rate-limit headers, from a leaky bucket of `RATE_LIMIT` requests a minute of emulated time.
+
+    The emulator only reports the bucket (it never refuses a request for it; the `429` fault does that), so a
+    fast emulator (small `time_scale`) drains it quickly and shows plenty remaining.
+    """
+
+    def __init__(self, time_scale: float) -> None:
+        self.drain_seconds = 60 / RATE_LIMIT * time_scale  # real seconds per request drained
+        self.level = 0.0
+        self.at = time.monotonic()
+
+    def take(self) -> dict[str, str]:
+        """Count one request and give the headers it is answered with."""
+        now = time.monotonic()
+        drained = (now - self.at) / self.drain_seconds if self.drain_seconds > 0 else math.inf
+        self.level = min(float(RATE_LIMIT), max(0.0, self.level - drained) + 1)
+        self.at = now
+        used = math.ceil(self.level)
+        reset = math.ceil(time.time() + self.level * self.drain_seconds)
+        return rate_headers(used, reset)
+
+
+def rate_headers(used: int, reset: int) -> dict[str, str]:
+    """The live `x-ratelimit-*` headers (lower case, plain integers; `reset` in Unix seconds)."""
+    return {
+        'x-ratelimit-limit': str(RATE_LIMIT),
+        'x-ratelimit-remaining': str(max(0, RATE_LIMIT - used)),
+        'x-ratelimit-reset': str(reset),
+        'x-ratelimit-used': str(min(used, RATE_LIMIT)),
+    }
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Helpers
 
@@ -226,11 +275,7 @@ def _status_error(fault: StatusFault, retry_after: float) -> ApiError:
     if fault.status in {429, 503}:
         headers['Retry-After'] = str(seconds)
     if fault.status == 429:
-        headers |= {
-            'X-RateLimit-Limit-Requests': '50',
-            'X-RateLimit-Remaining-Requests': '0',
-            'X-RateLimit-Reset-Requests': f'{seconds}s',
-        }
+        headers |= rate_headers(RATE_LIMIT, math.ceil(time.time() + retry_after))
         message = f'Rate limit exceeded: too many requests. Retry after {seconds} seconds.'
     elif fault.status == 503:
         message = 'The service is temporarily unavailable. Please retry.'
@@ -318,7 +363,11 @@ class _EventStream:
             {
                 'type': 'http.response.start',
                 'status': 200,
-                'headers': [(b'content-type', b'text/event-stream'), (b'cache-control', b'no-cache')],
+                'headers': [
+                    (b'content-type', b'text/event-stream'),
+                    (b'cache-control', b'no-cache'),
+                    *((k.encode(), v.encode()) for k, v in _run_headers(self.run).items()),
+                ],
             }
         )
         gone = False
@@ -376,8 +425,25 @@ class _EventStream:
 # Agent API
 
 
-def _not_found(response_id: str) -> ApiError:
-    return ApiError(404, 'not_found', f'Response {response_id!r} not found.')
+def _run_headers(run: Run) -> dict[str, str]:
+    """`x-request-id` of an answer about a run: the run id without `resp_`, as live."""
+    return {'x-request-id': run.id.removeprefix('resp_')}
+
+
+def _check_id(response_id: str) -> None:
+    if not _RESPONSE_ID.match(response_id):
+        raise ApiError(400, 'invalid_request', 'invalid response id')
+
+
+def _not_cancellable() -> ApiError:
+    """The live answer to a cancel of an unknown, malformed or finished id alike."""
+    return ApiError(400, 'invalid_request', 'the run is already terminal and cannot be cancelled')
+
+
+def _check_previous(state: EmulatorState, previous_id: str | None) -> None:
+    """An unknown `previous_response_id` is a 400 (a `store: false` run can still be continued, as live)."""
+    if previous_id is not None and state.find(previous_id, stored_only=False) is None:
+        raise ApiError(400, 'invalid_request', 'invalid request', param='previous_response_id')
 
 
 @_guarded
@@ -402,7 +468,6 @@ async def create_response(request: Request) -> Any:
                 424, 'external_connector_error', f'MCP server "{tool.server_label}" could not be initialized'
             )
     query = cleaned.replace(state.api_key, '[redacted]')
-    headers: dict[str, str] = {}
     if state.replayer is not None:
         recording = state.replayer.find('run', json.loads(body))
         background, store = bool(req.background), req.store if req.store is not None else True
@@ -411,7 +476,9 @@ async def create_response(request: Request) -> Any:
         )
         headers = replay_headers(recording, run.id)
     else:
+        _check_previous(state, req.previous_response_id)
         run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models)
+        headers = _run_headers(run)
     state.add_run(run)
     if req.stream:
         return with_headers(_EventStream(state, run, -1), headers)
@@ -481,12 +548,16 @@ def _check_resumable(state: EmulatorState, run: Run, cursor: int, now: float) ->
 
 @_guarded
 async def retrieve_response(request: Request) -> Any:
-    """`GET /v1/agent/{id}`: the run's snapshot, or with `stream=true` its events after `starting_after`."""
+    """`GET /v1/agent/{id}`: the run's snapshot, or with `stream=true` its events after `starting_after`.
+
+    A malformed id is a 400, an unknown or `store: false` one a 404 (live).
+    """
     state = _state(request)
     response_id: str = request.path_params['response_id']
+    _check_id(response_id)
     run = state.find(response_id, stored_only=True)
     if run is None:
-        raise _not_found(response_id)
+        raise ApiError(404, 'not_found', 'resource not found')
     stream = _flag(request.query_params.get('stream'), 'stream')
     cursor = _cursor(request)
     _check_format(request)
@@ -495,29 +566,26 @@ async def retrieve_response(request: Request) -> Any:
         raise _status_error(*fault)
     now = time.monotonic()
     if not stream:
-        return _json(run.snapshot(now, partial_output=state.partial_output))
+        return _json(run.snapshot(now, partial_output=state.partial_output), headers=_run_headers(run))
     _check_resumable(state, run, cursor, now)
     return _EventStream(state, run, cursor)
 
 
 @_guarded
 async def cancel_response(request: Request) -> Any:
-    """`POST /v1/agent/{id}/cancel`: acknowledge with `cancelling`; the run turns `cancelled` shortly after."""
+    """`POST /v1/agent/{id}/cancel`: acknowledge with `cancelling`; the run turns `cancelled` shortly after.
+
+    An unknown, malformed or finished id all get the same 400, as live.
+    """
     state = _state(request)
     response_id: str = request.path_params['response_id']
-    run = state.find(response_id, stored_only=False)
-    if run is None:
-        raise _not_found(response_id)
+    run = state.find(response_id, stored_only=False) if _RESPONSE_ID.match(response_id) else None
     now = time.monotonic()
-    if run.is_terminal(now):
-        raise ApiError(
-            400,
-            'invalid_request',
-            f'response {response_id} is already {run.status(now)} and cannot be cancelled',
-        )
+    if run is None or run.is_terminal(now):
+        raise _not_cancellable()
     if not run.cancel_requested:
         run.cancel(now)
-    return _json({'response_id': response_id, 'status': 'cancelling'})
+    return _json({'response_id': response_id, 'status': 'cancelling'}, headers=_run_headers(run))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -608,23 +676,21 @@ async def search(request: Request) -> Any:
 
 
 async def list_models(request: Request) -> Response:
-    """`GET /v1/models` (no key needed): the models the emulator serves, `provider/model` ids."""
+    """`GET /v1/models` (a key is needed, as live): the models the emulator serves, each with its `pricing`."""
     state = _state(request)
     recorded = state.replayer.models() if state.replayer is not None else None
     if recorded is not None:
         return _json(recorded)
     models = state.models.values()
-    data = [{'id': m.id, 'object': 'model', 'created': 0, 'owned_by': m.owned_by} for m in models]
+    data = [
+        {'id': m.id, 'object': 'model', 'created': 0, 'owned_by': m.owned_by, 'pricing': m.pricing()} for m in models
+    ]
     return _json({'object': 'list', 'data': data})
 
 
 async def retired(request: Request) -> Response:
-    """Retired Sonar endpoints: 410 with the message peers observed ("Sonar is now the Agent API")."""
-    message = (
-        f'Sonar is now the Agent API: {request.url.path} was retired on {_RETIRED_DATE}. '
-        'Use POST /v1/agent (or /v1/responses) instead.'
-    )
-    return ApiError(410, 'endpoint_retired', message).response()
+    """Retired Sonar endpoints: 403 `chat_completions_not_available` with the live message."""
+    return ApiError(403, 'chat_completions_not_available', _RETIRED_MESSAGE).response()
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -644,7 +710,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 class _Outer:
-    """Checks the bearer key (all paths but `/v1/models`), adds `x-request-id`, and records each request."""
+    """Checks the bearer key (every path, `/v1/models` too), adds `x-request-id` and the live `x-ratelimit-*`
+    headers, and records each request."""
 
     def __init__(self, app: ASGIApp, state: EmulatorState) -> None:
         self.app = app
@@ -657,7 +724,8 @@ class _Outer:
         if scope['type'] != 'http':
             await self.app(scope, receive, send)
             return
-        request_id = f'req_{uuid.uuid4().hex}'
+        request_id = str(uuid.uuid4())
+        rate = self.state.rate.take()
         method: str = scope['method']
         path: str = scope['path']
         query = bytes(scope.get('query_string', b'')).decode('latin-1')
@@ -665,15 +733,18 @@ class _Outer:
         async def send_wrapper(message: Message) -> None:
             if message['type'] == 'http.response.start':
                 headers = [*message.get('headers', [])]
-                if not any(k.lower() == b'x-request-id' for k, _ in headers):
+                present = {k.lower() for k, _ in headers}
+                if b'x-request-id' not in present:
                     headers.append((b'x-request-id', request_id.encode()))
+                if self.state.mode != 'record':
+                    headers += [(k.encode(), v.encode()) for k, v in rate.items() if k.encode() not in present]
                 if self.marker:
                     headers.append((EMULATOR_HEADER.encode(), self.marker))
                 message = {**message, 'headers': headers}
                 self.state.record(RecordedRequest(method, path, query, int(message['status'])))
             await send(message)
 
-        if path.rstrip('/') != '/v1/models' and self.state.mode != 'record':
+        if self.state.mode != 'record':
             problem = self._auth_problem(scope)
             if problem is not None:
                 await problem.response()(scope, receive, send_wrapper)
@@ -681,10 +752,10 @@ class _Outer:
         await self.app(scope, receive, send_wrapper)
 
     def _auth_problem(self, scope: Scope) -> ApiError | None:
-        """401 `forbidden` for a missing or wrong key, 403 `forbidden` for a blocked one (the migration guide)."""
+        """401 `invalid_api_key` for a missing or wrong key (live), 403 `forbidden` for a blocked one."""
         values = [v for k, v in scope.get('headers', []) if k.lower() == b'authorization']
         if not values:
-            return ApiError(401, 'forbidden', 'Missing API key: send the header "Authorization: Bearer <your key>".')
+            return ApiError(401, 'invalid_api_key', _INVALID_KEY)
         scheme, _, token = bytes(values[0]).decode('latin-1').strip().partition(' ')
         token = token.strip()
         if scheme.casefold() == 'bearer' and token in self.state.blocked_keys:
@@ -692,7 +763,7 @@ class _Outer:
         if scheme.casefold() != 'bearer' or not hmac.compare_digest(
             token.encode('latin-1'), self.state.api_key.encode('latin-1')
         ):
-            return ApiError(401, 'forbidden', 'Invalid API key provided.')
+            return ApiError(401, 'invalid_api_key', _INVALID_KEY)
         return None
 
 
@@ -701,10 +772,10 @@ def create_app(
     api_key: str | None = None,
     time_scale: float = 0.01,
     faults: FaultPlan | str | Iterable[str] | None = None,
-    partial_output: bool = False,
+    partial_output: bool = True,
     retention_seconds: float | None = None,
     resume_window_seconds: float | None = 600.0,
-    models: Mapping[str, tuple[float, float] | ModelInfo] | None = None,
+    models: Mapping[str, ModelSpec] | None = None,
     blocked_keys: Iterable[str] = (),
     record: str | Path | None = None,
     replay: str | Path | None = None,

@@ -1,10 +1,9 @@
 """The emulator's offline world: a small corpus of invented web pages and its BM25 index.
 
-The model table lives in `_models.py` (re-exported here for older imports).
+The model table lives in `_models.py` (re-exported here for older imports), built from the live prices.
 
 Everything here is sample data written for the emulator. The pages are not copies of real pages (their URLs
-merely look plausible), and the prices are the emulator's own, not Perplexity's: real prices must always be
-read from `usage.cost`.
+merely look plausible).
 """
 
 from __future__ import annotations

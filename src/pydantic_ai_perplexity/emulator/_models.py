@@ -1,89 +1,125 @@
-"""The emulator's model table, in one place: the models `/v1/models` lists, their emulated prices, and the model
-each effort level resolves to. A user extends it per emulator with `Emulator(models={...})`.
+"""The emulator's model table, in one place: the models `/v1/models` lists, their prices, and the model each
+effort level resolves to. A user extends it per emulator with `Emulator(models={...})`.
 
-The ids are the ones Perplexity's own documents and guides use; the prices are the emulator's, not Perplexity's
-(only `perplexity/sonar` and `openai/gpt-5.2` match a published figure): real prices are read from `usage.cost`.
+The table is built from the live facts in `pydantic_ai_perplexity._live_prices` (a live `/v1/models` and the
+pricing page, 2026-10-09), so the emulator lists the live models and bills at the live prices.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ('EFFORT_MODELS', 'FETCH_URL_PRICE', 'MODELS', 'SEARCH_WEB_PRICE', 'ModelInfo', 'model_table')
+from .._live_prices import LIVE_MODELS, LIVE_TOOL_FEES
+
+__all__ = (
+    'EFFORT_MODELS',
+    'FETCH_READER_MODEL',
+    'FETCH_URL_PRICE',
+    'MODELS',
+    'SEARCH_WEB_PRICE',
+    'ModelInfo',
+    'ModelSpec',
+    'model_table',
+)
 
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
-    """A model the emulator serves, with its emulated prices in USD per million tokens."""
+    """A model the emulator serves, with its prices in USD per million tokens (as `/v1/models` lists them).
+
+    `cache_read_per_million` defaults to the input price and `cache_write_per_million` (`None`: not listed)
+    bills cache creation at the input price.
+    """
 
     id: str
     input_per_million: float
     output_per_million: float
+    cache_read_per_million: float | None = None
+    cache_write_per_million: float | None = None
 
     @property
     def owned_by(self) -> str:
         """The provider part of the `provider/model` id."""
         return self.id.split('/', 1)[0]
 
+    @property
+    def cache_read_price(self) -> float:
+        """USD per million cache-read input tokens."""
+        return self.input_per_million if self.cache_read_per_million is None else self.cache_read_per_million
 
-#: Every model the emulator knows, with its emulated price (USD per 1M tokens, in / out). Sources of the ids:
-#: the Agent API migration guide (`perplexity/sonar`, `openai/gpt-5.1`, `anthropic/claude-sonnet-4-5`,
-#: `google/gemini-3-flash-preview`), the old presets table (`openai/gpt-5.1`, `openai/gpt-5.2`,
-#: `xai/grok-4-1-fast-non-reasoning`), Perplexity's guides (`anthropic/claude-opus-4-6`,
-#: `google/gemini-3.1-flash-lite`, `nvidia/nemotron-3-super-120b-a12b`), and the newest live capture
-#: (`openai/gpt-6-luna` for `fast`, priced roughly from that capture's costs).
+    @property
+    def cache_write_price(self) -> float:
+        """USD per million cache-creation input tokens (the input price when no cache-write price is listed)."""
+        return self.input_per_million if self.cache_write_per_million is None else self.cache_write_per_million
+
+    def pricing(self) -> dict[str, Any]:
+        """The `pricing` object of this model's `/v1/models` entry (`cache_write` only when listed)."""
+        entry: dict[str, Any] = {
+            'input': self.input_per_million,
+            'output': self.output_per_million,
+            'cache_read': self.cache_read_price,
+        }
+        if self.cache_write_per_million is not None:
+            entry['cache_write'] = self.cache_write_per_million
+        entry['unit'] = 'usd_per_1m_tokens'
+        return entry
+
+
+#: Every model the live `/v1/models` listed on 2026-10-09, in its order, at its prices.
 MODELS: dict[str, ModelInfo] = {
-    m.id: m
-    for m in (
-        ModelInfo('perplexity/sonar', 0.25, 2.50),
-        ModelInfo('openai/gpt-6-luna', 0.12, 0.50),
-        ModelInfo('openai/gpt-5.5', 1.75, 14.00),
-        ModelInfo('openai/gpt-5.4', 1.25, 10.00),
-        ModelInfo('openai/gpt-5.2', 1.75, 14.00),
-        ModelInfo('openai/gpt-5.1', 1.25, 10.00),
-        ModelInfo('openai/gpt-5-mini', 0.25, 2.00),
-        ModelInfo('anthropic/claude-opus-4-7', 5.00, 25.00),
-        ModelInfo('anthropic/claude-opus-4-6', 5.00, 25.00),
-        ModelInfo('anthropic/claude-sonnet-4-6', 3.00, 15.00),
-        ModelInfo('anthropic/claude-sonnet-4-5', 3.00, 15.00),
-        ModelInfo('anthropic/claude-haiku-4-5', 1.00, 5.00),
-        ModelInfo('google/gemini-3.1-pro-preview', 2.00, 12.00),
-        ModelInfo('google/gemini-3-flash-preview', 0.50, 3.00),
-        ModelInfo('google/gemini-3.1-flash-lite', 0.25, 1.50),
-        ModelInfo('nvidia/nemotron-3-super-120b-a12b', 0.10, 0.50),
-        ModelInfo('xai/grok-4-1-fast-non-reasoning', 0.20, 0.50),
-    )
+    m.id: ModelInfo(m.id, m.input, m.output, m.cache_read, m.cache_write) for m in LIVE_MODELS
 }
 
-#: The model each effort level resolves to: `fast` as in the newest live capture (`openai/gpt-6-luna`), the others
-#: after the old presets table and the contract's suggestions (the live mapping moves; see docs/emulator.md).
+#: The model each effort level resolves to. `fast`, `low` and `medium` runs were all answered by
+#: `openai/gpt-6-luna` on 2026-10-09 (the captures' final `model`); `high` and `xhigh` were not captured and keep
+#: the contract's suggestion (see docs/emulator.md).
 EFFORT_MODELS: dict[str, str] = {
     'fast': 'openai/gpt-6-luna',
-    'low': 'openai/gpt-5.4',
-    'medium': 'openai/gpt-5.5',
+    'low': 'openai/gpt-6-luna',
+    'medium': 'openai/gpt-6-luna',
     'high': 'anthropic/claude-opus-4-7',
     'xhigh': 'anthropic/claude-opus-4-7',
 }
 
-#: Emulated tool fees in USD per call (Perplexity's documented list prices for these tools).
-SEARCH_WEB_PRICE = 0.005
-FETCH_URL_PRICE = 0.0005
+#: The model that reads a fetched page; its tokens are billed inside `fetch_url` (live: `openai/gpt-5.6-luna`).
+FETCH_READER_MODEL = 'openai/gpt-5.6-luna'
+
+#: Tool fees in USD per call as billed: `search_web` at $0.001 (the pricing page's fast rate, what both the `fast`
+#: and the `medium` captures were billed per search) and `fetch_url`'s own fee (its reader's tokens come on top).
+SEARCH_WEB_PRICE = LIVE_TOOL_FEES['web_search_fast']
+FETCH_URL_PRICE = LIVE_TOOL_FEES['fetch_url']
+
+ModelSpec = Sequence[float] | ModelInfo
 
 
-def model_table(extra: Mapping[str, tuple[float, float] | ModelInfo] | None = None) -> dict[str, ModelInfo]:
-    """The built-in table plus a user's models (`{'acme/model-1': (in_per_million, out_per_million)}`).
+def _info(model_id: str, spec: ModelSpec) -> ModelInfo:
+    if isinstance(spec, ModelInfo):
+        return spec
+    prices = [float(p) for p in spec]
+    if not 2 <= len(prices) <= 4:
+        raise ValueError(
+            f'model {model_id!r} needs (input, output[, cache_read[, cache_write]]) prices, got {len(prices)} numbers'
+        )
+    return ModelInfo(model_id, *prices)
+
+
+def model_table(extra: Mapping[str, ModelSpec] | None = None) -> dict[str, ModelInfo]:
+    """The built-in table plus a user's models: `{'acme/model-1': (input, output[, cache_read[, cache_write]])}`
+    in USD per million tokens, or a `ModelInfo`; a user's entry replaces a built-in one of the same id.
 
     Raises:
-        ValueError: an id that is not `provider/model`, or a negative price.
+        ValueError: an id that is not `provider/model`, a wrong number of prices, or a negative price.
     """
     table = dict(MODELS)
     for model_id, spec in (extra or {}).items():
-        info = spec if isinstance(spec, ModelInfo) else ModelInfo(model_id, float(spec[0]), float(spec[1]))
+        info = _info(model_id, spec)
         provider, _, name = model_id.partition('/')
         if not provider or not name or info.id != model_id:
             raise ValueError(f'model id {model_id!r} must be "provider/model"')
-        if info.input_per_million < 0 or info.output_per_million < 0:
+        prices = (info.input_per_million, info.output_per_million, info.cache_read_price, info.cache_write_price)
+        if any(p < 0 for p in prices):
             raise ValueError(f'model {model_id!r} has a negative price')
         table[model_id] = info
     return table

@@ -20,7 +20,7 @@ import anyio
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
 from ._corpus import Document, relevance, search_corpus
 from ._faults import Directives, StatusFault
-from ._models import EFFORT_MODELS, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
+from ._models import EFFORT_MODELS, FETCH_READER_MODEL, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
 from ._validation import (
     CreateRequest,
     FetchUrlTool,
@@ -112,10 +112,6 @@ class Step:
 
 def _uid(prefix: str) -> str:
     return f'{prefix}_{uuid.uuid4()}'
-
-
-def _round(value: float) -> float:
-    return round(value, 6)
 
 
 def _result(doc: Document, result_id: int) -> dict[str, Any]:
@@ -237,8 +233,12 @@ class Run:
 
     # --- views
 
-    def snapshot(self, now: float, *, partial_output: bool = False, force_status: str | None = None) -> dict[str, Any]:
-        """The Response object as `GET …/{id}` shows it at monotonic time `now`."""
+    def snapshot(self, now: float, *, partial_output: bool = True, force_status: str | None = None) -> dict[str, Any]:
+        """The Response object as `GET …/{id}` shows it at monotonic time `now`.
+
+        While the run is going it carries the `search_results`/`fetch_url_results` items reached so far, as the
+        live API does (`partial_output=False` shows `output: []` instead), and `model` is the effort's name.
+        """
         status = force_status or self.status(now)
         if status in TERMINAL:
             return self.terminal
@@ -273,21 +273,26 @@ class Run:
         self._notify()
 
     def cancel(self, now: float) -> None:
-        """Cut the script at `now` and end it with `response.cancelled` shortly after."""
+        """Cut the script at `now` and end it with `response.cancelled` shortly after.
+
+        As live: the cancelled run keeps the output items it had found, shows the effort's name as `model`,
+        has no `completed_at` and no `usage`, and says why in `error` and `incomplete_details`.
+        """
         self.cancel_requested = True
         at = max(self.elapsed(now), 0.0)
         kept = [s for s in self.steps if s.offset <= at and s.type not in _TERMINAL_EVENTS]
         end = at + _CANCEL_DELAY
         seq = (kept[-1].seq + 1) if kept else 0
-        completed_at = int(self.created_at + end * self.time_scale)
+        found = sorted((s.done_item for s in kept if s.done_item is not None), key=lambda d: d[0])
         self.terminal = {
             **self.base,
             'status': 'cancelled',
-            'model': self.model,
-            'completed_at': completed_at,
-            'output': [],
+            'model': self.running_model,
+            'completed_at': None,
+            'output': [item for _, item in found],
             'usage': None,
-            'error': {'code': 'cancelled', 'type': 'cancelled', 'message': 'The response was cancelled.'},
+            'error': {'code': 'cancelled', 'message': 'cancelled', 'type': 'cancelled'},
+            'incomplete_details': {'reason': 'cancelled'},
         }
         event = {'type': 'response.cancelled', 'sequence_number': seq, 'response': self.terminal}
         self.steps = [*kept, Step(end, seq, event)]
@@ -446,38 +451,91 @@ def _mcp_tools(allowed: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+#: Input tokens of a run that come uncached (neither read from nor written to the prompt cache), as live runs show.
+_UNCACHED_TOKENS = 3
+#: Tokens of a page as the fetch reader reads it in full (the corpus keeps only an extract); a live `low` run's
+#: reader read 11,424 tokens of one page.
+_PAGE_TOKENS = 11_000
+
+
+def _cost(tokens_: int, per_million: float) -> float:
+    return round(tokens_ * per_million / 1_000_000, 5)
+
+
+def _split_input(input_tokens: int) -> tuple[int, int]:
+    """`(cache_creation, cache_read)` tokens: the system prompt is read from the cache, the rest written to it."""
+    read = min(_SYSTEM_TOKENS, max(0, input_tokens - _UNCACHED_TOKENS))
+    return max(0, input_tokens - _UNCACHED_TOKENS - read), read
+
+
+def _fetch_usage(reader: ModelInfo, pages: list[Document]) -> tuple[float, list[dict[str, Any]]]:
+    """`fetch_url` as billed: its fee per page plus the tokens of the model that read each page (`token_usage`)."""
+    cost = 0.0
+    usage: list[dict[str, Any]] = []
+    for doc in pages:
+        read_tokens = _PAGE_TOKENS + tokens(doc.text)
+        written = tokens(doc.text)
+        cost += (
+            FETCH_URL_PRICE + read_tokens * reader.cache_write_price / 1e6 + written * reader.output_per_million / 1e6
+        )
+        usage.append(
+            {
+                'model': reader.id,
+                'input_tokens': read_tokens,
+                'input_tokens_details': {
+                    'cache_creation_input_tokens': read_tokens - _UNCACHED_TOKENS,
+                    'cached_tokens': 0,
+                },
+                'output_tokens': written,
+                'output_tokens_details': {'reasoning_tokens': 0},
+            }
+        )
+    return round(cost, 5), usage
+
+
 def _usage(
     info: ModelInfo,
+    reader: ModelInfo,
     input_tokens: int,
     output_tokens: int,
     reasoning_tokens: int,
     searches: int,
-    fetched: int,
+    fetched: list[Document],
 ) -> dict[str, Any]:
-    input_cost = _round(input_tokens * info.input_per_million / 1_000_000)
-    output_cost = _round(output_tokens * info.output_per_million / 1_000_000)
+    """`usage` as the live API bills it: input spend as cache creation/read (`input_cost: 0`), tool fees per tool."""
+    creation, read = _split_input(input_tokens)
     details: dict[str, dict[str, Any]] = {}
     if searches:
-        details['search_web'] = {'invocation': searches, 'cost_usd': _round(searches * SEARCH_WEB_PRICE)}
+        details['search_web'] = {'invocation': searches, 'cost_usd': round(searches * SEARCH_WEB_PRICE, 5)}
     if fetched:
-        details['fetch_url'] = {'invocation': fetched, 'cost_usd': _round(fetched * FETCH_URL_PRICE)}
+        fetch_cost, token_usage = _fetch_usage(reader, fetched)
+        details['fetch_url'] = {'invocation': len(fetched), 'cost_usd': fetch_cost, 'token_usage': token_usage}
     cost_details = {key: value['cost_usd'] for key, value in details.items()}
-    tool_cost = _round(sum(cost_details.values()))
+    cost: dict[str, Any] = {
+        'currency': 'USD',
+        'input_cost': 0,
+        'cache_creation_cost': _cost(creation, info.cache_write_price),
+    }
+    if read:
+        cost['cache_read_cost'] = _cost(read, info.cache_read_price)
+    cost['output_cost'] = _cost(output_tokens, info.output_per_million)
+    cost['tool_calls_cost'] = round(sum(cost_details.values()), 5)
+    cost['tool_calls_cost_details'] = cost_details
+    cost['total_cost'] = round(
+        cost['cache_creation_cost'] + cost.get('cache_read_cost', 0) + cost['output_cost'] + cost['tool_calls_cost'], 5
+    )
     return {
         'input_tokens': input_tokens,
         'output_tokens': output_tokens,
         'total_tokens': input_tokens + output_tokens,
-        'input_tokens_details': {'cache_creation_input_tokens': 0, 'cache_read_input_tokens': 0, 'cached_tokens': 0},
+        'input_tokens_details': {
+            'cache_creation_input_tokens': creation,
+            'cache_read_input_tokens': read,
+            'cached_tokens': read,
+        },
         'output_tokens_details': {'reasoning_tokens': reasoning_tokens},
         'tool_calls_details': details,
-        'cost': {
-            'currency': 'USD',
-            'input_cost': input_cost,
-            'output_cost': output_cost,
-            'tool_calls_cost': tool_cost,
-            'tool_calls_cost_details': cost_details,
-            'total_cost': _round(input_cost + output_cost + tool_cost),
-        },
+        'cost': cost,
     }
 
 
@@ -518,7 +576,7 @@ def _base(req: CreateRequest, response_id: str, created_at: int, effort: str | N
         'parallel_tool_calls': req.parallel_tool_calls if req.parallel_tool_calls is not None else True,
         'presence_penalty': 0,
         'frequency_penalty': 0,
-        'previous_response_id': req.previous_response_id,
+        'previous_response_id': None,  # live: null in the response even when the request sent one
         'prompt_cache_key': req.prompt_cache_key,
         'reasoning': req.reasoning.model_dump(mode='json') if req.reasoning is not None else None,
         'safety_identifier': None,
@@ -795,11 +853,12 @@ def build_run(
         reasoning_tokens = plan.level.reasoning_tokens
         usage = _usage(
             models[who.model],
+            models.get(FETCH_READER_MODEL, MODELS[FETCH_READER_MODEL]),
             _input_tokens(req, plan, mcp_tokens),
             tokens(message.text) + reasoning_tokens,
             reasoning_tokens,
             len(plan.searches),
-            sum(len(batch) for batch in plan.fetches),
+            [doc for batch in plan.fetches for doc in batch],
         )
         terminal = {**ended, 'status': status, 'output': timeline.output, 'usage': usage}
         reason = f'max_output_tokens {_SYSTEM_TURN}' if directives.inject else 'max_output_tokens'

@@ -18,7 +18,7 @@ from uvicorn.config import LOGGING_CONFIG
 
 from ._app import DEFAULT_UPSTREAM, EmulatorState, RecordedRequest, create_app, new_api_key
 from ._faults import FaultPlan
-from ._models import ModelInfo
+from ._models import ModelSpec
 
 __all__ = ('Emulator', 'check_host', 'serve')
 
@@ -103,12 +103,12 @@ class Emulator:
         api_key: str | None = None,
         time_scale: float = 0.01,
         faults: FaultPlan | str | Iterable[str] | None = None,
-        partial_output: bool = False,
+        partial_output: bool = True,
         retention_seconds: float | None = None,
         host: str = '127.0.0.1',
         port: int = 0,
         resume_window_seconds: float | None = 600.0,
-        models: Mapping[str, tuple[float, float] | ModelInfo] | None = None,
+        models: Mapping[str, ModelSpec] | None = None,
         blocked_keys: Iterable[str] = (),
         record: str | Path | None = None,
         replay: str | Path | None = None,
@@ -121,13 +121,14 @@ class Emulator:
             api_key: The one key accepted; a random `pplx-emulator-<hex>` if not given.
             time_scale: Real seconds per emulated second (0 makes every run finish at once).
             faults: Directives queued for upcoming creates (a `FaultPlan`, a spec string, or several).
-            partial_output: Whether an in-progress retrieve shows the search and fetch items reached so far
-                (the live API documents `output: []` until the run ends, the default here).
+            partial_output: Whether an in-progress retrieve shows the search and fetch items reached so far, as
+                the live API does (the default); `False` shows `output: []` until the run ends.
             retention_seconds: Real seconds a finished run stays retrievable (None = forever).
             host: Interface to bind; loopback by default (another one needs `allow_remote`).
             port: Port to bind; 0 picks a free one.
             resume_window_seconds: Real seconds after a run ends during which its stream can be resumed.
-            models: Models to serve besides the built-in table, `{'acme/model-1': (in, out USD per 1M tokens)}`.
+            models: Models to serve besides the built-in (live) table, `{'acme/model-1': (input, output)}` in USD
+                per 1M tokens, optionally followed by cache-read and cache-write prices.
             blocked_keys: Keys answered with 403 `forbidden` (a blocked key), to exercise that path.
             record: A directory to record into: the emulator becomes a proxy to `upstream` that stores every
                 run, search and model list (secrets removed) and forwards the client's own key.

@@ -7,11 +7,12 @@ envelope (`invalid request body: json: unknown field "X"` with `param: "X"` for 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
 from ipaddress import ip_address
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
@@ -608,6 +609,37 @@ def _pick(errors: list[ErrorDetails]) -> ErrorDetails:
     return errors[0]
 
 
+_FAILED = 'validation failed: '
+
+
+def validation_failed(message: str) -> ApiError:
+    """A bad field value as the live API answers it: 400 `invalid_request`, "validation failed: <message>", and
+    no `param` (the live body has none; the message names the field)."""
+    return ApiError(400, 'invalid_request', _FAILED + message)
+
+
+def _constraint_message(error: ErrorDetails, path: str, leaf: str | None) -> str:
+    """The live wording: `tools[0]: search recency filter must be one of: hour day ...`, `max steps must be at
+    least 1`; the field in words, prefixed by the list item it belongs to. Other constraints keep pydantic's text.
+    """
+    head, _, _ = path.rpartition('.')
+    item = head[: head.rindex(']') + 1] if ']' in head else ''
+    words = (leaf or path).replace('_', ' ')
+    subject = f'{item}: {words}' if item else words
+    ctx: dict[str, Any] = dict(error.get('ctx') or {})
+    kind = error['type']
+    if kind == 'literal_error':
+        allowed = re.findall(r"'([^']*)'", str(ctx.get('expected', '')))
+        return f'{subject} must be one of: {" ".join(allowed)}'
+    bounds = {'greater_than_equal': ('at least', 'ge'), 'less_than_equal': ('at most', 'le')}
+    if kind in bounds:
+        phrase, key = bounds[kind]
+        bound = ctx.get(key)
+        shown = int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+        return f'{subject} must be {phrase} {shown}'
+    return f'{path}: {error["msg"]}'
+
+
 def _to_api_error(exc: ValidationError) -> ApiError:
     error = _pick(exc.errors(include_url=False))
     kind = error['type']
@@ -628,7 +660,7 @@ def _to_api_error(exc: ValidationError) -> ApiError:
         where = f'{path}.type' if path else 'type'
         return ApiError(400, 'invalid_request', f'invalid request body: missing required field "{where}"', param='type')
     if kind in _CONSTRAINT_ERRORS:
-        return ApiError(400, 'invalid_parameter', f'invalid value for "{path}": {error["msg"]}', param=leaf)
+        return validation_failed(_constraint_message(error, path, leaf))
     return ApiError(400, 'invalid_request', f'invalid request body: field "{path}": {error["msg"]}', param=leaf)
 
 
@@ -648,11 +680,8 @@ def resolve_effort(name: str, *, field: str) -> str:
     legacy = ', '.join(_LEGACY_PRESETS) if field == 'preset' else ''
     hint = f' (or the legacy names {legacy})' if legacy else ''
     return _raise(
-        ApiError(
-            400,
-            'invalid_parameter',
+        validation_failed(
             f'invalid {field} "{name}": use one of {allowed}{hint}, or a pinned version like "medium@2026-10-16.0"',
-            param='effort',
         )
     )
 
@@ -706,13 +735,12 @@ def check_filters(
     published = [name for name in _PUBLICATION_DATES if dates.get(name) is not None]
     if recency is not None and published:
         # The search SDK guide: recency "can combine with the last-updated range but NOT with" publication dates.
-        raise ApiError(
-            400,
-            'invalid_parameter',
+        error = validation_failed(
             f'search_recency_filter cannot be combined with {" or ".join(published)} (publication dates); '
             'it can be combined with the last-updated filters',
-            param='search_recency_filter',
         )
+        error.param = 'search_recency_filter'  # where the Search API's 422 points (`loc`)
+        raise error
 
 
 def _is_loopback(host: str) -> bool:
@@ -726,36 +754,28 @@ def _is_loopback(host: str) -> bool:
 
 def _check_mcp(tools: list[McpTool]) -> None:
     if len(tools) > 16:
-        raise ApiError(400, 'invalid_parameter', f'at most 16 mcp tools are allowed, got {len(tools)}', param='tools')
+        raise validation_failed(f'at most 16 mcp tools are allowed, got {len(tools)}')
     seen: set[str] = set()
     for tool in tools:
         if not _LABEL.match(tool.server_label):
-            raise ApiError(
-                400,
-                'invalid_parameter',
+            raise validation_failed(
                 f'invalid server_label "{tool.server_label}": must match ^[a-zA-Z0-9_-]{{1,64}}$',
-                param='server_label',
             )
         if tool.server_label in seen:
-            raise ApiError(
-                400, 'invalid_parameter', f'duplicate server_label "{tool.server_label}"', param='server_label'
-            )
+            raise validation_failed(f'duplicate server_label "{tool.server_label}"')
         seen.add(tool.server_label)
         parts = urlsplit(tool.server_url)
         host = parts.hostname or ''
         secure = parts.scheme == 'https' or (parts.scheme == 'http' and _is_loopback(host))
         if not host or not secure:
-            raise ApiError(
-                400,
-                'invalid_parameter',
+            raise validation_failed(
                 f'invalid server_url for mcp server "{tool.server_label}": must be an https URL',
-                param='server_url',
             )
 
 
 def _check_input(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     if (isinstance(req.input, str) and not req.input.strip()) or (isinstance(req.input, list) and not req.input):
-        raise ApiError(400, 'invalid_request', 'input must not be empty', param='input')
+        raise validation_failed('input cannot be empty')
 
 
 def _check_target(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
@@ -773,60 +793,89 @@ def _requested_models(req: CreateRequest) -> list[str]:
 
 
 def _check_models(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
-    """Every model id is listed by `/v1/models` (a bare `sonar` gets a hint)."""
+    """Every model id is listed by `/v1/models` (a bare `sonar` gets a hint). No unknown-model answer was captured
+    live; it is typed like the captured validation failures."""
     for name in _requested_models(req):
         if name not in models:
             hint = f' (did you mean "perplexity/{name}"?)' if '/' not in name and f'perplexity/{name}' in models else ''
-            raise ApiError(
-                400,
-                'invalid_model',
+            raise validation_failed(
                 f'model "{name}" is not supported: use a provider/model id listed by GET /v1/models{hint}',
-                param='models' if req.models is not None and name in req.models else 'model',
             )
 
 
 def _check_anthropic(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     """Anthropic models need `max_output_tokens` (the live message, word for word)."""
     if req.max_output_tokens is None and any(name.startswith('anthropic/') for name in _requested_models(req)):
-        raise ApiError(
-            400,
-            'invalid_parameter',
-            'max_output_tokens is required when using Anthropic models',
-            param='max_output_tokens',
-        )
+        raise validation_failed('max_output_tokens is required when using Anthropic models')
 
 
 def _check_metadata(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     """At most 16 keys, keys up to 64 characters, values up to 512."""
     metadata = req.metadata or {}
     if len(metadata) > 16:
-        raise ApiError(400, 'invalid_parameter', 'metadata can have at most 16 keys', param='metadata')
+        raise validation_failed('metadata can have at most 16 keys')
     for key, value in metadata.items():
         if len(key) > 64:
-            raise ApiError(400, 'invalid_parameter', 'metadata keys can be at most 64 characters', param='metadata')
+            raise validation_failed('metadata keys can be at most 64 characters')
         if len(value) > 512:
-            raise ApiError(400, 'invalid_parameter', 'metadata values can be at most 512 characters', param='metadata')
+            raise validation_failed('metadata values can be at most 512 characters')
+
+
+_JSON_TYPES = frozenset({'string', 'number', 'integer', 'boolean', 'object', 'array', 'null'})
+#: Keywords whose value is one subschema, a list of them, or a map of them.
+_ONE_SCHEMA = ('items', 'additionalProperties', 'not', 'contains', 'propertyNames', 'if', 'then', 'else')
+_SCHEMA_LISTS = ('anyOf', 'oneOf', 'allOf', 'prefixItems')
+_SCHEMA_MAPS = ('properties', 'patternProperties', '$defs', 'definitions')
+
+
+def _subschemas(schema: dict[str, Any]) -> list[Any]:
+    found: list[Any] = [schema[key] for key in _ONE_SCHEMA if key in schema]
+    for key in _SCHEMA_LISTS:
+        value = schema.get(key)
+        if isinstance(value, list):
+            found += cast('list[Any]', value)
+    for key in _SCHEMA_MAPS:
+        value = schema.get(key)
+        if isinstance(value, dict):
+            found += list(cast('dict[str, Any]', value).values())
+    return found
+
+
+def _bad_type(schema: Any) -> bool:
+    """Whether a (sub)schema or any schema inside it names a `type` JSON Schema does not have."""
+    if not isinstance(schema, dict):
+        return False
+    node = cast('dict[str, Any]', schema)
+    kind = node.get('type')
+    kinds = cast('list[Any]', kind) if isinstance(kind, list) else [] if kind is None else [kind]
+    if any(k not in _JSON_TYPES for k in kinds):
+        return True
+    return any(_bad_type(sub) for sub in _subschemas(node))
 
 
 def _check_response_format(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
-    if req.response_format is not None and req.response_format.json_schema is None:
+    """The live rules: the schema is required, its root is an object, and every type inside it is a JSON type."""
+    if req.response_format is None:
+        return
+    if req.response_format.json_schema is None:
+        raise validation_failed('response_format.json_schema is required when type is "json_schema"')
+    schema = req.response_format.json_schema.schema_
+    root = schema.get('type', 'object')
+    if root != 'object':
         raise ApiError(
             400,
-            'invalid_request',
-            'invalid request body: missing required field "response_format.json_schema"',
-            param='json_schema',
+            'invalid_parameter',
+            f"json_schema.schema must have a root type of 'object' (got type={json.dumps(root)}). Wrap your data in "
+            "an object property (e.g. {'type': 'object', 'properties': {'items': {'type': 'array', 'items': ...}}}).",
         )
+    if _bad_type(schema):
+        raise ApiError(400, 'invalid_request', 'invalid request')
 
 
 def _check_function(tool: FunctionTool) -> None:
     """Client functions may not take a built-in tool's name."""
     if tool.name in _RESERVED_FUNCTION_NAMES:
-        raise ApiError(
-            400,
-            'invalid_parameter',
-            f'function name "{tool.name}" is reserved for a built-in tool; choose another name',
-            param='name',
-        )
+        raise validation_failed(f'function name "{tool.name}" is reserved for a built-in tool; choose another name')
 
 
 def _check_web_search(tool: WebSearchTool) -> None:
@@ -944,7 +993,7 @@ def parse_search(body: bytes) -> SearchRequest:
         _check_search(req)
     except ApiError as exc:
         raise ValidationDetail(
-            [{'loc': ['body', exc.param or 'body'], 'msg': exc.message, 'type': 'value_error'}]
+            [{'loc': ['body', exc.param or 'body'], 'msg': exc.message.removeprefix(_FAILED), 'type': 'value_error'}]
         ) from None
     return req
 
