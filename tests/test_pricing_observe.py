@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from live_shapes import fetch_usage
 
+from live_shapes import fetch_usage
 from pydantic_ai_perplexity import pricing
 
 
