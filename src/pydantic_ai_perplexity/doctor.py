@@ -45,7 +45,7 @@ class Check:
 async def run_checks(emit: Callable[[Check], None]) -> bool:
     """Run every check, passing each result to `emit` as it is known; return whether all passed."""
     from .client import PerplexityClient
-    from .errors import ConfigurationError, PerplexityError
+    from .errors import AuthenticationError, ConfigurationError, PerplexityError
 
     results: list[Check] = []
 
@@ -81,6 +81,10 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
         async with client:
             try:
                 models = await client.models()
+            except AuthenticationError:
+                # The live model list needs a key: a 401 still proves the API answers (the key is checked next).
+                report(Check('API reachable', True, 'answered (the model list needs an accepted key)'))
+                reachable = True
             except PerplexityError as exc:
                 # The error's own advice ("Check the network ...") is left out: the fix below says it once.
                 found = str(exc).split('. ', 1)[0].rstrip('.') + '.'

@@ -26,11 +26,12 @@ from .. import tracing
 from ..errors import (
     APIError,
     AuthenticationError,
+    BadRequestError,
     ConfigurationError,
     PermissionDeniedError,
     ResearchTimeoutError,
 )
-from ._errors import as_object, redact
+from ._errors import as_object, invalid_run_id, redact
 from ._models import AgentEvent, CancelAck, Model, ModelList, Response, SearchResponse
 from ._params import AgentRequest, InputItem, SearchRequest
 from ._retry import RequestKind
@@ -74,8 +75,8 @@ class PerplexityClient:
 
     **Parameters:**
 
-    * `api_key`: defaults to `PERPLEXITY_API_KEY`. Optional at construction (`models()` needs none); a call
-      that needs it raises `ConfigurationError` naming the variable.
+    * `api_key`: defaults to `PERPLEXITY_API_KEY`. Optional at construction; a call that needs it raises
+      `ConfigurationError` naming the variable (`models()` is sent without one, and the live API then answers 401).
     * `base_url`: defaults to `PERPLEXITY_BASE_URL`, else `https://api.perplexity.ai`. Must be https, or http
       to a loopback host (the emulator).
     * `timeout`: per request; default 60 s to read, 5 s to connect (with `http_client`: that client's own).
@@ -180,8 +181,18 @@ class PerplexityClient:
         return await self._call(Response, 'POST', '/v1/agent', 'create', json_body=body)
 
     async def retrieve(self, response_id: str) -> Response:
-        """The current snapshot of a run (`output` stays empty until the run ends)."""
-        return await self._call(Response, 'GET', run_path(response_id), 'read')
+        """The current snapshot of a run. While it goes, `output` holds the search and fetch items reached so far and
+        `model` is the effort's name; the answer and `usage` come at the end.
+
+        Raises:
+            NotFoundError: no such run (404), or an id the API refused as malformed (400 live; `reason` says so).
+        """
+        try:
+            return await self._call(Response, 'GET', run_path(response_id), 'read')
+        except BadRequestError as exc:
+            if exc.status_code != 400 or exc.param is not None:  # a field of the request, not the id
+                raise
+            raise invalid_run_id(exc, response_id) from None
 
     async def cancel(self, response_id: str) -> CancelAck:
         """Ask the API to cancel a run. Cancelling is asynchronous: the run becomes `cancelled` shortly after."""
@@ -323,7 +334,10 @@ class PerplexityClient:
         return await self._call(SearchResponse, 'POST', '/search', 'read', json_body=body)
 
     async def models(self) -> list[Model]:
-        """The models the Agent API offers (`provider/model` ids). Needs no API key."""
+        """The models the Agent API offers (`provider/model` ids) with their `pricing` (USD per 1M tokens).
+
+        The key is sent when there is one: the live API answers 401 without it (an emulator may not ask for one).
+        """
         listing = await self._call(ModelList, 'GET', '/v1/models', 'read', auth=False)
         return listing.data
 
