@@ -152,6 +152,29 @@ class Usage(_Model):
             parts.append(f'{tool}{counted}' + (f' ${cost:.4f}' if cost is not None else ''))
         return ', '.join(parts)
 
+    def cost_details(self) -> str | None:
+        """The billed cost's parts as compact JSON, as the ledger stores them (None when no cost was reported)."""
+        if self.cost_usd is None:
+            return None
+        return self.model_dump_json(
+            include={
+                'cost_usd', 'input_cost_usd', 'cache_creation_cost_usd', 'cache_read_cost_usd', 'output_cost_usd',
+                'tool_calls_cost_usd', 'tool_costs_usd', 'tool_calls', 'tool_tokens', 'cache_creation_tokens',
+                'cache_read_tokens',
+            },
+            exclude_defaults=True,
+        )  # fmt: skip
+
+    @classmethod
+    def from_cost_details(cls, text: str | None) -> Usage | None:
+        """The `Usage` a ledger row's `cost_details` holds; None if it holds none or cannot be read."""
+        if not text:
+            return None
+        try:
+            return cls.model_validate_json(text)
+        except ValueError:
+            return None
+
 
 def _usage_from(response: Response) -> Usage:
     wire = response.usage

@@ -225,6 +225,16 @@ def m003_runs_api_emulated_request(db: MigrationDB) -> None:
     db.execute('CREATE INDEX runs_request ON runs (caller, request_id)')
 
 
+@migration
+def m004_runs_cost_details(db: MigrationDB) -> None:
+    # The billed cost's parts (input with cache writes and reads, output, each tool) as JSON text, beside the total.
+    db.execute(
+        'ALTER TABLE runs ADD COLUMN cost_details TEXT'
+        if db.engine == 'sqlite'
+        else 'ALTER TABLE runs ADD COLUMN cost_details text'
+    )
+
+
 #: The schema version a database reaches once every migration is applied (`PRAGMA user_version` on SQLite, the
 #: number of rows in `_migrations` on both).
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -111,6 +111,9 @@ class RunRecord(BaseModel):
     emulated: bool = False
     #: The caller's JSON-RPC request id of the call that started the run (MCP), to find the run to cancel.
     request_id: str | None = None
+    #: The billed cost in parts, as JSON (`Usage.cost_details()`): input with cache writes and reads, output, and
+    #: each tool's calls, cost and tokens. None until the API reported the cost.
+    cost_details: str | None = None
 
     @field_validator('created_at', 'updated_at')
     @classmethod
