@@ -462,18 +462,25 @@ class Researcher:
         given = check_wait(wait_seconds)
         budget = self.wait_seconds if given is None else given
 
-        async def on_event(event: AgentEvent) -> None:
-            step = steps.observe(event)
-            if step is None:
-                return
+        async def shown(step: Step) -> None:
             run.trace.step(step)
             if step.shown and on_progress is not None:
                 outcome = on_progress(step)
                 if outcome is not None:
                     await outcome
 
+        async def on_event(event: AgentEvent) -> None:
+            step = steps.observe(event)
+            if step is not None:
+                await shown(step)
+
+        async def on_snapshot(snapshot: Response) -> None:
+            # Polled (no stream): a running run's snapshot carries the search and fetch items reached so far.
+            for step in steps.snapshot(snapshot, live=True):
+                await shown(step)
+
         try:
-            response = await self.client.wait(response_id, timeout=budget, on_event=on_event)
+            response = await self.client.wait(response_id, timeout=budget, on_event=on_event, on_snapshot=on_snapshot)
         except ResearchTimeoutError as exc:
             last = cast('Response | None', exc.last)
             if last is not None:

@@ -17,11 +17,13 @@ from live_shapes import (
     GET_MALFORMED_400,
     MODELS_NO_KEY_401,
     fetch_item,
+    message,
     models_listing,
     rate_limit_headers,
     running,
     search_item,
 )
+from live_shapes import run as live_run
 from pydantic_ai_perplexity.client._models import FetchUrlResultsItem, SearchResultsItem
 from pydantic_ai_perplexity.client._retry import MAX_RETRY_AFTER, rate_limit_wait, rate_limits, retry_delay
 from pydantic_ai_perplexity.errors import AuthenticationError, NotFoundError, RateLimitError
@@ -146,3 +148,31 @@ async def test_the_remaining_count_and_limit_go_on_the_current_span(capfire: Cap
     assert span.attributes is not None
     assert span.attributes['perplexity.ratelimit.remaining'] == 37
     assert span.attributes['perplexity.ratelimit.limit'] == 50
+
+
+async def test_a_polling_wait_hands_each_running_snapshot_with_its_partial_output():
+    """Live fact: agent_background_in_progress.json, captured 2026-10-09: a polled running snapshot carries the search
+    and fetch items reached so far; with no stream, `wait` hands each one to `on_snapshot`."""
+    run_id = 'resp_5e0c1f2a-0000-4000-8000-00000000000a'
+    snapshots = [
+        running([search_item(1, 'https://a.example/')], run_id=run_id),
+        running([search_item(1, 'https://a.example/'), fetch_item('https://b.example/')], run_id=run_id),
+        live_run(
+            [search_item(1, 'https://a.example/'), fetch_item('https://b.example/'), message('A [1]')], run_id=run_id
+        ),
+    ]
+    polls: list[int] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        if request.url.params.get('stream') == 'true':
+            return httpx2.Response(400, json={'error': {'message': 'no stream here', 'type': 'invalid_request'}})
+        polls.append(1)
+        return httpx2.Response(200, json=snapshots[min(len(polls), len(snapshots)) - 1])
+
+    seen: list[int] = []
+    async with mock_client(handler) as client:
+        done = await client.wait(
+            run_id, timeout=10, poll_interval=0.01, on_snapshot=lambda s: seen.append(len(s.output))
+        )
+    assert done.status == 'completed' and done.output_text == 'A [1]'
+    assert seen == [1, 2]  # each running snapshot, with what it had found; the final one is the result

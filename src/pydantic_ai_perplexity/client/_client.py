@@ -53,6 +53,7 @@ _SEARCH_KEYS = SearchRequest.__required_keys__ | SearchRequest.__optional_keys__
 
 M = TypeVar('M', bound=BaseModel)
 OnEvent = Callable[[AgentEvent], Awaitable[None] | None]
+OnSnapshot = Callable[[Response], Awaitable[None] | None]
 
 
 class _NotGiven:
@@ -252,12 +253,15 @@ class PerplexityClient:
         on_event: OnEvent | None = None,
         starting_after: int | None = None,
         poll_interval: float = 1.0,
+        on_snapshot: OnSnapshot | None = None,
     ) -> Response:
         """Wait until a background run ends and return its final snapshot.
 
         Listens to the run's event stream (one request for the whole run, resumed after drops) and hands
         every event to `on_event`. If the stream is unavailable it polls `retrieve` instead, every
-        `poll_interval` seconds growing by half each time up to 10 s (no events are reported then).
+        `poll_interval` seconds growing by half each time up to 10 s: no events are reported then, but each
+        polled snapshot of the running run goes to `on_snapshot` (its output holds the search and fetch items
+        reached so far).
 
         Raises:
             ResearchTimeoutError: the run is still going after `timeout` seconds. It goes on server-side and
@@ -267,7 +271,7 @@ class PerplexityClient:
         self._transport.require_key()
         seen = _Seen()
         with anyio.move_on_after(timeout):
-            return await self._wait(response_id, seen, on_event, starting_after or 0, poll_interval)
+            return await self._wait(response_id, seen, on_event, starting_after or 0, poll_interval, on_snapshot)
         if seen.last is None:
             # Nothing seen within the budget (0 s, or a first answer slower than it): one look says whether the run
             # exists at all (an unknown id raises NotFoundError, never "still going") and how it stands.
@@ -285,7 +289,13 @@ class PerplexityClient:
         )
 
     async def _wait(
-        self, response_id: str, seen: _Seen, on_event: OnEvent | None, starting_after: int, interval: float
+        self,
+        response_id: str,
+        seen: _Seen,
+        on_event: OnEvent | None,
+        starting_after: int,
+        interval: float,
+        on_snapshot: OnSnapshot | None = None,
     ) -> Response:
         # A reconnection that brings no event means the stream is no use here (max_stalls=0): poll instead.
         async with self._resume(response_id, starting_after, max_stalls=0) as events:
@@ -311,15 +321,19 @@ class PerplexityClient:
                     if snapshot is not None and snapshot.done:
                         return snapshot
                     break
-        return await self._poll(response_id, seen, interval)
+        return await self._poll(response_id, seen, interval, on_snapshot)
 
-    async def _poll(self, response_id: str, seen: _Seen, interval: float) -> Response:
+    async def _poll(self, response_id: str, seen: _Seen, interval: float, on_snapshot: OnSnapshot | None) -> Response:
         delay = interval
         while True:
             run = await self.retrieve(response_id)
             seen.last = run
             if run.status in _SETTLED:
                 return run
+            if on_snapshot is not None:
+                outcome = on_snapshot(run)
+                if inspect.isawaitable(outcome):
+                    await outcome
             await anyio.sleep(delay)
             delay = min(delay * _POLL_GROWTH, max(POLL_INTERVAL_CAP, interval))
 
