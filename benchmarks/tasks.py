@@ -4,8 +4,10 @@ Run with `uv run --frozen python benchmarks/tasks.py [--polls 200]`.
 
 One MCP HTTP server (a subprocess, SQLite ledger) against the emulator. The MCP SDK's client, on a 2026-07-28
 session that declares the tasks extension, starts `perplexity_research` as a task on a run that lasts minutes, then
-polls it with `tasks/get` (each answer reads the ledger, retrieves the run from the API and replays its events up
-to the first 50 ms lull for the latest step: stateless). The baselines: a bare `GET /v1/responses/{id}` to the
+polls it with `tasks/get` (each answer reads the ledger and retrieves the run from the API, whose running snapshot
+carries the search and fetch items reached so far, as the live API's does; the latest step is named from those.
+With `--empty-snapshots` the snapshot shows none and the run's events are replayed up to the first 50 ms lull
+instead: stateless either way). The baselines: a bare `GET /v1/responses/{id}` to the
 emulator with httpx2, and the poll of today's convention, `perplexity_research_result` with `wait_seconds: 0`. All
 are interleaved so they see the same load. Also reported: a `tasks/get` of a finished task (the result inlined,
 rendered as a plain call's).
@@ -141,8 +143,16 @@ async def measure(emu: Emulator, url: str, polls: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
     parser.add_argument('--polls', type=int, default=200)
+    parser.add_argument(
+        '--empty-snapshots',
+        action='store_true',
+        help='running snapshots with no output (the replay fallback); by default they carry it, as live',
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as state, Emulator(time_scale=0.005) as emu:
+    with (
+        tempfile.TemporaryDirectory() as state,
+        Emulator(time_scale=0.005, partial_output=not args.empty_snapshots) as emu,
+    ):
         proc, url = start_server(emu, Path(state))
         try:
             figures = anyio.run(measure, emu, url, args.polls)

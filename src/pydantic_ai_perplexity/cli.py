@@ -26,7 +26,10 @@ if TYPE_CHECKING:
     from .results import ResearchResult
     from .steps import Step
 
-STATUSES = ('queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling', 'reserved')
+STATUSES = (
+    'queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling',
+    'reserved',
+)  # fmt: skip
 #: Exit status of `research` / `jobs wait` when the run ended failed, incomplete or cancelled.
 EXIT_RUN_FAILED = 1
 

@@ -13,7 +13,6 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, field_validator
 
 __all__ = (
-    'RUN_STATUSES',
     'TERMINAL_STATUSES',
     'AgentEvent',
     'CancelAck',
@@ -47,9 +46,6 @@ __all__ = (
 
 #: Statuses after which a run never changes again.
 TERMINAL_STATUSES = frozenset({'completed', 'failed', 'cancelled', 'incomplete'})
-#: Every status a run can have: `queued` and `in_progress` while it goes, `requires_action` (in the API's schema, with
-#: no flow documented: not terminal, yet waiting longer changes nothing) and the terminal ones.
-RUN_STATUSES = ('queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled')
 
 
 class WireModel(BaseModel):
