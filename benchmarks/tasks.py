@@ -89,14 +89,14 @@ def median_ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
-async def measure(emu: Emulator, url: str, polls: int) -> dict[str, float]:
+async def measure(emu: Emulator, url: str, polls: int, partial: bool) -> dict[str, float]:
     headers = {'Authorization': f'Bearer {TOKEN}'}
     async with (
         httpx2.AsyncClient(headers=headers) as mcp_http,
         httpx2.AsyncClient(headers={'Authorization': f'Bearer {emu.api_key}'}) as api,
         Client(streamable_http_client(url, http_client=mcp_http), extensions=[Tasks()]) as client,
     ):
-        long = 'What does the EU AI Act regulate? [[emulate: duration=100000]]'
+        long = 'What does the EU AI Act regulate? [[emulate: duration=12000]]'  # a minute: outlasts the polls
         quick = 'What does the EU AI Act regulate?'
         handle = await client.session.call_tool(
             'perplexity_research', {'query': long, 'effort': 'fast'}, allow_claimed=True
@@ -111,6 +111,10 @@ async def measure(emu: Emulator, url: str, polls: int) -> dict[str, float]:
 
         while (await get(done.task_id))['status'] == 'working':
             await anyio.sleep(0.05)
+        if partial:  # measure once the running snapshot shows a step (its first search's results)
+            with anyio.fail_after(40):
+                while not (await api.get(f'{emu.base_url}/v1/responses/{handle.task_id}')).json()['output']:
+                    await anyio.sleep(0.2)
         for _ in range(10):  # warm-up
             await get(handle.task_id)
             await api.get(f'{emu.base_url}/v1/responses/{handle.task_id}')
@@ -155,7 +159,7 @@ def main() -> None:
     ):
         proc, url = start_server(emu, Path(state))
         try:
-            figures = anyio.run(measure, emu, url, args.polls)
+            figures = anyio.run(measure, emu, url, args.polls, not args.empty_snapshots)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
