@@ -7,13 +7,15 @@ The transport is httpx2's in-process mock: these are the wire facts the emulator
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx2
 import pytest
-from client_support import SENTINEL_KEY, mock_client
+from client_support import MOCK_BASE_URL, SENTINEL_KEY, mock_client
 from logfire.testing import CaptureLogfire
 
 from live_shapes import (
+    CANCEL_TERMINAL_400,
     GET_MALFORMED_400,
     MODELS_NO_KEY_401,
     fetch_item,
@@ -22,11 +24,14 @@ from live_shapes import (
     rate_limit_headers,
     running,
     search_item,
+    search_usage,
 )
 from live_shapes import run as live_run
 from pydantic_ai_perplexity.client._models import FetchUrlResultsItem, SearchResultsItem
 from pydantic_ai_perplexity.client._retry import MAX_RETRY_AFTER, rate_limit_wait, rate_limits, retry_delay
 from pydantic_ai_perplexity.errors import AuthenticationError, NotFoundError, RateLimitError
+from pydantic_ai_perplexity.ledger import Ledger, RunRecord
+from pydantic_ai_perplexity.researcher import Researcher
 
 pytestmark = pytest.mark.anyio
 
@@ -176,3 +181,49 @@ async def test_a_polling_wait_hands_each_running_snapshot_with_its_partial_outpu
         )
     assert done.status == 'completed' and done.output_text == 'A [1]'
     assert seen == [1, 2]  # each running snapshot, with what it had found; the final one is the result
+
+
+async def test_a_refused_cancel_is_explained_in_our_words(tmp_path: Path):
+    """Live facts, captured 2026-10-09: a cancel of an unknown, malformed or finished id answers 400 "the run is
+    already terminal and cannot be cancelled" (agent_cancel_unknown_400.json, agent_cancel_malformed_400.meta.json,
+    agent_cancel_terminal_400.meta.json); a GET of a malformed id answers 400 (agent_get_malformed_400.json), of an
+    unknown one 404 (agent_get_unknown_404.meta.json)."""
+    finished = live_run([search_item(1, 'https://a.example/'), message('A [1]')], usage=search_usage())
+    known_gone = 'resp_5e0c1f2a-0000-4000-8000-0000000000aa'
+    never = 'resp_5e0c1f2a-0000-4000-8000-0000000000bb'
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        run_id = request.url.path.split('/')[3]
+        if request.url.path.endswith('/cancel'):
+            return httpx2.Response(400, json=CANCEL_TERMINAL_400)
+        if run_id == finished['id']:
+            return httpx2.Response(200, json=finished)
+        if run_id.startswith('resp_'):
+            return httpx2.Response(404, json={'error': {'message': 'response not found', 'type': 'not_found'}})
+        return httpx2.Response(400, json=GET_MALFORMED_400)
+
+    with Ledger(tmp_path / 'runs.db') as ledger:
+        ledger.record_start(RunRecord(response_id=known_gone, query='q', origin='api'))
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http:
+            async with Researcher(
+                api_key=SENTINEL_KEY, base_url=MOCK_BASE_URL, http_client=http, ledger=ledger, max_retries=0
+            ) as r:
+                ended = await r.cancel(finished['id'])
+                with pytest.raises(NotFoundError) as malformed:
+                    await r.cancel('not-a-run')
+                with pytest.raises(NotFoundError) as unknown:
+                    await r.cancel(never)
+                with pytest.raises(NotFoundError) as gone:
+                    await r.cancel(known_gone)
+    assert ended.status == 'completed' and ended.sources  # nothing cancelled: how it ended
+    assert str(malformed.value) == (
+        "Nothing was cancelled: 'not-a-run' is not a valid run id (run ids look like resp_ and a UUID)."
+    )
+    assert str(unknown.value) == (
+        f"Nothing was cancelled: no run '{never}' was started here (the ledger does not know it) and the API has none."
+    )
+    assert str(gone.value) == (
+        f"Nothing was cancelled: the API has no run '{known_gone}' (it expired, or was created with store=False)."
+    )
+    for error in (malformed.value, unknown.value, gone.value):
+        assert 'terminal' not in str(error) and error.reason
