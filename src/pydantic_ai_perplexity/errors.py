@@ -177,6 +177,21 @@ class NotFoundError(APIStatusError):
         super().__init__(message, **kwargs)
         self.reason = reason
 
+    @classmethod
+    def because(cls, reason: str, message: str, answer: APIStatusError) -> NotFoundError:
+        """A not-found error in our own words (`message`, `reason`) for the API's `answer`, keeping its details."""
+        return cls(
+            message,
+            reason=reason,
+            status_code=answer.status_code,
+            error_type=answer.type,
+            param=answer.param,
+            request_id=answer.request_id,
+            body=answer.body,
+            method=answer.method,
+            path=answer.path,
+        )
+
 
 class RetiredEndpointError(APIStatusError):
     """A retired Sonar endpoint answered; the replacement is `POST /v1/agent`."""

@@ -310,15 +310,7 @@ class Researcher:
             reason = f'no run {response_id!r} was started here (the ledger does not know it) and the API has none'
         else:
             reason = f'the API has no run {response_id!r} (it expired, or was created with store=False)'
-        return NotFoundError(
-            f'Nothing was cancelled: {reason}.',
-            reason=reason,
-            status_code=missing.status_code,
-            error_type=missing.type,
-            request_id=missing.request_id,
-            method=missing.method,
-            path=missing.path,
-        )
+        return NotFoundError.because(reason, f'Nothing was cancelled: {reason}.', missing)
 
     async def list(self, *, status: str | None = None, limit: int = 20, caller: str | None = None) -> list[RunRecord]:
         """Recent runs from the ledger, newest first (only those `caller` started, when given).

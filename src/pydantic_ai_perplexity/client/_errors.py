@@ -227,17 +227,8 @@ def invalid_run_id(exc: BadRequestError, response_id: str) -> NotFoundError:
     id`, cfdude/mcp-perplexity-pro tests/fixtures/agent_get_malformed_400.json, captured 2026-10-09)."""
     shown = response_id if len(response_id) <= 80 else response_id[:79] + '…'
     reason = f'{shown!r} is not a valid run id (run ids look like resp_ and a UUID)'
-    return NotFoundError(
-        f'No such run: {reason}. Copy the id again from the research call or the ledger (jobs list).',
-        reason=reason,
-        status_code=exc.status_code,
-        error_type=exc.type,
-        param=exc.param,
-        request_id=exc.request_id,
-        body=exc.body,
-        method=exc.method,
-        path=exc.path,
-    )
+    message = f'No such run: {reason}. Copy the id again from the research call or the ledger (jobs list).'
+    return NotFoundError.because(reason, message, exc)
 
 
 def network_error(exc: httpx2.RequestError, ctx: ErrorContext, *, sent: bool) -> APIConnectionError:
