@@ -226,8 +226,9 @@ def m003_runs_api_emulated_request(db: MigrationDB) -> None:
 
 
 @migration
-def m004_runs_cost_details(db: MigrationDB) -> None:
+def m005_runs_cost_details(db: MigrationDB) -> None:
     # The billed cost's parts (input with cache writes and reads, output, each tool) as JSON text, beside the total.
+    # Numbered 5: it goes after m004_money_in_micros_and_scope (the budget windows) in this list.
     db.execute(
         'ALTER TABLE runs ADD COLUMN cost_details TEXT'
         if db.engine == 'sqlite'
