@@ -4,8 +4,10 @@ Run with `uv run --frozen python benchmarks/tasks.py [--polls 200]`.
 
 One MCP HTTP server (a subprocess, SQLite ledger) against the emulator. The MCP SDK's client, on a 2026-07-28
 session that declares the tasks extension, starts `perplexity_research` as a task on a run that lasts minutes, then
-polls it with `tasks/get` (each answer reads the ledger, retrieves the run from the API and replays its events up
-to the first 50 ms lull for the latest step: stateless). The baselines: a bare `GET /v1/responses/{id}` to the
+polls it with `tasks/get` (each answer reads the ledger and retrieves the run from the API, whose running snapshot
+carries the search and fetch items reached so far, as the live API's does; the latest step is named from those.
+With `--empty-snapshots` the snapshot shows none and the run's events are replayed up to the first 50 ms lull
+instead: stateless either way). The baselines: a bare `GET /v1/responses/{id}` to the
 emulator with httpx2, and the poll of today's convention, `perplexity_research_result` with `wait_seconds: 0`. All
 are interleaved so they see the same load. Also reported: a `tasks/get` of a finished task (the result inlined,
 rendered as a plain call's).
@@ -87,14 +89,14 @@ def median_ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
-async def measure(emu: Emulator, url: str, polls: int) -> dict[str, float]:
+async def measure(emu: Emulator, url: str, polls: int, partial: bool) -> dict[str, float]:
     headers = {'Authorization': f'Bearer {TOKEN}'}
     async with (
         httpx2.AsyncClient(headers=headers) as mcp_http,
         httpx2.AsyncClient(headers={'Authorization': f'Bearer {emu.api_key}'}) as api,
         Client(streamable_http_client(url, http_client=mcp_http), extensions=[Tasks()]) as client,
     ):
-        long = 'What does the EU AI Act regulate? [[emulate: duration=100000]]'
+        long = 'What does the EU AI Act regulate? [[emulate: duration=12000]]'  # a minute: outlasts the polls
         quick = 'What does the EU AI Act regulate?'
         handle = await client.session.call_tool(
             'perplexity_research', {'query': long, 'effort': 'fast'}, allow_claimed=True
@@ -109,6 +111,10 @@ async def measure(emu: Emulator, url: str, polls: int) -> dict[str, float]:
 
         while (await get(done.task_id))['status'] == 'working':
             await anyio.sleep(0.05)
+        if partial:  # measure once the running snapshot shows a step (its first search's results)
+            with anyio.fail_after(40):
+                while not (await api.get(f'{emu.base_url}/v1/responses/{handle.task_id}')).json()['output']:
+                    await anyio.sleep(0.2)
         for _ in range(10):  # warm-up
             await get(handle.task_id)
             await api.get(f'{emu.base_url}/v1/responses/{handle.task_id}')
@@ -141,11 +147,19 @@ async def measure(emu: Emulator, url: str, polls: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or '').splitlines()[0])
     parser.add_argument('--polls', type=int, default=200)
+    parser.add_argument(
+        '--empty-snapshots',
+        action='store_true',
+        help='running snapshots with no output (the replay fallback); by default they carry it, as live',
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as state, Emulator(time_scale=0.005) as emu:
+    with (
+        tempfile.TemporaryDirectory() as state,
+        Emulator(time_scale=0.005, partial_output=not args.empty_snapshots) as emu,
+    ):
         proc, url = start_server(emu, Path(state))
         try:
-            figures = anyio.run(measure, emu, url, args.polls)
+            figures = anyio.run(measure, emu, url, args.polls, not args.empty_snapshots)
         finally:
             proc.terminate()
             proc.wait(timeout=30)

@@ -61,3 +61,24 @@ def test_an_emulated_result_wears_a_badge_in_html_and_says_so_in_markdown():
     assert finished.to_markdown().splitlines()[-1] == (
         '<sub>completed · emulated · medium · openai/gpt-5.5 · $0.0123 · resp_r</sub>'
     )
+
+
+def test_the_cost_shows_input_with_cache_output_and_each_tool():
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_low_fetch_url.json, captured 2026-10-09: the input is
+    billed as cache writes and reads with input_cost 0; fetch_url has its own calls and cost. A fetched page cited as
+    [web:0] links to its source."""
+    from live_shapes import fetch_item, fetch_usage, message, run
+    from pydantic_ai_perplexity.client._models import parse_response
+
+    response = parse_response(
+        run([fetch_item('https://a.example/pep8', 'PEP 8'), message('79 [web:0]')], usage=fetch_usage())
+    )
+    page = result_to_html(ResearchResult.from_response(response))
+    footer = re.search(r'<p class="pplx-footer">(.*?)</p>', page)
+    assert footer is not None
+    assert '<strong>$0.0037</strong> (input $0.0002 (cache write $0.0002, cache read $0.0000), output $0.0000, ' in (
+        footer.group(1)
+    )
+    assert 'fetch_url 1 call $0.0035)' in footer.group(1)
+    assert re.search(r'<a class="pplx-cite" href="https://a.example/pep8" title="PEP 8">\[1\]</a>', page)
+    assert 'class="pplx-orphan"' not in page

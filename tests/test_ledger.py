@@ -247,7 +247,13 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
     assert (
         [name for name, _ in applied]
         == names
-        == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request', 'm004_money_in_micros_and_scope']
+        == [
+            'm001_initial',
+            'm002_runs_caller',
+            'm003_runs_api_emulated_request',
+            'm004_money_in_micros_and_scope',
+            'm005_runs_cost_details',
+        ]
     )
     assert len(names) == SCHEMA_VERSION
     applied_at = applied[0][1]
@@ -998,3 +1004,30 @@ def test_a_user_who_may_not_create_the_schema_stops_the_ledger_for_good(postgres
         assert not ledger.healthy
         with pytest.raises(BudgetUnenforceableError, match='permission denied'):
             ledger.reserve(RunRecord(query='q', origin='mcp'), cap_usd=5.0)
+
+
+def test_the_billed_cost_is_stored_in_parts(ledger: Ledger) -> None:
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_low_fetch_url.json, captured 2026-10-09: input billed
+    as cache writes and reads (input_cost 0), and fetch_url's calls, cost and the tokens of the model that read the
+    page. The ledger keeps those parts beside the total, on both engines."""
+    from live_shapes import fetch_item, fetch_usage, message
+    from live_shapes import run as live_run
+    from pydantic_ai_perplexity.client._models import parse_response
+    from pydantic_ai_perplexity.reconcile import finished_fields
+    from pydantic_ai_perplexity.results import ResearchResult, Usage
+
+    result = ResearchResult.from_response(
+        parse_response(live_run([fetch_item('https://a.example/'), message('A [web:0]')], usage=fetch_usage()))
+    )
+    ledger.record_start(run('resp_parts'))
+    ledger.update('resp_parts', **finished_fields(result))
+    record = ledger.get('resp_parts')
+    assert record is not None and record.cost_usd == pytest.approx(0.00375)
+    stored = Usage.from_cost_details(record.cost_details)
+    assert stored is not None
+    assert stored.input_cost_usd == pytest.approx(0.00021)
+    assert (stored.cache_creation_cost_usd, stored.cache_read_cost_usd) == (0.0002, 0.00001)
+    assert stored.tool_calls == {'fetch_url': 1} and stored.tool_costs_usd == {'fetch_url': 0.0035}
+    assert stored.tool_tokens == {'fetch_url': 11200}
+    assert stored.breakdown() == result.usage.breakdown()
+    assert Usage.from_cost_details('not json') is None and Usage.from_cost_details(None) is None

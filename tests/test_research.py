@@ -270,3 +270,22 @@ async def test_a_replayed_recording_is_still_marked_emulated(tmp_path: Path):
     assert result.status == 'completed' and result.sources
     assert result.emulated is True
     assert record is not None and record.emulated is True
+
+
+async def test_a_polled_run_reports_the_steps_its_running_snapshots_show(tmp_path: Path):
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09: a
+    running retrieve carries the search and fetch items reached so far. With no stream (it fails here), the wait polls
+    and reports those as progress instead of nothing until the end."""
+    steps: list[Step] = []
+    with Emulator(time_scale=0.005, partial_output=True) as emu:
+        async with researcher_for(emu, effort='medium', ledger=tmp_path / 'runs.db') as r:
+            result = await r.run(
+                'What is the EU AI Act? [[emulate: 500x3@retrieve, duration=1200]]', on_progress=steps.append
+            )
+        streamed = [q for q in emu.requests if 'stream=true' in q.query]
+    assert result.status == 'completed'
+    assert len(streamed) == 3  # the stream failed on every try: the wait polled
+    details = [s.detail for s in steps]
+    assert any(d.startswith('found ') and d.endswith(' results') for d in details), details
+    assert steps[-1].progress.searches >= 1 and steps[-1].progress.results_seen > 0
+    assert result.progress.searches >= steps[-1].progress.searches  # nothing counted twice or lost at the end

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from live_shapes import cancelled, fetch_item, fetch_usage, message, run, running, search_item, search_usage
 from pydantic_ai_perplexity.client._models import (
     AgentEvent,
     MessageItem,
@@ -170,3 +171,132 @@ def test_unknown_event_types_parse():
 )
 def test_normalize_url(url: str, expected: str):
     assert normalize_url(url) == expected
+
+
+# -- live facts (cfdude/mcp-perplexity-pro tests/fixtures, captured 2026-10-09; shapes built in live_shapes.py) --------
+
+
+def test_a_fetched_page_is_a_source_and_web_0_resolves_to_it():
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_low_fetch_url.json, captured 2026-10-09: a run that
+    only fetched cites its page as `[web:0]`, and the page comes as `fetch_url_results {contents: [...]}`."""
+
+    url = 'https://peps.python.org/pep-0008/'
+    response = parse_response(run([fetch_item(url, 'PEP 8'), message('Lines stop at 79 characters. [web:0]')],
+                                  usage=fetch_usage()))  # fmt: skip
+    result = ResearchResult.from_response(response)
+    assert [(s.url, s.title, s.ids, s.fetched, s.cited) for s in result.sources] == [(url, 'PEP 8', [0], True, True)]
+    assert [(c.marker, c.source_id, c.source_n) for c in result.citations] == [('[web:0]', 0, 1)]
+    assert result.orphan_markers == []
+    assert result.progress.pages_fetched == 1
+
+
+def test_web_markers_use_search_ids_first_and_a_fetched_page_of_a_searched_url_is_one_source():
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_completed.json, captured 2026-10-09: with
+    search results (ids from 1, across batches in any order) and fetched pages, `[web:11]` / `[web:1]` are search
+    result ids, and the pages fetched are the searched URLs (one source each, read by the run)."""
+
+    output = [
+        search_item(11, 'https://www.pinecone.io/pricing/', 'https://docs.pinecone.io/cost'),
+        search_item(1, 'https://qdrant.tech/pricing/'),
+        fetch_item('https://www.pinecone.io/pricing/'),
+        fetch_item('https://qdrant.tech/pricing/'),
+        fetch_item('https://weaviate.io/pricing'),
+        message('Pinecone [web:11]. Qdrant [web:1]. Weaviate [web:2]. Nothing [web:40].'),
+    ]
+    result = ResearchResult.from_response(parse_response(run(output)))
+    by_url = {s.url: s for s in result.sources}
+    assert len(result.sources) == 4
+    assert by_url['https://www.pinecone.io/pricing/'].ids == [11, 0]  # fetched first: place 0 is no search id
+    assert by_url['https://www.pinecone.io/pricing/'].fetched
+    assert by_url['https://qdrant.tech/pricing/'].ids == [1]  # place 1 is search id 1: the search result wins
+    assert by_url['https://weaviate.io/pricing'].ids == [2] and by_url['https://weaviate.io/pricing'].fetched
+    assert not by_url['https://docs.pinecone.io/cost'].fetched
+    cited = [(c.marker, by_url_of(result, c.source_n)) for c in result.citations]
+    assert cited == [
+        ('[web:11]', 'https://www.pinecone.io/pricing/'),
+        ('[web:1]', 'https://qdrant.tech/pricing/'),
+        ('[web:2]', 'https://weaviate.io/pricing'),
+    ]
+    assert result.orphan_markers == ['[40]']
+
+
+def by_url_of(result: ResearchResult, n: int | None) -> str:
+    return next(s.url for s in result.sources if s.n == n)
+
+
+def test_usage_reads_input_spend_from_the_cache_costs_and_each_tools_breakdown():
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_low_fetch_url.json, captured 2026-10-09: input is
+    billed as cache_creation_cost + cache_read_cost with input_cost 0; fetch_url carries invocation, cost_usd and the
+    token_usage of the model that read the page."""
+
+    response = parse_response(run([fetch_item('https://a.example/'), message('x')], usage=fetch_usage()))
+    assert response.usage is not None and response.usage.cost is not None
+    assert response.usage.cost.input_cost == 0
+    assert response.usage.input_spend == pytest.approx(0.00021)
+    detail = (response.usage.tool_calls_details or {})['fetch_url']
+    assert (detail.invocation, detail.cost_usd) == (1, 0.0035)
+    assert [(t.model, t.input_tokens, t.output_tokens) for t in detail.token_usage or []] == [
+        ('openai/gpt-5.6-luna', 11000, 200)
+    ]
+    usage = ResearchResult.from_response(response).usage
+    assert usage.input_cost_usd == pytest.approx(0.00021)
+    assert (usage.cache_creation_cost_usd, usage.cache_read_cost_usd) == (0.0002, 0.00001)
+    assert (usage.cache_creation_tokens, usage.cache_read_tokens) == (1800, 1200)
+    assert usage.output_cost_usd == 0.00004
+    assert usage.tool_calls == {'fetch_url': 1}
+    assert usage.tool_costs_usd == {'fetch_url': 0.0035}
+    assert usage.tool_tokens == {'fetch_url': 11200}
+    assert usage.breakdown() == (
+        'input $0.0002 (cache write $0.0002, cache read $0.0000), output $0.0000, fetch_url 1 call $0.0035'
+    )
+
+
+def test_search_web_is_billed_per_search_as_the_api_reports_it():
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_fast.json, captured 2026-10-09: search_web is billed
+    $0.001 per search (invocation and cost_usd, and tool_calls_cost_details)."""
+
+    usage = ResearchResult.from_response(
+        parse_response(run([search_item(1, 'https://a.example/'), message('A [1]')], usage=search_usage(3)))
+    ).usage
+    assert usage.tool_calls == {'search_web': 3}
+    assert usage.tool_costs_usd == {'search_web': pytest.approx(0.003)}
+    assert usage.input_cost_usd == pytest.approx(0.00022)
+
+
+def test_a_tool_detail_that_is_not_an_object_is_dropped_not_fatal():
+    response = parse_response(
+        {
+            'id': 'resp_x',
+            'status': 'completed',
+            'usage': {'tool_calls_details': {'odd': 3, 'search_web': {'invocation': 2}}},
+        }
+    )
+    assert response.usage is not None
+    assert list(response.usage.tool_calls_details or {}) == ['search_web']
+
+
+def test_a_cancelled_run_keeps_what_it_found_and_names_no_model():
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_cancelled.json, captured 2026-10-09: a
+    cancelled run keeps its output items, with error {code: cancelled}, incomplete_details {reason: cancelled},
+    usage null, and model still the effort's name."""
+
+    result = ResearchResult.from_response(
+        parse_response(cancelled([search_item(1, 'https://a.example/', 'https://b.example/')]))
+    )
+    assert result.status == 'cancelled' and result.done
+    assert [s.url for s in result.sources] == ['https://a.example/', 'https://b.example/']
+    assert result.error == 'cancelled'
+    assert result.model is None  # 'medium' is the effort, not a model
+    assert result.usage.cost_usd is None and result.usage.breakdown() == ''
+    assert result.progress.searches == 1 and result.progress.results_seen == 2
+
+
+def test_a_running_snapshot_names_no_model_and_counts_its_partial_output():
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09:
+    an in_progress retrieve carries the search and fetch items reached so far, and model is the effort's name."""
+
+    response = parse_response(running([search_item(11, 'https://a.example/'), fetch_item('https://b.example/')]))
+    result = ResearchResult.from_response(response)
+    assert not result.done and result.model is None
+    assert (result.progress.searches, result.progress.results_seen, result.progress.pages_fetched) == (1, 1, 1)
+    assert [s.url for s in result.sources] == ['https://a.example/', 'https://b.example/']

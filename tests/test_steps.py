@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from live_shapes import fetch_item, running, search_item
 from pydantic_ai_perplexity.client._models import AgentEvent, parse_event, parse_response
 from pydantic_ai_perplexity.steps import Step, StepReducer
 
@@ -135,3 +136,27 @@ def test_an_item_of_a_known_type_with_an_unexpected_shape_is_not_fatal():
         _events({'type': 'response.output_item.done', 'item': {'type': 'mcp_call', 'error': {'nested': True}}}),
     )
     assert (step.kind, step.item_type) == ('other', 'mcp_call')
+
+
+def test_a_polled_running_snapshot_makes_shown_steps_of_what_it_found_so_far():
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09: a
+    running retrieve carries the search and fetch items reached so far (so a poll can report them as they come)."""
+    reducer = StepReducer('resp_1')
+    first = parse_response(running([search_item(11, 'https://a.example/', 'https://b.example/')]))
+    [found] = reducer.snapshot(first, live=True)
+    assert (found.kind, found.detail, found.shown, found.results) == ('results', 'found 2 results', True, 2)
+    assert reducer.progress.last_step == 'found 2 results'
+    later = parse_response(
+        running([search_item(11, 'https://a.example/', 'https://b.example/'), fetch_item('https://c.example/')])
+    )
+    [fetched] = reducer.snapshot(later, live=True)
+    assert (fetched.kind, fetched.detail, fetched.shown, fetched.urls) == (
+        'fetched',
+        'fetched 1 page',
+        True,
+        ('https://c.example/',),
+    )
+    assert (fetched.progress.searches, fetched.progress.results_seen, fetched.progress.pages_fetched) == (1, 2, 1)
+    assert reducer.snapshot(later, live=True) == []  # counted once
+    quiet = StepReducer('resp_2').snapshot(later)  # a late snapshot: counted, not shown, not described
+    assert [(s.shown, s.detail) for s in quiet] == [(False, ''), (False, '')]

@@ -27,7 +27,10 @@ if TYPE_CHECKING:
     from .results import ResearchResult
     from .steps import Step
 
-STATUSES = ('queued', 'in_progress', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling', 'reserved')
+STATUSES = (
+    'queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling',
+    'reserved',
+)  # fmt: skip
 #: Exit status of `research` / `jobs wait` when the run ended failed, incomplete or cancelled.
 EXIT_RUN_FAILED = 1
 
@@ -710,6 +713,8 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
 def jobs_show(response_id: str, as_json: bool) -> None:
     """One run as the ledger has it (refreshed from the API first if it has not ended and a key is set).
 
+    A run still going lists what it found so far (its searches and the pages it read), from the API's snapshot.
+
     \b
     Examples:
       pydantic-ai-perplexity jobs show resp_123
@@ -723,6 +728,10 @@ def jobs_show(response_id: str, as_json: bool) -> None:
     if as_json:
         _out_json(record.model_dump_json(indent=2))
         return
+    from .reconcile import UNFINISHED
+    from .results import Usage
+
+    so_far = _found_so_far(record.response_id) if record.status in UNFINISHED else None
     fields = [
         ('run', record.response_id),
         ('status', f'{record.status} (emulated: not Perplexity)' if record.emulated else record.status),
@@ -731,14 +740,56 @@ def jobs_show(response_id: str, as_json: bool) -> None:
         ('model', record.model or '-'),
         ('started', f'{record.created_at:%Y-%m-%d %H:%M:%S} UTC by {record.origin}'),
         ('updated', f'{record.updated_at:%Y-%m-%d %H:%M:%S} UTC'),
-        ('sources', f'{record.sources} ({record.cited} cited)'),
+        # A running run: what its snapshot shows it found so far (the ledger counts sources once it ends).
+        ('found', f'so far: {so_far.progress.summary()}')
+        if so_far is not None
+        else ('sources', f'{record.sources} ({record.cited} cited)'),
         ('tokens', f'{record.input_tokens} in, {record.output_tokens} out'),
         ('cost', _cost(record) + ('' if record.cost_usd is not None else ' (estimate)')),
     ]
+    billed = Usage.from_cost_details(record.cost_details)
+    if billed is not None and billed.breakdown():
+        fields.append(('billed', billed.breakdown()))
     if record.error:
         fields.append(('error', record.error))
     for name, value in fields:
         _out(f'{name + ":":<10}{value}')
+    if so_far is not None and so_far.sources:
+        from ._terminal import line_for_terminal
+
+        for source in so_far.sources[:_SHOWN_SO_FAR]:
+            read = ' (read)' if source.fetched else ''
+            title = line_for_terminal(source.title or source.domain)
+            _out(f'  [{source.n}] {title}{read} — {line_for_terminal(source.url)}')
+        if len(so_far.sources) > _SHOWN_SO_FAR:
+            _out(f'  (+{len(so_far.sources) - _SHOWN_SO_FAR} more)')
+
+
+#: At most this many sources of a running run are listed by `jobs show`.
+_SHOWN_SO_FAR = 10
+
+
+def _found_so_far(response_id: str) -> ResearchResult | None:
+    """A running run's snapshot read as a result (its searches and fetched pages so far), when a key is set; None if
+    it cannot be asked (no key, the API unreachable within 5 s) or it has ended meanwhile."""
+    if not os.environ.get('PERPLEXITY_API_KEY', '').strip():
+        return None
+    import anyio
+
+    from .client import PerplexityClient
+    from .results import ResearchResult
+
+    async def go() -> ResearchResult | None:
+        with anyio.move_on_after(5.0):
+            async with PerplexityClient() as client:
+                snapshot = await client.retrieve(response_id)
+            return None if snapshot.done else ResearchResult.from_response(snapshot)
+        return None
+
+    try:
+        return anyio.run(go)
+    except Exception:  # a courtesy: the row is shown as the ledger has it
+        return None
 
 
 @jobs.command('reconcile', context_settings=_CONTEXT)

@@ -149,19 +149,12 @@ _LEFT = ' style="text-align:left"'
 
 
 def _cost_html(result: ResearchResult) -> str:
+    """The billed total, then its parts: input (cache writes and reads included), output, each tool."""
     usage = result.usage
     if usage.cost_usd is None:
         return 'cost not reported'
-    parts = [
-        f'{name} ${value:.4f}'
-        for name, value in (
-            ('input', usage.input_cost_usd),
-            ('output', usage.output_cost_usd),
-            ('tools', usage.tool_calls_cost_usd),
-        )
-        if value
-    ]
-    detail = f' ({", ".join(parts)})' if parts else ''
+    parts = usage.breakdown()
+    detail = f' ({parts})' if parts else ''
     return f'<strong>${usage.cost_usd:.4f}</strong>{html.escape(detail)}'
 
 

@@ -170,7 +170,27 @@ class PermissionDeniedError(APIStatusError):
 
 
 class NotFoundError(APIStatusError):
-    """404: unknown or expired run, another account's run, or a run created with `store: false`."""
+    """No such run: 404 (unknown or expired, another account's, or created with `store: false`), or an id the API
+    refused as malformed (a 400 on `GET /v1/agent/{id}`). `reason`, when set, says in a phrase which it was."""
+
+    def __init__(self, message: str, *, reason: str | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.reason = reason
+
+    @classmethod
+    def because(cls, reason: str, message: str, answer: APIStatusError) -> NotFoundError:
+        """A not-found error in our own words (`message`, `reason`) for the API's `answer`, keeping its details."""
+        return cls(
+            message,
+            reason=reason,
+            status_code=answer.status_code,
+            error_type=answer.type,
+            param=answer.param,
+            request_id=answer.request_id,
+            body=answer.body,
+            method=answer.method,
+            path=answer.path,
+        )
 
 
 class RetiredEndpointError(APIStatusError):

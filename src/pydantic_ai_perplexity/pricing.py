@@ -246,14 +246,35 @@ _observed: dict[str, ModelPrice] = {}
 
 
 def observe_usage(model: str | None, usage: Mapping[str, Any] | None) -> None:
-    """Learn from a finished run's `usage.cost`: later reservations price `model` at least as it was billed."""
+    """Learn from a finished run's `usage.cost`: later reservations price `model` at least as it was billed.
+
+    The input is priced from its whole spend (`ResponseUsage.input_spend`: `input_cost` + `cache_creation_cost` +
+    `cache_read_cost`): live runs bill input as cache writes and reads with `input_cost: 0`.
+    """
     if not model or not usage:
         return
+    usage = _with_input_spend(usage)
     with _lock:
         seen = PriceTable(models={**_DEFAULT.models, **_observed}).observe(model, usage)
         price = seen.price(model)
         if price != _observed.get(model, _DEFAULT.models.get(model)):
             _observed[model] = price
+
+
+def _with_input_spend(usage: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`usage` with `cost.input_cost` replaced by the whole input spend, cache writes and reads included."""
+    from .client._models import ResponseUsage
+
+    cost = usage.get('cost')
+    if not isinstance(cost, Mapping):
+        return usage
+    try:
+        spend = ResponseUsage.model_validate(usage).input_spend
+    except ValueError:
+        return usage
+    if spend is None:
+        return usage
+    return {**usage, 'cost': {**cast('Mapping[str, Any]', cost), 'input_cost': spend}}
 
 
 def _with_observed(table: PriceTable) -> PriceTable:

@@ -166,6 +166,7 @@ def finished_fields(result: ResearchResult) -> dict[str, Any]:
         fields['model'] = result.model
     if result.cost_usd is not None:
         fields['cost_usd'] = result.cost_usd  # the actual cost replaces the reservation in the spend
+        fields['cost_details'] = result.usage.cost_details()
     return fields
 
 

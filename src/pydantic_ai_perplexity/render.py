@@ -365,9 +365,10 @@ def error_for_model(exc: PerplexityError) -> tuple[str, bool]:
         case InvalidArgumentError():
             return detail, True
         case NotFoundError():
+            why = f': {exc.reason}' if exc.reason else ' (or it expired)'
             return (
-                'No research run has that response_id (or it expired): check the id, or call '
-                'perplexity_research_list to see recent runs.',
+                f'No research run has that response_id{why}. Check the id, or call perplexity_research_list to see '
+                'recent runs.',
                 True,
             )
         case BadRequestError():

@@ -37,6 +37,7 @@ from .errors import (
     InternalServerError,
     InvalidArgumentError,
     MalformedResponseError,
+    NotFoundError,
     PerplexityError,
     ResearchTimeoutError,
     RunMayHaveStartedError,
@@ -290,12 +291,25 @@ class Researcher:
 
     @tracing.cancel_span
     async def cancel(self, response_id: str) -> ResearchResult:
-        """Ask the API to cancel a run (it stops billing); returns the run's state after the acknowledgement."""
+        """Ask the API to cancel a run (it stops billing); returns the run's state after the acknowledgement.
+
+        A run that had already ended comes back as it ended (nothing is cancelled). The live API refuses a cancel of an
+        unknown, malformed or finished id alike (400 "already terminal"), so a refusal is checked with a retrieve.
+
+        Raises:
+            NotFoundError: no such run; `reason` says whether the id is not a run id at all, or no run of that id was
+                started here (the ledger does not know it) and the API has none.
+        """
         try:
             ack = await self.client.cancel(response_id)
-        except BadRequestError:
+        except (BadRequestError, NotFoundError) as refused:
+            try:
+                response = await self.client.retrieve(response_id)
+            except NotFoundError as missing:
+                raise await self._no_such_run(response_id, missing) from None
+            if not response.done:
+                raise refused
             # Already finished: nothing to cancel; report how it ended.
-            response = await self.client.retrieve(response_id)
             result = self._marked(ResearchResult.from_response(response))
             await self._record_end(result)
             return result
@@ -311,6 +325,16 @@ class Researcher:
         result = self._marked(ResearchResult.from_response(response))
         await self._record_end(result)
         return result
+
+    async def _no_such_run(self, response_id: str, missing: NotFoundError) -> NotFoundError:
+        """The error for a cancel of a run the API does not have, in our words (never the API's "already terminal")."""
+        if missing.reason is not None:  # not a run id at all
+            reason = missing.reason
+        elif self.ledger is not None and await self._ledger_call(self.ledger.get, response_id) is None:
+            reason = f'no run {response_id!r} was started here (the ledger does not know it) and the API has none'
+        else:
+            reason = f'the API has no run {response_id!r} (it expired, or was created with store=False)'
+        return NotFoundError.because(reason, f'Nothing was cancelled: {reason}.', missing)
 
     async def list(self, *, status: str | None = None, limit: int = 20, caller: str | None = None) -> list[RunRecord]:
         """Recent runs from the ledger, newest first (only those `caller` started, when given).
@@ -495,18 +519,25 @@ class Researcher:
         given = check_wait(wait_seconds)
         budget = self.wait_seconds if given is None else given
 
-        async def on_event(event: AgentEvent) -> None:
-            step = steps.observe(event)
-            if step is None:
-                return
+        async def shown(step: Step) -> None:
             run.trace.step(step)
             if step.shown and on_progress is not None:
                 outcome = on_progress(step)
                 if outcome is not None:
                     await outcome
 
+        async def on_event(event: AgentEvent) -> None:
+            step = steps.observe(event)
+            if step is not None:
+                await shown(step)
+
+        async def on_snapshot(snapshot: Response) -> None:
+            # Polled (no stream): a running run's snapshot carries the search and fetch items reached so far.
+            for step in steps.snapshot(snapshot, live=True):
+                await shown(step)
+
         try:
-            response = await self.client.wait(response_id, timeout=budget, on_event=on_event)
+            response = await self.client.wait(response_id, timeout=budget, on_event=on_event, on_snapshot=on_snapshot)
         except ResearchTimeoutError as exc:
             last = cast('Response | None', exc.last)
             if last is not None:

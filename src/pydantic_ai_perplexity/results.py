@@ -1,8 +1,9 @@
 """What a research run found, read once from the wire: answer, sources, verified citations, progress, cost.
 
 The Agent API sends no `output_text` and no top-level citations: the answer is the text of the `message`
-items, sources are the results of every `search_results` item, and the answer's `[n]` / `[web:n]` markers
-point at those results' ids. `ResearchResult.from_response` does that reading once, so every way in (toolset,
+items, sources are the results of every `search_results` item and the pages of every `fetch_url_results` item, and
+the answer's `[n]` / `[web:n]` markers point at those results' ids (a fetched page: its place among the fetched
+pages, from 0). `ResearchResult.from_response` does that reading once, so every way in (toolset,
 MCP server, CLI, notebooks) shows the same thing. A marker that points at no source is reported in
 `orphan_markers`, never guessed.
 """
@@ -11,14 +12,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .client._models import TERMINAL_STATUSES, Response, SearchResultsItem, field_of
+from .client._models import TERMINAL_STATUSES, FetchUrlResultsItem, Response, SearchResultsItem
+from .options import EFFORTS
 from .steps import Progress, StepReducer
 
 __all__ = (
@@ -69,7 +70,9 @@ class _Model(BaseModel):
 
 
 class Source(_Model):
-    """A web page the run found; `n` is its number in rendered text, `ids` the API's result ids for it."""
+    """A web page the run found or read; `n` is its number in rendered text, `ids` the numbers the answer's markers use
+    for it (search result ids; for a fetched page, its place among the fetched pages), `fetched` whether the run read
+    the page itself (`fetch_url`)."""
 
     n: int
     url: str
@@ -79,6 +82,7 @@ class Source(_Model):
     last_updated: str | None = None
     ids: list[int] = Field(default_factory=list[int])
     cited: bool = False
+    fetched: bool = False
 
     @property
     def domain(self) -> str:
@@ -100,23 +104,76 @@ class Citation(_Model):
 
 
 class Usage(_Model):
-    """Tokens and cost as the API billed them (`usage.cost`); `cost_usd` is `None` until the API reports it."""
+    """Tokens and cost as the API billed them (`usage.cost`); the costs are `None` until the API reports them.
+
+    `input_cost_usd` is the whole input spend: live runs bill input as cache writes and reads (`cache_creation_cost`,
+    `cache_read_cost`) with `input_cost: 0`, so it adds the three. Each tool's calls, cost and the tokens of the model
+    it ran (a fetched page is read by a model: `fetch_url` tokens) are per tool name.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
     cost_usd: float | None = None
     input_cost_usd: float | None = None
+    cache_creation_cost_usd: float | None = None
+    cache_read_cost_usd: float | None = None
     output_cost_usd: float | None = None
     tool_calls_cost_usd: float | None = None
     tool_costs_usd: dict[str, float] = Field(default_factory=dict[str, float])
     tool_calls: dict[str, int] = Field(default_factory=dict[str, int])
+    tool_tokens: dict[str, int] = Field(default_factory=dict[str, int])
 
+    def breakdown(self) -> str:
+        """The cost in parts, e.g. `input $0.0002 (cache write $0.0002, cache read $0.0000), output $0.0000, fetch_url
+        1 call $0.0036` (empty when the API reported no cost)."""
+        if self.cost_usd is None:
+            return ''
+        parts: list[str] = []
+        if self.input_cost_usd is not None:
+            cache = [
+                f'{label} ${value:.4f}'
+                for label, value in (
+                    ('cache write', self.cache_creation_cost_usd),
+                    ('cache read', self.cache_read_cost_usd),
+                )
+                if value
+            ]
+            parts.append(f'input ${self.input_cost_usd:.4f}' + (f' ({", ".join(cache)})' if cache else ''))
+        if self.output_cost_usd is not None:
+            parts.append(f'output ${self.output_cost_usd:.4f}')
+        for tool in sorted(set(self.tool_costs_usd) | set(self.tool_calls)):
+            calls = self.tool_calls.get(tool)
+            counted = f' {calls} call{"s" if calls != 1 else ""}' if calls is not None else ''
+            cost = self.tool_costs_usd.get(tool)
+            parts.append(f'{tool}{counted}' + (f' ${cost:.4f}' if cost is not None else ''))
+        return ', '.join(parts)
 
-def _invocations(detail: Any) -> int:
-    count = field_of(detail, 'invocation')
-    return count if isinstance(count, int) else 0
+    def cost_details(self) -> str | None:
+        """The billed cost's parts as compact JSON, as the ledger stores them (None when no cost was reported)."""
+        if self.cost_usd is None:
+            return None
+        return self.model_dump_json(
+            include={
+                'cost_usd', 'input_cost_usd', 'cache_creation_cost_usd', 'cache_read_cost_usd', 'output_cost_usd',
+                'tool_calls_cost_usd', 'tool_costs_usd', 'tool_calls', 'tool_tokens', 'cache_creation_tokens',
+                'cache_read_tokens',
+            },
+            exclude_defaults=True,
+        )  # fmt: skip
+
+    @classmethod
+    def from_cost_details(cls, text: str | None) -> Usage | None:
+        """The `Usage` a ledger row's `cost_details` holds; None if it holds none or cannot be read."""
+        if not text:
+            return None
+        try:
+            return cls.model_validate_json(text)
+        except ValueError:
+            return None
 
 
 def _usage_from(response: Response) -> Usage:
@@ -124,43 +181,71 @@ def _usage_from(response: Response) -> Usage:
     if wire is None:
         return Usage()
     cost = wire.cost
-    tool_calls = {k: _invocations(v) for k, v in (wire.tool_calls_details or {}).items()}
+    tools = wire.tool_calls_details or {}
+    tool_costs = dict(cost.tool_calls_cost_details or {}) if cost else {}
+    for name, detail in tools.items():
+        if name not in tool_costs and detail.cost_usd is not None:
+            tool_costs[name] = detail.cost_usd
     return Usage(
         input_tokens=wire.input_tokens,
         output_tokens=wire.output_tokens,
         total_tokens=wire.total_tokens or wire.input_tokens + wire.output_tokens,
         reasoning_tokens=int((wire.output_tokens_details or {}).get('reasoning_tokens') or 0),
+        cache_creation_tokens=wire.cache_creation_input_tokens,
+        cache_read_tokens=wire.cache_read_input_tokens,
         cost_usd=cost.total_cost if cost else None,
-        input_cost_usd=cost.input_cost if cost else None,
+        input_cost_usd=wire.input_spend,
+        cache_creation_cost_usd=cost.cache_creation_cost if cost else None,
+        cache_read_cost_usd=cost.cache_read_cost if cost else None,
         output_cost_usd=cost.output_cost if cost else None,
         tool_calls_cost_usd=cost.tool_calls_cost if cost else None,
-        tool_costs_usd=dict(cost.tool_calls_cost_details or {}) if cost else {},
-        tool_calls=tool_calls,
+        tool_costs_usd=tool_costs,
+        tool_calls={name: detail.invocation for name, detail in tools.items()},
+        tool_tokens={
+            name: sum(t.input_tokens + t.output_tokens for t in detail.token_usage)
+            for name, detail in tools.items()
+            if detail.token_usage
+        },
     )
 
 
-def _sources_from(items: Iterable[SearchResultsItem]) -> tuple[list[Source], dict[int, Source]]:
+def _sources_from(response: Response) -> tuple[list[Source], dict[int, Source]]:
+    """Every page the run found or read, one `Source` per URL, and what each marker number points at.
+
+    A marker's number is a search result's `id` (`[3]`, `[web:3]`). Fetched pages carry no id: a run that only fetched
+    answers `[web:0]` for its first page, so a fetched page is numbered by its place among the run's fetched pages
+    (from 0) wherever no search result has that id. Live fact: cfdude/mcp-perplexity-pro
+    tests/fixtures/agent_low_fetch_url.json and agent_background_completed.json, captured 2026-10-09.
+    """
     by_url: dict[str, Source] = {}
     by_id: dict[int, Source] = {}
-    for item in items:
+
+    def source_for(url: str, title: str, snippet: str, date: str | None, last_updated: str | None) -> Source:
+        key = normalize_url(url)
+        source = by_url.get(key)
+        if source is None:
+            source = by_url[key] = Source(
+                n=len(by_url) + 1, url=url, title=title, snippet=snippet, date=date, last_updated=last_updated
+            )
+        return source
+
+    for item in response.items(SearchResultsItem):
         for r in item.results:
             if not r.url:
                 continue
-            key = normalize_url(r.url)
-            source = by_url.get(key)
-            if source is None:
-                source = Source(
-                    n=len(by_url) + 1,
-                    url=r.url,
-                    title=r.title,
-                    snippet=r.snippet,
-                    date=r.date,
-                    last_updated=r.last_updated,
-                )
-                by_url[key] = source
+            source = source_for(r.url, r.title, r.snippet, r.date, r.last_updated)
             if r.id is not None and r.id not in by_id:
                 by_id[r.id] = source
                 source.ids.append(r.id)
+    pages = [page for item in response.items(FetchUrlResultsItem) for page in item.contents]
+    for place, page in enumerate(pages):
+        if not page.url:
+            continue
+        source = source_for(page.url, page.title or '', page.snippet or '', None, None)
+        source.fetched = True
+        if place not in by_id:
+            by_id[place] = source
+            source.ids.append(place)
     return list(by_url.values()), by_id
 
 
@@ -184,6 +269,18 @@ def _citations_from(answer: str, by_id: dict[int, Source]) -> tuple[list[Citatio
     return citations, orphans
 
 
+def _served_by(response: Response) -> str | None:
+    """The model that served a run that has ended; `None` while it goes, or when `model` still names the effort.
+
+    Live fact: `model` is the effort's name (`"medium"`) until the run ends, and stays so on a cancelled run
+    (cfdude/mcp-perplexity-pro tests/fixtures/agent_background_cancelled.json, captured 2026-10-09).
+    """
+    model = response.model
+    if not response.done or not model or model.split('@', 1)[0] in EFFORTS:
+        return None
+    return model
+
+
 def _ts(value: int | None) -> datetime | None:
     return datetime.fromtimestamp(value, UTC) if value else None
 
@@ -191,9 +288,10 @@ def _ts(value: int | None) -> datetime | None:
 class ResearchResult(_Model):
     """The outcome of a research run, complete or still going.
 
-    `status` is the API's: `queued`, `in_progress`, `completed`, `incomplete`, `failed` or `cancelled`. A run
-    still going (`done` false) is a hand-off: collect it later by `response_id`. Failed, incomplete and
-    cancelled runs are results too, with `error` saying why. `emulated` is true when an emulator (the built-in
+    `status` is the API's: `queued`, `in_progress`, `requires_action`, `completed`, `incomplete`, `failed` or
+    `cancelled`. A run still going (`done` false) is a hand-off: collect it later by `response_id`. Failed, incomplete
+    and cancelled runs are results too, with `error` saying why; a cancelled run keeps what it found before the cancel
+    (its sources, any answer), with no usage. `emulated` is true when an emulator (the built-in
     one, or a replay of a recording) answered, not Perplexity: such a result is never a real answer.
     """
 
@@ -241,7 +339,7 @@ class ResearchResult(_Model):
     ) -> ResearchResult:
         """Read a wire `Response`. With `structured`, the answer is parsed as JSON into `data` when it is JSON."""
         answer = response.output_text
-        sources, by_id = _sources_from(response.items(SearchResultsItem))
+        sources, by_id = _sources_from(response)
         citations, orphans = _citations_from(answer, by_id)
         if progress is None:
             reducer = StepReducer(response.id)
@@ -270,7 +368,7 @@ class ResearchResult(_Model):
             orphan_markers=orphans,
             progress=progress,
             usage=_usage_from(response),
-            model=response.model if response.done else None,
+            model=_served_by(response),
             effort=effort or response.effort or response.preset,
             query=query,
             error=error,

@@ -199,8 +199,12 @@ class StepReducer:
         handler = _HANDLERS.get(event.type)
         return handler(self, event) if handler is not None else None
 
-    def snapshot(self, response: Response) -> list[Step]:
-        """The steps of `response`'s finished output items that no event or earlier snapshot accounted for."""
+    def snapshot(self, response: Response, *, live: bool = False) -> list[Step]:
+        """The steps of `response`'s finished output items that no event or earlier snapshot accounted for.
+
+        `live`: the snapshot was just polled while the run goes (a running retrieve carries the search and fetch items
+        reached so far), so its steps are shown and described as events' are; else they arrive late and are not shown.
+        """
         self.progress.elapsed_s = self._elapsed()
         known = dict(self._done)
         seen: dict[str, int] = {}
@@ -211,7 +215,7 @@ class StepReducer:
             seen[kind] = index + 1
             if index < known.get(kind, 0):  # outputs only grow: the first n items of a type are the known ones
                 continue
-            step = self._item_done(item, live=False)
+            step = self._item_done(item, live=live, polled=live)
             if step is not None:
                 steps.append(step)
         return steps
@@ -296,9 +300,10 @@ class StepReducer:
 
     # -- output items ---------------------------------------------------------------------------------------------
 
-    def _item_done(self, item: OutputItem, *, live: bool) -> Step | None:
+    def _item_done(self, item: OutputItem, *, live: bool, polled: bool = False) -> Step | None:
         """A finished output item, from an event (`live`) or a snapshot: counted once, a step when it says
-        something new. A snapshot's steps are not shown: they arrive together, long after they happened."""
+        something new. A snapshot's steps are not shown unless it was just `polled`: else they arrive together, long
+        after they happened."""
         kind = item.type
         done = self._done[kind] = self._done.get(kind, 0) + 1
         p = self.progress
@@ -321,7 +326,8 @@ class StepReducer:
                 p.results_seen += len(item.results)
                 return self._step(
                     'results',
-                    shown=False,
+                    f'found {len(item.results)} results' if polled else '',
+                    shown=polled,
                     ref=self._ref(),
                     end=True,
                     queries=queries,
@@ -334,8 +340,9 @@ class StepReducer:
                     return None
                 self._ended['fetch'] += 1
                 p.pages_fetched += len(item.contents)
-                return self._step('fetched', shown=False, ref=self._ref(), end=True, urls=_urls(item.contents),
-                                  item_type=kind)  # fmt: skip
+                detail = f'fetched {_plural(len(item.contents), "page")}' if polled else ''
+                return self._step('fetched', detail, shown=polled, ref=self._ref(), end=True,
+                                  urls=_urls(item.contents), item_type=kind)  # fmt: skip
             case MessageItem():
                 ref, self._answer = self._answer, None
                 chars = sum(len(part.text) for part in item.content or ())

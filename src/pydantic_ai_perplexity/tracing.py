@@ -59,6 +59,7 @@ __all__ = (
     'configure_tracing',
     'current_ids',
     'event',
+    'rate_limits',
     'research_span',
     'retry_event',
     'search_span',
@@ -617,6 +618,17 @@ def retry_event(method: str, path: str, attempt: int, delay: float, reason: str 
             'perplexity.retry.delay_s': round(delay, 3),
         },
     )
+
+
+def rate_limits(remaining: int | None, limit: int | None) -> None:
+    """The API's rate-limit counts after a request (`x-ratelimit-remaining` / `-limit`), on the current span."""
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    if remaining is not None:
+        span.set_attribute('perplexity.ratelimit.remaining', remaining)
+    if limit is not None:
+        span.set_attribute('perplexity.ratelimit.limit', limit)
 
 
 # ---------------------------------------------------------------------------------------------------------------

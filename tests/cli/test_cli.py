@@ -339,3 +339,52 @@ def test_research_budget_day_refuses_and_names_the_flag(tmp_path: Path):
     assert refused.returncode != 0
     assert 'the daily limit is $0.00' in refused.stderr and '--budget-day' in refused.stderr
     assert 'Budget(' not in refused.stderr
+
+
+def test_jobs_show_lists_what_a_running_run_found_and_the_billed_parts_of_a_finished_one(tmp_path: Path):
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09: a
+    running run's retrieve carries the search and fetch items reached so far (the emulator's `partial_output`)."""
+    import time
+
+    with Emulator(time_scale=0.005, partial_output=True) as emu:
+        env = cli_env(tmp_path, PERPLEXITY_API_KEY=emu.api_key, PERPLEXITY_BASE_URL=emu.base_url)
+        quick, slow = run_all(
+            ('research', 'What is the EU AI Act?', '--effort', 'fast'),
+            ('research', 'A long survey of fusion energy [[emulate: duration=4000]]', '--effort', 'high', '--no-wait'),
+            env=env,
+        )
+        assert quick.returncode == 0 and slow.returncode == 0, quick.stderr + slow.stderr
+        quick_id = quick.stdout.strip().split(' · ')[-1]
+        slow_id = slow.stdout.strip()
+        deadline = time.monotonic() + 60
+        while True:  # poll (each a real command) until the run's snapshot shows a search with its results
+            (shown,) = run_all(('jobs', 'show', slow_id), env=env)
+            assert shown.returncode == 0, shown.stderr
+            found = re.search(r'^found:\s+so far: (\d+) search(?:es)?, (\d+) results', shown.stdout, re.MULTILINE)
+            if found and int(found.group(2)) > 0:
+                break
+            assert time.monotonic() < deadline, shown.stdout
+        assert re.search(r'^status:\s+in_progress', shown.stdout, re.MULTILINE)
+        assert re.search(r'^  \[1\] .+ — https?://\S+$', shown.stdout, re.MULTILINE)
+        assert '(estimate)' in shown.stdout and 'billed:' not in shown.stdout
+        (finished,) = run_all(('jobs', 'show', quick_id), env=env)
+        assert finished.returncode == 0, finished.stderr
+        billed = re.search(r'^billed:\s+(.+)$', finished.stdout, re.MULTILINE)
+        assert billed is not None and 'input $' in billed.group(1) and 'search_web ' in billed.group(1)
+        assert 'found:' not in finished.stdout and re.search(r'^sources:\s+\d+ \(\d+ cited\)$', finished.stdout, re.M)
+
+
+def test_jobs_cancel_says_plainly_what_happened(emulator: Emulator, tmp_path: Path):
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_cancel_unknown_400.json and
+    agent_cancel_terminal_400.meta.json, captured 2026-10-09: the API answers a cancel of an unknown or a finished id
+    alike ("the run is already terminal"); the command tells them apart and never passes that sentence on."""
+    env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
+    done = run('research', 'What is the EU AI Act?', '--effort', 'fast', env=env)
+    done_id = done.stdout.strip().split(' · ')[-1]
+    unknown_id = 'resp_00000000-0000-4000-8000-000000000000'
+    finished, unknown = run_all(('jobs', 'cancel', done_id), ('jobs', 'cancel', unknown_id), env=env)
+    assert finished.returncode == 0 and finished.stdout.strip() == f'{done_id} completed'
+    assert 'The run had already ended (completed); nothing to cancel.' in finished.stderr
+    assert unknown.returncode == 1 and unknown.stdout == ''
+    assert f"Nothing was cancelled: no run '{unknown_id}' was started here" in unknown.stderr
+    assert 'terminal' not in unknown.stderr

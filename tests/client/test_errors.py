@@ -35,7 +35,9 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr('pydantic_ai_perplexity.client._transport.retry_delay', lambda attempt, headers=None: 0.0)
+    monkeypatch.setattr(
+        'pydantic_ai_perplexity.client._transport.retry_delay', lambda attempt, headers=None, status=None: 0.0
+    )
 
 
 def answer(status: int, body: Any = None, *, text: str | None = None, headers: dict[str, str] | None = None) -> Any:

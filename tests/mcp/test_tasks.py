@@ -394,3 +394,35 @@ async def test_a_run_that_cannot_start_or_fails_reads_as_the_plain_call_and_no_l
     assert failed.structured_content is not None and failed.structured_content['status'] == plain_failed.status
     assert plain_failed.status == 'failed' and failed.structured_content['response_id'] == handle.task_id
     assert not untracked_tasks.handles and not untracked.is_error  # no ledger, no task: the plain call answers
+
+
+@pytest.mark.anyio
+async def test_tasks_get_names_the_latest_step_from_the_running_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09: a
+    running retrieve carries the search and fetch items reached so far, so `tasks/get` names the latest step from it
+    without replaying the event stream (the replay is stubbed out here: every step below came from a snapshot)."""
+    from pydantic_ai_perplexity.mcp import _tasks
+    from pydantic_ai_perplexity.mcp._tools import build_server
+    from pydantic_ai_perplexity.researcher import Researcher
+
+    replays: list[str] = []
+
+    async def no_replay(r: Researcher, task_id: str) -> None:
+        replays.append(task_id)
+
+    monkeypatch.setattr(_tasks, '_latest_step', no_replay)
+    tasks = Tasks()
+    with Emulator(time_scale=0.005, partial_output=True) as partial:
+        with anyio.fail_after(DEADLINE):
+            async with Researcher(
+                api_key=partial.api_key, base_url=partial.base_url, ledger=tmp_path / 'l.sqlite3'
+            ) as r:
+                async with Client(build_server(researcher=r), extensions=[tasks]) as client:
+                    result = await client.call_tool('perplexity_research', {'query': SLOW, 'effort': 'medium'})
+    assert not result.is_error
+    working = [p['statusMessage'] for p in tasks.polls if p['status'] == 'working']
+    from_snapshots = [m for m in working if STEP.search(m)]
+    assert from_snapshots and all(m.startswith(('found ', 'fetched ')) for m in from_snapshots), working
+    assert len(replays) == len(working) - len(from_snapshots)  # replayed only while the snapshot showed nothing

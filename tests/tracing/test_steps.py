@@ -176,7 +176,7 @@ def test_searches_without_announcements_and_polled_runs_still_show_their_steps(c
                     'perplexity.cited': 1,
                     'perplexity.effort': 'low',
                     'perplexity.query': 'q',
-                    'perplexity.sources': 2,
+                    'perplexity.sources': 3,  # the fetched page is a source too
                     'perplexity.status': 'completed',
                     'perplexity.steps': 2,
                 },

@@ -26,11 +26,12 @@ from .. import tracing
 from ..errors import (
     APIError,
     AuthenticationError,
+    BadRequestError,
     ConfigurationError,
     PermissionDeniedError,
     ResearchTimeoutError,
 )
-from ._errors import as_object, redact
+from ._errors import as_object, invalid_run_id, redact
 from ._models import AgentEvent, CancelAck, Model, ModelList, Response, SearchResponse
 from ._params import AgentRequest, InputItem, SearchRequest
 from ._retry import RequestKind
@@ -52,6 +53,7 @@ _SEARCH_KEYS = SearchRequest.__required_keys__ | SearchRequest.__optional_keys__
 
 M = TypeVar('M', bound=BaseModel)
 OnEvent = Callable[[AgentEvent], Awaitable[None] | None]
+OnSnapshot = Callable[[Response], Awaitable[None] | None]
 
 
 class _NotGiven:
@@ -74,8 +76,8 @@ class PerplexityClient:
 
     **Parameters:**
 
-    * `api_key`: defaults to `PERPLEXITY_API_KEY`. Optional at construction (`models()` needs none); a call
-      that needs it raises `ConfigurationError` naming the variable.
+    * `api_key`: defaults to `PERPLEXITY_API_KEY`. Optional at construction; a call that needs it raises
+      `ConfigurationError` naming the variable (`models()` is sent without one, and the live API then answers 401).
     * `base_url`: defaults to `PERPLEXITY_BASE_URL`, else `https://api.perplexity.ai`. Must be https, or http
       to a loopback host (the emulator).
     * `timeout`: per request; default 60 s to read, 5 s to connect (with `http_client`: that client's own).
@@ -180,8 +182,18 @@ class PerplexityClient:
         return await self._call(Response, 'POST', '/v1/agent', 'create', json_body=body)
 
     async def retrieve(self, response_id: str) -> Response:
-        """The current snapshot of a run (`output` stays empty until the run ends)."""
-        return await self._call(Response, 'GET', run_path(response_id), 'read')
+        """The current snapshot of a run. While it goes, `output` holds the search and fetch items reached so far and
+        `model` is the effort's name; the answer and `usage` come at the end.
+
+        Raises:
+            NotFoundError: no such run (404), or an id the API refused as malformed (400 live; `reason` says so).
+        """
+        try:
+            return await self._call(Response, 'GET', run_path(response_id), 'read')
+        except BadRequestError as exc:
+            if exc.status_code != 400 or exc.param is not None:  # a field of the request, not the id
+                raise
+            raise invalid_run_id(exc, response_id) from None
 
     async def cancel(self, response_id: str) -> CancelAck:
         """Ask the API to cancel a run. Cancelling is asynchronous: the run becomes `cancelled` shortly after."""
@@ -241,12 +253,15 @@ class PerplexityClient:
         on_event: OnEvent | None = None,
         starting_after: int | None = None,
         poll_interval: float = 1.0,
+        on_snapshot: OnSnapshot | None = None,
     ) -> Response:
         """Wait until a background run ends and return its final snapshot.
 
         Listens to the run's event stream (one request for the whole run, resumed after drops) and hands
         every event to `on_event`. If the stream is unavailable it polls `retrieve` instead, every
-        `poll_interval` seconds growing by half each time up to 10 s (no events are reported then).
+        `poll_interval` seconds growing by half each time up to 10 s: no events are reported then, but each
+        polled snapshot of the running run goes to `on_snapshot` (its output holds the search and fetch items
+        reached so far).
 
         Raises:
             ResearchTimeoutError: the run is still going after `timeout` seconds. It goes on server-side and
@@ -256,7 +271,7 @@ class PerplexityClient:
         self._transport.require_key()
         seen = _Seen()
         with anyio.move_on_after(timeout):
-            return await self._wait(response_id, seen, on_event, starting_after or 0, poll_interval)
+            return await self._wait(response_id, seen, on_event, starting_after or 0, poll_interval, on_snapshot)
         if seen.last is None:
             # Nothing seen within the budget (0 s, or a first answer slower than it): one look says whether the run
             # exists at all (an unknown id raises NotFoundError, never "still going") and how it stands.
@@ -274,7 +289,13 @@ class PerplexityClient:
         )
 
     async def _wait(
-        self, response_id: str, seen: _Seen, on_event: OnEvent | None, starting_after: int, interval: float
+        self,
+        response_id: str,
+        seen: _Seen,
+        on_event: OnEvent | None,
+        starting_after: int,
+        interval: float,
+        on_snapshot: OnSnapshot | None = None,
     ) -> Response:
         # A reconnection that brings no event means the stream is no use here (max_stalls=0): poll instead.
         async with self._resume(response_id, starting_after, max_stalls=0) as events:
@@ -300,15 +321,19 @@ class PerplexityClient:
                     if snapshot is not None and snapshot.done:
                         return snapshot
                     break
-        return await self._poll(response_id, seen, interval)
+        return await self._poll(response_id, seen, interval, on_snapshot)
 
-    async def _poll(self, response_id: str, seen: _Seen, interval: float) -> Response:
+    async def _poll(self, response_id: str, seen: _Seen, interval: float, on_snapshot: OnSnapshot | None) -> Response:
         delay = interval
         while True:
             run = await self.retrieve(response_id)
             seen.last = run
             if run.status in _SETTLED:
                 return run
+            if on_snapshot is not None:
+                outcome = on_snapshot(run)
+                if inspect.isawaitable(outcome):
+                    await outcome
             await anyio.sleep(delay)
             delay = min(delay * _POLL_GROWTH, max(POLL_INTERVAL_CAP, interval))
 
@@ -323,7 +348,10 @@ class PerplexityClient:
         return await self._call(SearchResponse, 'POST', '/search', 'read', json_body=body)
 
     async def models(self) -> list[Model]:
-        """The models the Agent API offers (`provider/model` ids). Needs no API key."""
+        """The models the Agent API offers (`provider/model` ids) with their `pricing` (USD per 1M tokens).
+
+        The key is sent when there is one: the live API answers 401 without it (an emulator may not ask for one).
+        """
         listing = await self._call(ModelList, 'GET', '/v1/models', 'read', auth=False)
         return listing.data
 

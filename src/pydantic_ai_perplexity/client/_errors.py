@@ -28,10 +28,18 @@ from ..errors import (
     RetiredEndpointError,
     RunMayHaveStartedError,
 )
-from ._retry import RequestKind, retry_after
+from ._retry import RequestKind, rate_limit_wait
 from ._settings import API_KEY_ENV
 
-__all__ = ('ErrorContext', 'as_object', 'malformed_error', 'network_error', 'redact', 'status_error')
+__all__ = (
+    'ErrorContext',
+    'as_object',
+    'invalid_run_id',
+    'malformed_error',
+    'network_error',
+    'redact',
+    'status_error',
+)
 
 _REDACTED = '[redacted]'
 _RETIRED_MARKER = 'sonar is now the agent api'
@@ -157,6 +165,12 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
     if status == 400 or status == 422:
         named = f'parameter {param!r}' if param else 'the request'
         return BadRequestError(f'{head}: the API rejected {named}: {server_message}{tail}', **common)
+    if status == 401 and not ctx.key:
+        return AuthenticationError(
+            f'{head}: {server_message}. No API key was sent, and this endpoint needs one (the model list too): set '
+            f'{API_KEY_ENV}, or give api_key= in Python.{tail}',
+            **common,
+        )
     if status == 401:
         return AuthenticationError(
             f'{head}: {server_message}. The API key was not accepted: check that {API_KEY_ENV} (or api_key=) '
@@ -192,7 +206,7 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
             **common,
         )
     if status == 429:
-        wait = retry_after(response.headers)
+        wait = rate_limit_wait(response.headers)
         hint = f'retry after {wait:g} s' if wait is not None and wait > 0 else 'retry later'
         return RateLimitError(
             f'{head}: {server_message}. Rate limited after {ctx.tries}: {hint}, or lower the request rate '
@@ -206,6 +220,15 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
     # A timeout or conflict answered by the API or a proxy on the way does not prove the run was refused.
     note = f' {_MAY_HAVE_STARTED}' if ctx.kind == 'create' and status in (408, 409) else ''
     return APIStatusError(f'{head}: {server_message}.{note}{tail}', **common)
+
+
+def invalid_run_id(exc: BadRequestError, response_id: str) -> NotFoundError:
+    """The error for a run id the API refused as malformed (live: `GET /v1/agent/{id}` answers 400 `invalid response
+    id`, cfdude/mcp-perplexity-pro tests/fixtures/agent_get_malformed_400.json, captured 2026-10-09)."""
+    shown = response_id if len(response_id) <= 80 else response_id[:79] + '…'
+    reason = f'{shown!r} is not a valid run id (run ids look like resp_ and a UUID)'
+    message = f'No such run: {reason}. Copy the id again from the research call or the ledger (jobs list).'
+    return NotFoundError.because(reason, message, exc)
 
 
 def network_error(exc: httpx2.RequestError, ctx: ErrorContext, *, sent: bool) -> APIConnectionError:

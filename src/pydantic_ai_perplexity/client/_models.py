@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, field_validator
 
 __all__ = (
     'TERMINAL_STATUSES',
@@ -25,6 +25,7 @@ __all__ = (
     'MessageItem',
     'Model',
     'ModelList',
+    'ModelPricing',
     'OutputItem',
     'OutputText',
     'Response',
@@ -34,7 +35,9 @@ __all__ = (
     'SearchResponse',
     'SearchResult',
     'SearchResultsItem',
+    'ToolCallDetail',
     'ToolSearchOutputItem',
+    'ToolTokenUsage',
     'UnknownEvent',
     'UnknownItem',
     'parse_event',
@@ -234,7 +237,11 @@ OutputItem = Annotated[
 
 
 class ResponseCost(WireModel):
-    """`usage.cost`: what the run cost in USD, as billed. Read it; never recompute it from a price table."""
+    """`usage.cost`: what the run cost in USD, as billed. Read it; never recompute it from a price table.
+
+    Live runs bill the input as `cache_creation_cost` and `cache_read_cost`, with `input_cost: 0`: read the input
+    spend from `input_spend`, never from `input_cost` alone.
+    """
 
     currency: str = 'USD'
     input_cost: float | None = None
@@ -245,17 +252,70 @@ class ResponseCost(WireModel):
     tool_calls_cost: float | None = None
     tool_calls_cost_details: dict[str, float] | None = None
 
+    @property
+    def input_spend(self) -> float | None:
+        """The whole input spend: `input_cost` + `cache_creation_cost` + `cache_read_cost` (None if none is given)."""
+        parts = [c for c in (self.input_cost, self.cache_creation_cost, self.cache_read_cost) if c is not None]
+        return round(sum(parts), 10) if parts else None
+
+
+class ToolTokenUsage(WireModel):
+    """Tokens of a model a tool ran (e.g. the one that read a fetched page): `tool_calls_details.<tool>.token_usage`."""
+
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    input_tokens_details: dict[str, Any] | None = None
+    output_tokens_details: dict[str, Any] | None = None
+
+
+class ToolCallDetail(WireModel):
+    """`usage.tool_calls_details.<tool>`: how often the run used a tool (`search_web`, `fetch_url`, ...), its cost."""
+
+    invocation: int = 0
+    cost_usd: float | None = None
+    token_usage: list[ToolTokenUsage] | None = None
+
 
 class ResponseUsage(WireModel):
-    """`usage` of a terminal run (null until then)."""
+    """`usage` of a terminal run (null until then, and null on a cancelled run)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     input_tokens_details: dict[str, Any] | None = None
     output_tokens_details: dict[str, Any] | None = None
-    tool_calls_details: dict[str, Any] | None = None
+    tool_calls_details: dict[str, ToolCallDetail] | None = None
     cost: ResponseCost | None = None
+
+    @field_validator('tool_calls_details', mode='before')
+    @classmethod
+    def _tool_objects(cls, value: Any) -> Any:
+        """Keep the tools whose detail is an object: one odd entry must not make the whole run unreadable."""
+        if isinstance(value, dict):
+            entries = cast('dict[str, Any]', value)
+            return {k: cast('object', v) for k, v in entries.items() if isinstance(v, dict)}
+        return value
+
+    @property
+    def input_spend(self) -> float | None:
+        """The input's cost as billed, cache writes and reads included (`ResponseCost.input_spend`)."""
+        return self.cost.input_spend if self.cost is not None else None
+
+    @property
+    def cache_creation_input_tokens(self) -> int:
+        """Input tokens written to the cache (billed as `cache_creation_cost`)."""
+        return _int((self.input_tokens_details or {}).get('cache_creation_input_tokens'))
+
+    @property
+    def cache_read_input_tokens(self) -> int:
+        """Input tokens read from the cache (billed as `cache_read_cost`)."""
+        details = self.input_tokens_details or {}
+        return _int(details.get('cache_read_input_tokens', details.get('cached_tokens')))
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -392,13 +452,24 @@ class SearchResponse(WireModel):
     server_time: str | None = None
 
 
+class ModelPricing(WireModel):
+    """`pricing` of a `/v1/models` entry: USD per `unit` (`usd_per_1m_tokens`); `cache_write` only where billed."""
+
+    input: float | None = None
+    output: float | None = None
+    cache_read: float | None = None
+    cache_write: float | None = None
+    unit: str = 'usd_per_1m_tokens'
+
+
 class Model(WireModel):
-    """One entry of `GET /v1/models`; ids are `provider/model`."""
+    """One entry of `GET /v1/models`; ids are `provider/model`, `pricing` as the live API lists it."""
 
     id: str
     object: str = 'model'
     created: int = 0
     owned_by: str = ''
+    pricing: ModelPricing | None = None
 
 
 class ModelList(WireModel):

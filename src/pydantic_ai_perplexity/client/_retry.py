@@ -12,7 +12,9 @@ Two kinds of request, two policies:
 
 The server may veto any retry with `x-should-retry: false`; it may ask for one with `x-should-retry: true`,
 which is honoured for reads only. Delays follow `retry-after-ms` / `Retry-After` when 0 < value ≤ 60 s,
-else exponential backoff with jitter. `retry_deadline` bounds the total time spent on one call's attempts.
+else exponential backoff with jitter. A 429 waits for the rate limit's reset (`x-ratelimit-reset`, a unix time in
+seconds on the live API) when that is later than `Retry-After` or there is none, within the same 60 s.
+`retry_deadline` bounds the total time spent on one call's attempts.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import random
 import time
 from email.utils import parsedate_to_datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import httpx2
 
@@ -28,9 +30,12 @@ __all__ = (
     'BACKOFF_CAP',
     'BACKOFF_INITIAL',
     'MAX_RETRY_AFTER',
+    'RateLimits',
     'RequestKind',
     'backoff',
     'network_error_retryable',
+    'rate_limit_wait',
+    'rate_limits',
     'retry_after',
     'retry_delay',
     'status_retryable',
@@ -79,10 +84,65 @@ def retry_after(headers: httpx2.Headers) -> float | None:
         return None
 
 
-def retry_delay(attempt: int, headers: httpx2.Headers | None = None) -> float:
-    """How long to sleep before the next attempt: the server's wish if sane, else our backoff."""
+class RateLimits(NamedTuple):
+    """The rate-limit headers of an answer: requests allowed, left and used in the window, and when it resets."""
+
+    limit: int | None
+    remaining: int | None
+    used: int | None
+    #: Unix time in seconds when the window resets.
+    reset: float | None
+
+
+#: A `x-ratelimit-reset` above this is a unix time (the live API's form); below it, seconds from now.
+_EPOCH_FLOOR = 1_000_000_000
+
+
+def _count(headers: httpx2.Headers, name: str) -> int | None:
+    try:
+        return int(headers.get(name, '').strip())
+    except ValueError:
+        return None
+
+
+def rate_limits(headers: httpx2.Headers) -> RateLimits:
+    """`x-ratelimit-limit`, `-remaining`, `-used` and `-reset` of an answer (None where absent or unreadable).
+
+    Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_response_headers.json, captured 2026-10-09: counts are
+    decimal strings and `x-ratelimit-reset` is a unix time in seconds (one second after the answer's `date`).
+    """
+    reset: float | None = None
+    raw = headers.get('x-ratelimit-reset')
+    if raw is not None:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = None
+        if value is not None and value >= 0:
+            reset = value if value >= _EPOCH_FLOOR else time.time() + value
+    return RateLimits(
+        _count(headers, 'x-ratelimit-limit'),
+        _count(headers, 'x-ratelimit-remaining'),
+        _count(headers, 'x-ratelimit-used'),
+        reset,
+    )
+
+
+def rate_limit_wait(headers: httpx2.Headers) -> float | None:
+    """Seconds a 429 asks us to wait: the later of `Retry-After` and the rate limit's reset (None if neither)."""
+    waits = [w for w in (retry_after(headers), _until(rate_limits(headers).reset)) if w is not None and w > 0]
+    return max(waits) if waits else None
+
+
+def _until(moment: float | None) -> float | None:
+    return None if moment is None else moment - time.time()
+
+
+def retry_delay(attempt: int, headers: httpx2.Headers | None = None, status: int | None = None) -> float:
+    """How long to sleep before the next attempt: the server's wish if sane (for a 429, until the rate limit resets
+    if that is later), else our backoff."""
     if headers is not None:
-        wanted = retry_after(headers)
+        wanted = rate_limit_wait(headers) if status == 429 else retry_after(headers)
         if wanted is not None and 0 < wanted <= MAX_RETRY_AFTER:
             return wanted
     return backoff(attempt)

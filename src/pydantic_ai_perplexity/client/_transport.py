@@ -22,7 +22,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from .. import tracing
 from ..errors import ConfigurationError
 from ._errors import ErrorContext, malformed_error, network_error, status_error
-from ._retry import RequestKind, network_error_retryable, retry_delay, status_retryable
+from ._retry import RequestKind, network_error_retryable, rate_limits, retry_delay, status_retryable
 from ._settings import API_KEY_ENV
 
 __all__ = ('MAX_EVENT_SIZE', 'Transport', 'logger')
@@ -86,11 +86,13 @@ class Transport:
     def _ctx(self, method: str, path: str, kind: RequestKind, attempt: int) -> ErrorContext:
         return ErrorContext(method=method, path=path, kind=kind, attempts=attempt + 1, key=self.key)
 
-    def _next_delay(self, attempt: int, started: float, headers: httpx2.Headers | None) -> float | None:
+    def _next_delay(
+        self, attempt: int, started: float, headers: httpx2.Headers | None, status: int | None = None
+    ) -> float | None:
         """The delay before another attempt, or `None` when attempts or the deadline are used up."""
         if attempt >= self.max_retries:
             return None
-        delay = retry_delay(attempt, headers)
+        delay = retry_delay(attempt, headers, status)
         if time.monotonic() - started + delay > self.retry_deadline:
             return None
         return delay
@@ -129,6 +131,8 @@ class Transport:
             else:
                 logger.debug('%s %s -> %d (attempt %d)', method, path, response.status_code, attempt + 1)
                 self.emulated = _EMULATOR_HEADER in response.headers
+                limits = rate_limits(response.headers)
+                tracing.rate_limits(limits.remaining, limits.limit)
                 if response.is_success:
                     return response
                 try:
@@ -138,7 +142,8 @@ class Transport:
                 finally:
                     await response.aclose()
                 retryable = status_retryable(kind, response.status_code, response.headers)
-                delay = self._next_delay(attempt, started, response.headers) if retryable else None
+                status = response.status_code
+                delay = self._next_delay(attempt, started, response.headers, status) if retryable else None
                 if delay is None:
                     raise status_error(response, self._ctx(method, path, kind, attempt))
                 tracing.retry_event(method, path, attempt, delay, response.status_code)

@@ -278,6 +278,16 @@ def m004_money_in_micros_and_scope(db: MigrationDB) -> None:
     db.execute('CREATE INDEX runs_scope ON runs (scope, created_at)')
 
 
+@migration
+def m005_runs_cost_details(db: MigrationDB) -> None:
+    # The billed cost's parts (input with cache writes and reads, output, each tool) as JSON text, beside the total.
+    db.execute(
+        'ALTER TABLE runs ADD COLUMN cost_details TEXT'
+        if db.engine == 'sqlite'
+        else 'ALTER TABLE runs ADD COLUMN cost_details text'
+    )
+
+
 #: The schema version a database reaches once every migration is applied (`PRAGMA user_version` on SQLite, the
 #: number of rows in `_migrations` on both).
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -113,6 +113,9 @@ class RunRecord(BaseModel):
     request_id: str | None = None
     #: The scope the run was started in (a label the application gives, e.g. a project), for budgets per scope.
     scope: str | None = None
+    #: The billed cost in parts, as JSON (`Usage.cost_details()`): input with cache writes and reads, output, and
+    #: each tool's calls, cost and tokens. None until the API reported the cost.
+    cost_details: str | None = None
 
     @field_validator('created_at', 'updated_at')
     @classmethod

@@ -70,7 +70,7 @@ WATCH_SECONDS = 20.0
 _POLL_SECONDS = 0.2
 #: At most this many notifications are watched at once; more are dropped with a warning.
 MAX_WATCHES = 64
-_UNFINISHED = ('starting', 'reserved', 'queued', 'in_progress')
+_UNFINISHED = ('starting', 'reserved', 'queued', 'in_progress', 'requires_action')
 _NO_ID_YET = ('starting', 'reserved')
 _CANCEL_GRACE_SECONDS = 15.0
 

@@ -53,6 +53,7 @@ from .. import tools
 from ..errors import PerplexityError
 
 if TYPE_CHECKING:
+    from ..client._models import Response
     from ..ledger import RunRecord
     from ..researcher import Researcher
     from ..results import ResearchResult
@@ -247,7 +248,7 @@ class ResearchTasks(Extension):
             response = await r.client.retrieve(task_id)
             result: ResearchResult | None = None
             if response.status not in TERMINAL_STATUSES:
-                latest = await _latest_step(r, task_id)
+                latest = _snapshot_step(response) or await _latest_step(r, task_id)
                 message = latest or f'Research run {task_id} is {response.status}.'
             else:
                 result = await r.collect(task_id, wait_seconds=0)
@@ -346,8 +347,20 @@ class ResearchTasks(Extension):
         return {**fields, 'ttlMs': task.ttl, 'pollIntervalMs': task.poll_interval}
 
 
+def _snapshot_step(response: Response) -> str | None:
+    """The run's latest step from its running snapshot (the search and fetch items reached so far), or None if the
+    snapshot shows none (an API, or an emulator, that keeps `output` empty until the end).
+
+    Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09.
+    """
+    from ..steps import StepReducer
+
+    steps = [s for s in StepReducer(response.id).snapshot(response, live=True) if s.shown]
+    return f'{steps[-1].detail} ({steps[-1].progress.summary()})' if steps else None
+
+
 async def _latest_step(r: Researcher, task_id: str) -> str | None:
-    """The run's latest step, read from its event stream (a retrieve shows no output until the run ends).
+    """The run's latest step, read from its event stream, when its snapshot shows none (`_snapshot_step`).
 
     Stateless, so the stream is replayed from the start: its backlog arrives at once, and the read stops at the first
     lull (or after a second in all), with the last step seen. None if the stream said nothing in time.
