@@ -13,14 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from mcp_support import DEADLINE, RawServer, server_env, text_of, upstream_status
 from reliability_support import MCP_HEADERS, HttpServer, final_reply, record, rpc_messages, until
-from scale_support import LEGACY
+from scale_support import LEGACY, call_tool
+from test_cancel_http import ended, post_cancel
 
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
+from pydantic_ai_perplexity.mcp._cancels import CANCELLED_BY_CLIENT, MAX_WATCHES_PER_CALLER
 
 ALICE = secrets.token_urlsafe(24)
 BOB = secrets.token_urlsafe(24)
@@ -140,3 +143,44 @@ def test_a_server_without_callers_still_reaches_every_run(
     with Ledger(module_state / 'ledger.sqlite3') as ledger:
         row = ledger.get(theirs)
     assert row is not None and row.caller == 'alice'
+
+
+@pytest.fixture(scope='module')
+def ledger(module_state: Path) -> Iterator[Ledger]:
+    with Ledger(module_state / 'ledger.sqlite3') as opened:
+        yield opened
+
+
+@pytest.mark.anyio
+async def test_a_cancel_flood_from_one_caller_never_drops_another_callers_cancel(
+    server: HttpServer, emu: Emulator, ledger: Ledger
+) -> None:
+    """70 bogus cancels from Bob (each watched for 20 s) once filled every watch slot; Alice's real one still lands."""
+    flood = 70
+    assert flood > MAX_WATCHES_PER_CALLER
+    for n in range(flood):  # request ids no call of Bob's has: each is watched until its deadline
+        assert await post_cancel(server.url, BOB, f'bogus-{n}') == 202
+
+    async def on_progress(message: str) -> None:
+        if message.startswith('started research run '):
+            assert await post_cancel(server.url, ALICE, 1) == 202
+
+    with anyio.fail_after(DEADLINE):
+        async with httpx2.AsyncClient(timeout=DEADLINE) as client:
+            outcome = await call_tool(
+                client,
+                server.url,
+                'perplexity_research',
+                {'query': f'{LONG} (flood)', 'effort': 'fast'},
+                token=ALICE,
+                progress='p1',
+                on_progress=on_progress,
+            )
+    assert outcome.started_id is not None, outcome
+    status, row = await ended(emu, ledger, outcome.started_id)
+    assert status == 'cancelled' and row.caller == 'alice' and row.error == CANCELLED_BY_CLIENT
+    log = b''.join(server.stderr)
+    assert b'cancel notifications at once from caller bob' in log and b'Traceback' not in log
+    record('callers', 'mcp-http', f'{flood} bogus cancel notifications from one caller, then another caller cancels',
+           runs=1, cancels=flood + 1, outcome="the flooder's oldest watches dropped; the real cancel applied",
+           lost=0)  # fmt: skip
