@@ -905,7 +905,28 @@ def config(client: str, write: bool, launcher: str) -> None:
     is_flag=True,
     help='Research on the built-in emulator: offline, canned answers from a small local corpus, no key.',
 )
-def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: str | None, emulator: bool) -> None:
+@click.option(
+    '--header-timeout',
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    envvar='PERPLEXITY_MCP_HEADER_TIMEOUT',
+    help='HTTP only: seconds a connection has to send a whole request head, then it is closed.  [default: 10]',
+)
+@click.option(
+    '--max-connections-per-client',
+    type=click.IntRange(min=1),
+    envvar='PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT',
+    help='HTTP only: connections one client address may hold (behind a proxy, raise it).  [default: 256]',
+)
+def mcp(
+    transport: str,
+    host: str,
+    port: int,
+    token: str | None,
+    tokens_file: str | None,
+    emulator: bool,
+    header_timeout: float | None,
+    max_connections_per_client: int | None,
+) -> None:
     """Serve the research tools over MCP (stdio by default, or Streamable HTTP).
 
     \b
@@ -918,7 +939,16 @@ def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: st
     """
     from .mcp.server import serve
 
-    serve(transport=transport, host=host, port=port, token=token, tokens_file=tokens_file, emulator=emulator)
+    serve(
+        transport=transport,
+        host=host,
+        port=port,
+        token=token,
+        tokens_file=tokens_file,
+        emulator=emulator,
+        header_timeout=header_timeout,
+        max_connections_per_client=max_connections_per_client,
+    )
 
 
 @cli.command(context_settings=_CONTEXT)
