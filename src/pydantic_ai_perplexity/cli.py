@@ -937,8 +937,10 @@ def mcp(
       PERPLEXITY_MCP_TOKEN=$(openssl rand -hex 32) pydantic-ai-perplexity mcp --transport http --host 0.0.0.0
       pydantic-ai-perplexity mcp --transport http --host 0.0.0.0 --tokens-file /etc/pplx/tokens
     """
+    from .mcp._exit import quiet_until_serving
     from .mcp.server import serve
 
+    quiet_until_serving()  # a signal before the transport serves ends the process quietly
     serve(
         transport=transport,
         host=host,

@@ -38,6 +38,7 @@ limit, a health endpoint for load balancers, and a graceful shutdown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
 import re
@@ -45,7 +46,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
 
 from . import _jsonrpc
@@ -455,8 +456,9 @@ def run_http(
     allowed_hosts: list[str] | None = None,
     drain: Drain | None = None,
     limits: ConnectionLimits | None = None,
-) -> None:
+) -> int | None:
     """Serve until SIGTERM or Ctrl-C, then shut down gracefully (above); prints the URL to stderr once listening.
+    Returns the signal that stopped it.
 
     `limits`: the header timeout and connection limits (`_conns.py`; default from the environment).
     """
@@ -486,6 +488,20 @@ def run_http(
 
     class _Server(uvicorn.Server):
         loop: asyncio.AbstractEventLoop | None = None
+        stopped_by: int | None = None
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Generator[None, None, None]:
+            """uvicorn's, but the signal that stopped the server is returned, not raised again once it has stopped
+            (that would end the process before `serve` could exit with the code `_exit.py` gives it)."""
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, '_captured_signals', None)
+                    if isinstance(captured, list) and captured:
+                        self.stopped_by = cast('int', captured[0])
+                        captured.clear()
 
         async def startup(self, sockets: Any = None) -> None:
             self.loop = asyncio.get_running_loop()
@@ -526,7 +542,9 @@ def run_http(
         http=guarded_protocol(limits),  # a header timeout and connection limits (_conns.py)
         backlog=ACCEPT_BATCH,
     )
-    _Server(config).run()
+    served = _Server(config)
+    served.run()
+    return served.stopped_by
 
 
 def _end_streams() -> None:

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import install_hint
+from ._exit import exit_code
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -129,7 +131,9 @@ def serve(
                 sys.stderr.flush()
             from ._stdio import serve_stdio
 
-            serve_stdio(wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS)
+            stopped_by = serve_stdio(
+                wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS
+            )
         elif transport in ('http', 'streamable-http'):
             from ._conns import ConnectionLimits
             from ._http import refuse_unsafe_bind, run_http
@@ -148,12 +152,16 @@ def serve(
             drain = Drain()
             server = build_server(wait_seconds=wait_seconds, drain=drain)
             hosts = list(allowed_hosts or ()) or None
-            run_http(server, host=host, port=port, tokens=tokens, allowed_hosts=hosts, drain=drain, limits=limits)
+            stopped_by = run_http(
+                server, host=host, port=port, tokens=tokens, allowed_hosts=hosts, drain=drain, limits=limits
+            )
         else:
             sys.stderr.write(f'Unknown transport {transport!r}: use "stdio" or "http".\n')
             raise SystemExit(2)
     except KeyboardInterrupt:
-        raise SystemExit(130) from None
+        stopped_by = signal.SIGINT
+    if exit_code(stopped_by):  # interrupted (SIGINT): 130, as shells expect (_exit.py); SIGTERM or EOF return
+        raise SystemExit(exit_code(stopped_by))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
