@@ -102,7 +102,7 @@ def test_another_callers_run_is_not_found_through_every_way_to_a_run(
     cancelled = call(server, ALICE, 'perplexity_research_cancel', {'response_id': task})
     assert cancelled.get('isError') is not True, cancelled
     assert until(lambda: upstream_status(emu, task) == 'cancelled', what='her task cancelled')
-    record('callers', 'mcp-http', "another caller's run ids through result, cancel, resources, prompts, list and tasks/*",
+    record('callers', 'mcp-http', "another caller's run ids: result, cancel, resources, prompts, list, tasks/*",
            runs=2, ways=10, outcome='"not found", as an unknown id; her runs untouched', lost=0)  # fmt: skip
 
 
