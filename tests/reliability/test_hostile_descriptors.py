@@ -12,13 +12,14 @@ import json
 import resource
 import select
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
 import pytest
-from mcp_support import DEADLINE, server_env
+from mcp_support import DEADLINE, SERVER, server_env
 from reliability_support import MCP_HEADERS, HttpServer, final_reply, record, rpc_messages, tool_call
 
 from pydantic_ai_perplexity.emulator import Emulator
@@ -99,3 +100,24 @@ def test_half_open_requests_beyond_the_descriptor_limit_lock_nobody_out(emu: Emu
            attack_s=round(attacked - began, 1), healthz_s=round(health_s, 2), tools_call_s=round(call_s, 2),
            half_open_kept=open_during, all_closed_after_s=round(closed_s, 1),
            outcome='honest calls answered; no traceback', lost=0)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ('setting', 'value', 'said'),
+    [
+        ('PERPLEXITY_MCP_HEADER_TIMEOUT', '0', 'the header timeout must be more than 0'),
+        ('PERPLEXITY_MCP_HEADER_TIMEOUT', 'soon', "PERPLEXITY_MCP_HEADER_TIMEOUT='soon' is not a number"),
+        ('PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT', '0', 'the connections per client must be at least 1'),
+    ],
+)
+def test_a_bad_connection_setting_stops_the_server_at_start_naming_it(
+    tmp_path: Path, setting: str, value: str, said: str
+) -> None:
+    done = subprocess.run(
+        [*SERVER, '--transport', 'http', '--port', '0'],
+        env=server_env(None, tmp_path, **{setting: value}),
+        capture_output=True,
+        timeout=DEADLINE,
+    )
+    assert done.returncode == 2 and said.encode() in done.stderr and setting.encode() in done.stderr, done.stderr
+    assert b'Traceback' not in done.stderr
