@@ -96,6 +96,9 @@ def test_half_open_requests_beyond_the_descriptor_limit_lock_nobody_out(emu: Emu
         server.stop()
     log = b''.join(server.stderr)
     assert b'Traceback' not in log, log[-3000:]
+    # The limits said so, but at most a line per 10 s: an attack must not flood the log either.
+    warned = log.count(b'Connection limit reached')
+    assert 1 <= warned <= 2 + int((time.monotonic() - began) / 10), warned
     record('connections', 'mcp-http', f'{ATTACK} half-open requests against a {LIMIT}-descriptor limit',
            attack_s=round(attacked - began, 1), healthz_s=round(health_s, 2), tools_call_s=round(call_s, 2),
            half_open_kept=open_during, all_closed_after_s=round(closed_s, 1),
