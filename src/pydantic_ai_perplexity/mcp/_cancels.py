@@ -42,6 +42,7 @@ import anyio
 import anyio.to_thread
 
 from . import _jsonrpc
+from ._throttle import ThrottledWarning
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -122,6 +123,7 @@ class RemoteCancels:
         self._researcher = researcher
         #: The watches in flight, oldest first, per caller (None: the anonymous caller of a server without tokens).
         self._watches: dict[str | None, deque[asyncio.Task[None]]] = {}
+        self._flooded = ThrottledWarning(_log)
 
     def register(self, server: MCPServer[Any]) -> None:
         _REGISTRY[server] = self
@@ -139,7 +141,7 @@ class RemoteCancels:
         watches = self._watches.setdefault(caller, deque())
         if len(watches) >= MAX_WATCHES_PER_CALLER:
             watches.popleft().cancel()
-            _log.warning(
+            self._flooded.warn(
                 'More than %d cancel notifications at once from caller %s: its oldest is no longer watched',
                 MAX_WATCHES_PER_CALLER,
                 caller or '(anonymous)',

@@ -23,10 +23,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ._throttle import ThrottledWarning
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -54,7 +55,6 @@ DEFAULT_PER_CLIENT = 256
 ACCEPT_BATCH = 32
 #: Descriptors kept for everything but client connections (ledger, upstream API, logs, pipes).
 _RESERVED_FDS = 64
-_WARN_EVERY_SECONDS = 10.0
 _MAX_TOTAL = 16384
 
 
@@ -117,22 +117,7 @@ class _Guard:
         self.limits = limits
         self.open: dict[H11Protocol, None] = {}
         self.by_client: dict[str, dict[H11Protocol, None]] = {}
-        self._closed = 0  # closed by a limit since the last warning
-        self._warned = -_WARN_EVERY_SECONDS
-
-    def _warn(self, scope: str, limit: int) -> None:
-        """One warning line at most every `_WARN_EVERY_SECONDS`, with the count: a flood must not flood the log."""
-        self._closed += 1
-        now = time.monotonic()
-        if now - self._warned < _WARN_EVERY_SECONDS:
-            return
-        _log.warning(
-            'Connection limit reached (%d for %s): closed %d connection(s) still waiting for a request, oldest first',
-            limit,
-            'one client address' if scope == 'client' else 'all clients',
-            self._closed,
-        )
-        self._warned, self._closed = now, 0
+        self._limited = ThrottledWarning(_log)
 
     def admit(self, conn: H11Protocol) -> bool:
         """Count `conn` in; if that is one too many, close the oldest waiting connection (or `conn`). Whether `conn`
@@ -144,7 +129,11 @@ class _Guard:
         for group, limit, scope in ((mine, self.limits.per_client, 'client'), (self.open, self.limits.total, 'all')):
             if len(group) > limit:
                 victim = next((c for c in group if c is not conn and _waiting(c)), conn)
-                self._warn(scope, limit)
+                self._limited.warn(
+                    'Connection limit reached (%d for %s): closed the oldest connection still waiting for a request',
+                    limit,
+                    'one client address' if scope == 'client' else 'all clients',
+                )
                 victim.transport.close()
                 self.forget(victim)
                 if victim is conn:
