@@ -11,15 +11,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
 from mcp_support import DEADLINE, RawServer, server_env, text_of, upstream_status
 from reliability_support import MCP_HEADERS, HttpServer, final_reply, record, rpc_messages, until
-from scale_support import LEGACY, call_tool
+from scale_support import LEGACY
 
 # The module's emulator (`duration=N` runs N x 10 ms), its server with Alice's and Bob's tokens, and its ledger.
-from test_cancel_http import ALICE, BOB, LONG, emu, ended, ledger, post_cancel, server  # noqa: F401
+from test_cancel_http import (  # noqa: F401
+    ALICE,
+    BOB,
+    LONG,
+    emu,
+    ended,
+    ledger,
+    post_cancel,
+    research_cancelled_once_started,
+    server,
+)
 
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
@@ -141,21 +150,7 @@ async def test_a_cancel_flood_from_one_caller_never_drops_another_callers_cancel
     for n in range(flood):  # request ids no call of Bob's has: each is watched until its deadline
         assert await post_cancel(server.url, BOB, f'bogus-{n}') == 202
 
-    async def on_progress(message: str) -> None:
-        if message.startswith('started research run '):
-            assert await post_cancel(server.url, ALICE, 1) == 202
-
-    with anyio.fail_after(DEADLINE):
-        async with httpx2.AsyncClient(timeout=DEADLINE) as client:
-            outcome = await call_tool(
-                client,
-                server.url,
-                'perplexity_research',
-                {'query': f'{LONG} (flood)', 'effort': 'fast'},
-                token=ALICE,
-                progress='p1',
-                on_progress=on_progress,
-            )
+    outcome = await research_cancelled_once_started(server.url, f'{LONG} (flood)')
     assert outcome.started_id is not None, outcome
     status, row = await ended(emu, ledger, outcome.started_id)
     assert status == 'cancelled' and row.caller == 'alice' and row.error == CANCELLED_BY_CLIENT
