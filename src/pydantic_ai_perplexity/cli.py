@@ -1078,7 +1078,28 @@ def config(client: str, write: bool, launcher: str) -> None:
     is_flag=True,
     help='Research on the built-in emulator: offline, canned answers from a small local corpus, no key.',
 )
-def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: str | None, emulator: bool) -> None:
+@click.option(
+    '--header-timeout',
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    envvar='PERPLEXITY_MCP_HEADER_TIMEOUT',
+    help='HTTP only: seconds a connection has to send a whole request head, then it is closed.  [default: 10]',
+)
+@click.option(
+    '--max-connections-per-client',
+    type=click.IntRange(min=1),
+    envvar='PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT',
+    help='HTTP only: connections one client address may hold (behind a proxy, raise it).  [default: 256]',
+)
+def mcp(
+    transport: str,
+    host: str,
+    port: int,
+    token: str | None,
+    tokens_file: str | None,
+    emulator: bool,
+    header_timeout: float | None,
+    max_connections_per_client: int | None,
+) -> None:
     """Serve the research tools over MCP (stdio by default, or Streamable HTTP).
 
     \b
@@ -1089,9 +1110,20 @@ def mcp(transport: str, host: str, port: int, token: str | None, tokens_file: st
       PERPLEXITY_MCP_TOKEN=$(openssl rand -hex 32) pydantic-ai-perplexity mcp --transport http --host 0.0.0.0
       pydantic-ai-perplexity mcp --transport http --host 0.0.0.0 --tokens-file /etc/pplx/tokens
     """
+    from .mcp._exit import quiet_until_serving
     from .mcp.server import serve
 
-    serve(transport=transport, host=host, port=port, token=token, tokens_file=tokens_file, emulator=emulator)
+    quiet_until_serving()  # a signal before the transport serves ends the process quietly
+    serve(
+        transport=transport,
+        host=host,
+        port=port,
+        token=token,
+        tokens_file=tokens_file,
+        emulator=emulator,
+        header_timeout=header_timeout,
+        max_connections_per_client=max_connections_per_client,
+    )
 
 
 @cli.command(context_settings=_CONTEXT)

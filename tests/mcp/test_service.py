@@ -239,7 +239,7 @@ async def test_sigterm_hands_off_the_calls_in_flight_and_exits_promptly(emu: Emu
                 assert outcome.structured['status'] == 'in_progress' and 'next' in outcome.structured
                 assert outcome.structured['response_id'] == outcome.started_id
                 assert answered - signalled < 3.0
-            assert exited < 10.0 and exit_code in (0, -signal.SIGTERM)
+            assert exited < 10.0 and exit_code == 0  # a requested stop is a success (docs/mcp.md)
             with pytest.raises(httpx2.ConnectError):
                 await client.get(leaving.health_url)
             # Any other instance collects them.

@@ -398,13 +398,15 @@ def text_of_part(part: Any) -> str:
 class HttpServer:
     """`python -m pydantic_ai_perplexity.mcp --transport http` on a free loopback port; stderr kept for reading."""
 
-    def __init__(self, env: dict[str, str], *args: str) -> None:
+    def __init__(self, env: dict[str, str], *args: str, **popen: Any) -> None:
+        """`popen`: more `subprocess.Popen` arguments (a `preexec_fn` lowering a limit, say)."""
         self.proc = subprocess.Popen(
             [*SERVER, '--transport', 'http', '--port', '0', *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
+            **popen,
         )
         self.stderr: list[bytes] = []
         self.stdout: list[bytes] = []

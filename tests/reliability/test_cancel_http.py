@@ -23,7 +23,7 @@ import httpx2
 import pytest
 from mcp_support import DEADLINE, server_env, upstream_status
 from reliability_support import HttpServer, record, until
-from scale_support import LEGACY, MODERN, call_tool
+from scale_support import LEGACY, MODERN, Outcome, call_tool
 
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger, RunRecord
@@ -73,6 +73,29 @@ async def post_cancel(url: str, token: str, request_id: Any, *, era: str = LEGAC
     return reply.status_code
 
 
+async def research_cancelled_once_started(url: str, query: str = LONG, *, era: str = LEGACY) -> Outcome:
+    """Alice's research call (request id 1), whose client sends `notifications/cancelled` for it on a POST of its
+    own as soon as the run has started; the call's outcome."""
+
+    async def on_progress(message: str) -> None:
+        if message.startswith('started research run '):
+            assert await post_cancel(url, ALICE, 1, era=era) == 202
+
+    with anyio.fail_after(DEADLINE):
+        async with httpx2.AsyncClient(timeout=DEADLINE) as client:
+            arguments = {'query': query, 'effort': 'fast'}
+            return await call_tool(
+                client,
+                url,
+                'perplexity_research',
+                arguments,
+                token=ALICE,
+                era=era,
+                progress='p1',
+                on_progress=on_progress,
+            )
+
+
 async def ended(emu: Emulator, ledger: Ledger, response_id: str) -> tuple[str, RunRecord]:
     """Wait (in a thread: the client's last POSTs may still be going out) until the run has ended upstream and the
     ledger has its end; both."""
@@ -95,22 +118,7 @@ async def ended(emu: Emulator, ledger: Ledger, response_id: str) -> tuple[str, R
 async def test_a_cancel_notification_stops_the_run_upstream(
     server: HttpServer, emu: Emulator, ledger: Ledger, era: str
 ) -> None:
-    async def on_progress(message: str) -> None:
-        if message.startswith('started research run '):
-            assert await post_cancel(server.url, ALICE, 1, era=era) == 202
-
-    with anyio.fail_after(DEADLINE):
-        async with httpx2.AsyncClient(timeout=DEADLINE) as client:
-            outcome = await call_tool(
-                client,
-                server.url,
-                'perplexity_research',
-                {'query': LONG, 'effort': 'fast'},
-                token=ALICE,
-                era=era,
-                progress='p1',
-                on_progress=on_progress,
-            )
+    outcome = await research_cancelled_once_started(server.url, era=era)
     response_id = outcome.started_id
     assert response_id is not None, outcome
     status, row = await ended(emu, ledger, response_id)

@@ -2,6 +2,10 @@
 
 import sys
 
-from .server import main
+from ._exit import quiet_until_serving
+
+quiet_until_serving()  # first: a signal while starting ends the process quietly (_exit.py)
+
+from .server import main  # noqa: E402
 
 sys.exit(main())

@@ -17,6 +17,9 @@ instance that got it looks the call up with `RemoteCancels.notify`:
   the mark right after recording the id (`RemoteCancels.check_mark`), so whichever sees the id first cancels;
 - two unfinished runs of that caller carry the key: nothing is cancelled (a warning is logged).
 
+Each caller has at most `MAX_WATCHES_PER_CALLER` watches at once; a caller that sends more (a flood of ids no
+call has) loses its own oldest watch, never another caller's.
+
 A run is only ever cancelled for the caller that started it. Without bearer tokens (loopback only) every client is
 the same anonymous caller and request ids are unique only per client, so two clients that use the same id at the
 same time make the cancel ambiguous (nothing is cancelled); name a token per client to tell them apart.
@@ -24,10 +27,13 @@ same time make the cancel ambiguous (nothing is cancelled); name a token per cli
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -36,6 +42,7 @@ import anyio
 import anyio.to_thread
 
 from . import _jsonrpc
+from ._throttle import ThrottledWarning
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -48,6 +55,7 @@ __all__ = (
     'CANCELLED_PREFIX',
     'CANCEL_MARK',
     'KEY_PREFIX',
+    'MAX_WATCHES_PER_CALLER',
     'WATCH_SECONDS',
     'RemoteCancels',
     'cancelled_request',
@@ -68,8 +76,9 @@ CANCEL_MARK = 'cancel requested: the MCP client cancelled the call before the ru
 #: How long the instance that got the notification watches the ledger for the run's id to appear.
 WATCH_SECONDS = 20.0
 _POLL_SECONDS = 0.2
-#: At most this many notifications are watched at once; more are dropped with a warning.
-MAX_WATCHES = 64
+#: At most this many notifications of one caller are watched at once: a caller sending more (a flood of bogus ids)
+#: loses its own oldest watch, never another caller's.
+MAX_WATCHES_PER_CALLER = 16
 _UNFINISHED = ('starting', 'reserved', 'queued', 'in_progress', 'requires_action')
 _NO_ID_YET = ('starting', 'reserved')
 _CANCEL_GRACE_SECONDS = 15.0
@@ -112,30 +121,49 @@ class RemoteCancels:
 
     def __init__(self, researcher: Callable[[], Awaitable[Researcher]]) -> None:
         self._researcher = researcher
-        self._watching = 0
+        #: The watches in flight, oldest first, per caller (None: the anonymous caller of a server without tokens).
+        self._watches: dict[str | None, deque[asyncio.Task[None]]] = {}
+        self._flooded = ThrottledWarning(_log)
 
     def register(self, server: MCPServer[Any]) -> None:
         _REGISTRY[server] = self
 
-    def notify(self, caller: str | None, request_id: int | str) -> None:
-        """Look the call up and cancel its run, in the background (called on the event loop by the HTTP front)."""
-        import asyncio
+    def watching(self, caller: str | None) -> int:
+        """How many of `caller`'s notifications are being watched now."""
+        return len(self._watches.get(caller, ()))
 
-        if self._watching >= MAX_WATCHES:
-            _log.warning('Too many cancel notifications at once; one for request %s was dropped', str(request_id)[:40])
-            return
-        self._watching += 1
+    def notify(self, caller: str | None, request_id: int | str) -> None:
+        """Look the call up and cancel its run, in the background (called on the event loop by the HTTP front).
+
+        A caller has at most `MAX_WATCHES_PER_CALLER` watches: beyond that its oldest one ends, so a flood from one
+        caller never crowds out another caller's cancel.
+        """
+        watches = self._watches.setdefault(caller, deque())
+        if len(watches) >= MAX_WATCHES_PER_CALLER:
+            watches.popleft().cancel()
+            self._flooded.warn(
+                'More than %d cancel notifications at once from caller %s: its oldest is no longer watched',
+                MAX_WATCHES_PER_CALLER,
+                caller or '(anonymous)',
+            )
         task = asyncio.get_running_loop().create_task(self._watch(caller, request_key(request_id)))
-        _TASKS.add(task)
-        task.add_done_callback(_TASKS.discard)
+        watches.append(task)
+        task.add_done_callback(partial(self._forget, caller))
+
+    def _forget(self, caller: str | None, task: asyncio.Task[None]) -> None:
+        watches = self._watches.get(caller)
+        if watches is None:
+            return
+        with contextlib.suppress(ValueError):  # already dropped as the caller's oldest
+            watches.remove(task)
+        if not watches:
+            del self._watches[caller]
 
     async def _watch(self, caller: str | None, key: str) -> None:
         try:
             await self.apply(caller, key)
         except Exception as exc:  # a background task: log, never raise into the loop
             _log.warning('Could not apply a cancel notification: %s', type(exc).__name__)
-        finally:
-            self._watching -= 1
 
     async def apply(self, caller: str | None, key: str, *, watch_seconds: float = WATCH_SECONDS) -> str:
         """Cancel the run of `caller`'s call `key`; `cancelled`, `ambiguous`, `marked` (the create was still in flight
@@ -156,11 +184,13 @@ class RemoteCancels:
                 )
                 return 'ambiguous'
             if rows and rows[0].status not in _NO_ID_YET:
-                await self._cancel(r, rows[0].response_id, key)
+                with anyio.CancelScope(shield=True):  # a dropped watch never leaves half a cancel
+                    await self._cancel(r, rows[0].response_id, key)
                 return 'cancelled'
             if rows and rows[0].response_id not in marked:
                 pending = rows[0].response_id
-                await anyio.to_thread.run_sync(partial(ledger.update, pending, error=CANCEL_MARK))
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(partial(ledger.update, pending, error=CANCEL_MARK))
                 marked.add(pending)
             if time.monotonic() >= deadline:
                 return 'marked' if marked else 'none'
@@ -215,9 +245,6 @@ class RemoteCancels:
         if by_client and record is not None and record.status == 'cancelled':
             fields['error'] = CANCELLED_BY_CLIENT
         await anyio.to_thread.run_sync(partial(ledger.update, response_id, **fields))
-
-
-_TASKS: set[Any] = set()
 
 
 def _in_flight(ledger: Ledger, caller: str | None, key: str) -> list[RunRecord]:

@@ -19,6 +19,9 @@ limit, a health endpoint for load balancers, and a graceful shutdown.
   envelope (it answers those with id null), and a handler's unexpected failure is a JSON-RPC error without a
   traceback (`_sdk.answer_errors_cleanly`).
 - **Size.** Request bodies over 1 MiB are refused (413).
+- **Connections.** A request head must arrive within a header timeout (10 s), and a client address holds at most
+  256 connections, all of them fewer than the descriptor limit allows (`_conns.py`): half-open requests cannot lock
+  out honest callers or `/healthz`.
 - **Stateless.** No session lives in the process (every request stands alone, in both protocol eras, and runs are
   shared through the ledger), so any instance behind a load balancer serves any call. Progress streams over SSE.
   A `notifications/cancelled` any instance accepts stops the call's run upstream, found through the ledger by
@@ -35,6 +38,7 @@ limit, a health endpoint for load balancers, and a graceful shutdown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
 import re
@@ -42,7 +46,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
 
 from . import _jsonrpc
@@ -53,6 +57,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
     from ..ledger import Ledger
+    from ._conns import ConnectionLimits
     from ._tools import Drain
 
 __all__ = (
@@ -450,10 +455,17 @@ def run_http(
     tokens: Tokens | None,
     allowed_hosts: list[str] | None = None,
     drain: Drain | None = None,
-) -> None:
-    """Serve until SIGTERM or Ctrl-C, then shut down gracefully (above); prints the URL to stderr once listening."""
+    limits: ConnectionLimits | None = None,
+) -> int | None:
+    """Serve until SIGTERM or Ctrl-C, then shut down gracefully (above); prints the URL to stderr once listening.
+    Returns the signal that stopped it.
+
+    `limits`: the header timeout and connection limits (`_conns.py`; default from the environment).
+    """
     import uvicorn
     from sse_starlette.sse import AppStatus
+
+    from ._conns import ACCEPT_BATCH, ConnectionLimits, guarded_protocol, quiet_descriptor_errors
 
     # By default the SDK's SSE responses end the moment uvicorn is told to exit, cutting off the hand-offs the drain
     # is about to send; they end on their own once answered, and `begin_shutdown` ends any left at the grace's end.
@@ -466,14 +478,34 @@ def run_http(
     except ValueError as exc:
         sys.stderr.write(f'Cannot serve MCP: {exc}\n')
         raise SystemExit(2) from None
+    try:
+        limits = limits or ConnectionLimits.configured()
+    except ValueError as exc:
+        sys.stderr.write(f'Cannot serve MCP: {exc}\n')
+        raise SystemExit(2) from None
     front = http_app(server, host=host, tokens=tokens, allowed_hosts=[h for h in extra if h], cors_origins=cors)
     assert isinstance(front, _Front)
 
     class _Server(uvicorn.Server):
         loop: asyncio.AbstractEventLoop | None = None
+        stopped_by: int | None = None
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Generator[None, None, None]:
+            """uvicorn's, but the signal that stopped the server is returned, not raised again once it has stopped
+            (that would end the process before `serve` could exit with the code `_exit.py` gives it)."""
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, '_captured_signals', None)
+                    if isinstance(captured, list) and captured:
+                        self.stopped_by = cast('int', captured[0])
+                        captured.clear()
 
         async def startup(self, sockets: Any = None) -> None:
             self.loop = asyncio.get_running_loop()
+            quiet_descriptor_errors(self.loop)
             await super().startup(sockets)
             if self.started:
                 _announce(self)
@@ -507,8 +539,12 @@ def run_http(
         access_log=False,
         lifespan='on',
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE_SECONDS),
+        http=guarded_protocol(limits),  # a header timeout and connection limits (_conns.py)
+        backlog=ACCEPT_BATCH,
     )
-    _Server(config).run()
+    served = _Server(config)
+    served.run()
+    return served.stopped_by
 
 
 def _end_streams() -> None:

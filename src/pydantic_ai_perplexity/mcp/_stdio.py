@@ -17,7 +17,8 @@
 - **EOF.** When stdin closes, calls in flight finish or hand off (each within its wait budget) and are answered
   before the process exits 0. A run is in the ledger from the moment it starts, whatever happens to the process.
 - **SIGINT or SIGTERM.** Reading stops, every research call in flight answers at once with its hand-off (the
-  `response_id`, in the ledger since the run started), queued ledger writes land, and the process exits 0, within
+  `response_id`, in the ledger since the run started), queued ledger writes land, and the process exits (0 after
+  SIGTERM, 130 after SIGINT: `_exit.py`), within
   `SHUTDOWN_GRACE_SECONDS`; a watchdog ends it at `SHUTDOWN_DEADLINE_SECONDS` whatever is stuck, and a second signal
   at once. A run is never cancelled by a shutdown.
 """
@@ -221,8 +222,9 @@ def _load_snapshot() -> dict[str, Any] | None:
     return snapshot if installed is not None and snapshot.get('sdk') == installed else None
 
 
-def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float) -> None:
-    """Serve MCP on this process's stdin/stdout until EOF or a signal (see the module docstring)."""
+def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float) -> int | None:
+    """Serve MCP on this process's stdin/stdout until EOF or a signal (see the module docstring); the signal that
+    stopped it, or None (stdin closed)."""
     wire = _Wire.claim()
     loader = _Loader()
     loader.start()
@@ -235,7 +237,7 @@ def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float) -> N
             if loader.is_alive():
                 sys.stderr.flush()
                 os._exit(0)  # the import thread holds nothing worth waiting for
-            return
+            return None
         if line.strip() and not front.handle(line):
             pending.append(line)
     tools = loader.result()
@@ -246,11 +248,18 @@ def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float) -> N
     runner = lowlevel(server)
     if runner is None:
         _serve_with_the_sdk(server, wire, consumed=bool(front.replay or pending))
-        return
+        return None
     from ._sdk import answer_errors_cleanly
 
     answer_errors_cleanly(server)
-    anyio.run(_serve, runner, wire, [*front.replay, *pending], front.drop_ids, drain, drain_seconds)
+    # The event loop's signal handlers replace these while it serves and leave the defaults behind (SIGTERM would
+    # then kill the process outright as it finishes): put back what was there.
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return anyio.run(_serve, runner, wire, [*front.replay, *pending], front.drop_ids, drain, drain_seconds)
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 def _serve_with_the_sdk(server: MCPServer[Any], wire: _Wire, *, consumed: bool) -> None:
@@ -374,7 +383,7 @@ async def _serve(
     drop_ids: list[int | str],
     drain: Any,
     drain_seconds: float,
-) -> None:
+) -> int | None:
     import anyio
     import anyio.lowlevel
     from mcp.shared.message import SessionMessage
@@ -452,6 +461,7 @@ async def _serve(
         tg.start_soon(write)  # ends once the runner closes its side, after its last answer is written
         await runner.run(server_in, server_out, runner.create_initialization_options())
         listening.cancel()
+    return stopping[0] if stopping else None
 
 
 def _signal_name(sig: int) -> str:

@@ -51,6 +51,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import tools
 from ..errors import PerplexityError
+from ._scope import may_reach, request_caller
 
 if TYPE_CHECKING:
     from ..client._models import Response
@@ -88,11 +89,7 @@ def _iso(moment: datetime | None) -> str:
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """The caller's name the HTTP front put on the request (its token's), or None (stdio, no tokens)."""
-    from ._tokens import CALLER_SCOPE_KEY
-
-    scope = cast('dict[str, Any] | None', getattr(ctx.request, 'scope', None))
-    value = (scope or {}).get(CALLER_SCOPE_KEY)
-    return value if isinstance(value, str) else None
+    return request_caller(ctx.request)
 
 
 def _declared(ctx: ServerRequestContext[Any, Any]) -> bool:
@@ -234,7 +231,7 @@ class ResearchTasks(Extension):
         await r.flush()
         ledger = r.ledger
         record = await anyio.to_thread.run_sync(lambda: ledger.get(run_id))
-        if record is None or record.request_id != TASK_MARK or record.caller != _caller(ctx):
+        if record is None or record.request_id != TASK_MARK or not may_reach(_caller(ctx), record):
             raise _not_found()
         return r, record
 
@@ -334,7 +331,7 @@ class ResearchTasks(Extension):
                     poll_interval=POLL_INTERVAL_MS,
                 )
                 for rec in records
-                if rec.caller == caller
+                if may_reach(caller, rec)
             ]
         )
 

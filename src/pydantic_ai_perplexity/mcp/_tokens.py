@@ -12,7 +12,9 @@ Sources, merged (each name and each token may appear once across them):
 
 **Who sees which runs.** With named tokens, `perplexity_research_list` shows a caller only the runs its own token
 started, unless the operator sets `PERPLEXITY_MCP_SHARED_LIST=1`; then every caller's runs are listed, and the
-questions other callers asked are spotlighted as untrusted text, with their caller named.
+questions other callers asked are spotlighted as untrusted text, with their caller named. Every other way to a run
+(its result, its cancel, its resource, its task) reaches only the caller's own runs, whatever the list shows
+(`_scope.py`).
 
 **Strength.** A server reachable from other machines (bound off loopback) starts only with at least one token, and
 every token it accepts there is at least `MIN_TOKEN_CHARS` (16) characters long with at least `MIN_DISTINCT_CHARS`

@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -29,6 +29,7 @@ from ..options import check_id
 from ..settings import DEFAULT_MCP_WAIT_SECONDS
 from ..tools import ResearchOut
 from ._cancels import RemoteCancels, cancel_upstream, request_key
+from ._scope import reach, request_caller
 from ._tasks import ResearchTasks
 
 if TYPE_CHECKING:
@@ -96,11 +97,7 @@ class _Wait:
 
 def caller_of(ctx: Context[Any, Any]) -> str | None:
     """The caller's name the HTTP front put on the request (its bearer token's), or None (stdio, no tokens)."""
-    from ._tokens import CALLER_SCOPE_KEY
-
-    scope = cast('dict[str, Any] | None', getattr(ctx.request_context.request, 'scope', None))
-    value = (scope or {}).get(CALLER_SCOPE_KEY)
-    return value if isinstance(value, str) else None
+    return request_caller(ctx.request_context.request)
 
 
 class _Runtime:
@@ -321,6 +318,7 @@ def build_server(
     async def collect(ctx: Context[Any, Any], args: Any) -> CallToolResult:
         r = await runtime.researcher()
         run_id = check_id(args.response_id)
+        await reach(r, caller_of(ctx), run_id)  # another caller's run is "not found" (_scope.py)
 
         async def call(_: list[str]) -> ResearchResult:
             return await tools.collect(r, args, on_progress=_reporter(ctx))
@@ -334,7 +332,9 @@ def build_server(
         return answer
 
     async def cancel(ctx: Context[Any, Any], args: Any) -> CallToolResult:
-        return _text(await tools.cancel_text(await runtime.researcher(), args))
+        r = await runtime.researcher()
+        await reach(r, caller_of(ctx), check_id(args.response_id))  # only the caller's own run (_scope.py)
+        return _text(await tools.cancel_text(r, args))
 
     async def list_runs(ctx: Context[Any, Any], args: Any) -> CallToolResult:
         from ._tokens import shared_list
@@ -390,13 +390,15 @@ def build_server(
         ),
         mime_type='application/json',
     )
-    async def run(response_id: str) -> str:
+    async def run(response_id: str, ctx: Context[Any, Any]) -> str:
         from ..errors import NotFoundError
         from ..results import ResearchResult
 
         try:
             r = await runtime.researcher()
-            response = await r.client.retrieve(check_id(response_id))
+            run_id = check_id(response_id)
+            await reach(r, caller_of(ctx), run_id)  # another caller's run is "not found" (_scope.py)
+            response = await r.client.retrieve(run_id)
         except Exception as exc:
             # An id that is empty or names no run is the client's to fix: invalid params (-32602), with the reason.
             unknown = isinstance(exc, NotFoundError | InvalidArgumentError)

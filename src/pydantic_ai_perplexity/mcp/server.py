@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import install_hint
+from ._exit import exit_code
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -95,6 +97,8 @@ def serve(
     allowed_hosts: Sequence[str] | None = None,
     tokens_file: str | os.PathLike[str] | None = None,
     emulator: bool = False,
+    header_timeout: float | None = None,
+    max_connections_per_client: int | None = None,
 ) -> None:
     """Serve the research tools until stdin closes (stdio) or the process is stopped (http).
 
@@ -104,7 +108,9 @@ def serve(
     loopback address: `token` (default `PERPLEXITY_MCP_TOKEN`, named `default`), named ones in
     `PERPLEXITY_MCP_TOKENS` (`alice:tok1,bob:tok2`), or a file, `tokens_file` (default
     `PERPLEXITY_MCP_TOKENS_FILE`), read again when it changes. `allowed_hosts` (default
-    `PERPLEXITY_MCP_ALLOWED_HOSTS`) adds `Host` names HTTP clients may use, e.g. behind a reverse proxy. Exits 2 on
+    `PERPLEXITY_MCP_ALLOWED_HOSTS`) adds `Host` names HTTP clients may use, e.g. behind a reverse proxy.
+    `header_timeout` (default `PERPLEXITY_MCP_HEADER_TIMEOUT`, else 10 s) and `max_connections_per_client`
+    (default `PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT`, else 256) guard the HTTP server's connections. Exits 2 on
     an unsafe or impossible configuration.
     """
     if find_spec('mcp') is None:
@@ -125,8 +131,11 @@ def serve(
                 sys.stderr.flush()
             from ._stdio import serve_stdio
 
-            serve_stdio(wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS)
+            stopped_by = serve_stdio(
+                wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS
+            )
         elif transport in ('http', 'streamable-http'):
+            from ._conns import ConnectionLimits
             from ._http import refuse_unsafe_bind, run_http
             from ._stdio import configure_tracing_quietly
             from ._tokens import TokenConfigError, Tokens
@@ -134,7 +143,8 @@ def serve(
 
             try:
                 tokens = Tokens.from_config(token=token, tokens_file=tokens_file)
-            except TokenConfigError as exc:
+                limits = ConnectionLimits.configured(header_timeout, max_connections_per_client)
+            except (TokenConfigError, ValueError) as exc:
                 sys.stderr.write(f'Cannot serve MCP: {exc}\n')
                 raise SystemExit(2) from None
             refuse_unsafe_bind(host, tokens)
@@ -142,12 +152,16 @@ def serve(
             drain = Drain()
             server = build_server(wait_seconds=wait_seconds, drain=drain)
             hosts = list(allowed_hosts or ()) or None
-            run_http(server, host=host, port=port, tokens=tokens, allowed_hosts=hosts, drain=drain)
+            stopped_by = run_http(
+                server, host=host, port=port, tokens=tokens, allowed_hosts=hosts, drain=drain, limits=limits
+            )
         else:
             sys.stderr.write(f'Unknown transport {transport!r}: use "stdio" or "http".\n')
             raise SystemExit(2)
     except KeyboardInterrupt:
-        raise SystemExit(130) from None
+        stopped_by = signal.SIGINT
+    if exit_code(stopped_by):  # interrupted (SIGINT): 130, as shells expect (_exit.py); SIGTERM or EOF return
+        raise SystemExit(exit_code(stopped_by))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -170,8 +184,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         action='store_true',
         help='Research on the built-in emulator: offline, canned answers from a small local corpus, no key.',
     )
+    parser.add_argument(
+        '--header-timeout',
+        type=float,
+        default=None,
+        help='HTTP: seconds a connection has to send a request head (default: PERPLEXITY_MCP_HEADER_TIMEOUT, 10).',
+    )
+    parser.add_argument(
+        '--max-connections-per-client',
+        type=int,
+        default=None,
+        help='HTTP: connections one client address may hold (default: PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT, 256).',
+    )
     args = parser.parse_args(argv)
-    serve(args.transport, args.host, args.port, args.token, tokens_file=args.tokens_file, emulator=args.emulator)
+    serve(
+        args.transport,
+        args.host,
+        args.port,
+        args.token,
+        tokens_file=args.tokens_file,
+        emulator=args.emulator,
+        header_timeout=args.header_timeout,
+        max_connections_per_client=args.max_connections_per_client,
+    )
     return 0
 
 
