@@ -38,7 +38,7 @@ from .errors import (
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
-from .ledger import RESERVED, Ledger, Origin, Recorder, RunRecord, estimate_cost
+from .ledger import RESERVED, Ledger, OnBudget, Origin, Recorder, RunRecord, estimate_cost
 from .options import (
     EFFORTS,
     ResearchOptions,
@@ -49,7 +49,8 @@ from .options import (
     response_format,
     wire_date,
 )
-from .reconcile import finished_fields, reconcile
+from .pricing import default_prices, refresh_api_prices
+from .reconcile import finished_fields, learn_from, reconcile
 from .results import ResearchResult
 from .settings import Settings
 from .steps import Step, StepReducer
@@ -77,6 +78,8 @@ class _Run:
     structured: bool
     trace: tracing.RunTrace = tracing.NO_TRACE
     model: str | None = None
+    #: The limits lowered to fit the budget (`ResearchResult.tightened`).
+    tightened: dict[str, tuple[int, int]] | None = None
 
 
 class Researcher:
@@ -97,6 +100,7 @@ class Researcher:
         wait_seconds: float | None = None,
         budget_usd: float | None = None,
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
+        on_budget: OnBudget = 'refuse',
         origin: Origin = 'api',
         client: PerplexityClient | None = None,
         http_client: httpx2.AsyncClient | None = None,
@@ -109,6 +113,11 @@ class Researcher:
         self.effort = self.settings.effort
         self.wait_seconds = self.settings.wait_seconds
         self.budget_usd = self.settings.budget_usd
+        if on_budget not in ('refuse', 'tighten'):
+            raise ConfigurationError(f'on_budget={on_budget!r}: use "refuse" (the default) or "tighten".')
+        #: A run that does not fit what is left of the budget is refused (`'refuse'`), or run with lower limits
+        #: (`'tighten'`; the result's `tightened` says which).
+        self.on_budget: OnBudget = on_budget
         self.origin: Origin = origin
         if ledger is False:
             self.ledger: Ledger | None = None
@@ -351,6 +360,7 @@ class Researcher:
         adapter = response_format(options.output_type)[1] if options.output_type is not None else None
         token: str | None = None
         record: RunRecord | None = None
+        tightened: dict[str, tuple[int, int]] | None = None
         if self.ledger is not None:
             record = RunRecord(
                 created_at=datetime.now(UTC),
@@ -367,7 +377,7 @@ class Researcher:
                 emulated=self.client.emulated is True,  # known once the API has answered once
                 **tracing.current_ids(),
             )
-            token, record, request = await self._reserve(record, request, query)
+            token, record, request, tightened = await self._reserve(record, request, query)
         try:
             response = await self.client.start(query, **request)
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
@@ -398,30 +408,41 @@ class Researcher:
                     ),
                 )
         run = _Run(query, effort, time.monotonic(), adapter, options.output_type is not None, model=options.model)
+        run.tightened = tightened
         return response, run
 
     async def _reserve(
         self, record: RunRecord, request: AgentRequest, query: str
-    ) -> tuple[str | None, RunRecord, AgentRequest]:
+    ) -> tuple[str | None, RunRecord, AgentRequest, dict[str, tuple[int, int]] | None]:
         """Hold the most the run can cost (`pricing.reservation`) against the budget before anything is spent.
 
-        Returns the reservation's key (None without a cap), the record carrying the reservation as its estimate, and
-        the request to send: under a cap it may be tightened (steps, output tokens, fetched pages) to fit.
+        Returns the reservation's key (None without a cap), the record carrying the reservation as its estimate, the
+        request to send (with `on_budget='tighten'` it may be tightened to fit), and what was lowered.
         """
         if self.ledger is None:
-            return None, record, request
+            return None, record, request, None
         if self.budget_usd is not None and self.client.emulated is None and _on_loopback(self.client.api):
             # Which budget applies (the real API's, or the emulator's) must be known before the check: a local base
             # URL is asked once (a free GET) whether it is an emulator.
             with contextlib.suppress(PerplexityError):
                 await self.client.models()
             record = record.model_copy(update={'emulated': bool(self.client.emulated)})
+        prices = default_prices(await refresh_api_prices(self.client))  # the API's own prices, cached for a day
         if self.budget_usd is None:  # nothing to check: priced here, recorded once the run has its id
-            admission = self.ledger.admit(record, query, request, cap_usd=None)
+            admission = self.ledger.admit(record, query, request, cap_usd=None, prices=prices)
         else:
             # The budget check must finish before anything is spent: this one write waits.
-            admission = await self._ledger_call(self.ledger.admit, record, query, request, cap_usd=self.budget_usd)
-        return admission.token, admission.record, cast('AgentRequest', admission.request)
+            admission = await self._ledger_call(
+                self.ledger.admit,
+                record,
+                query,
+                request,
+                cap_usd=self.budget_usd,
+                prices=prices,
+                on_budget=self.on_budget,
+            )
+        request = cast('AgentRequest', admission.request)
+        return admission.token, admission.record, request, dict(admission.changes) or None
 
     async def _wait(
         self, response_id: str, run: _Run, *, on_progress: OnProgress | None, wait_seconds: float | None
@@ -472,6 +493,8 @@ class Researcher:
                 structured=run.structured,
             )
         )
+        if run.tightened:
+            result.tightened = dict(run.tightened)
         if run.adapter is not None and result.data is not None:
             try:
                 result.data = run.adapter.validate_python(result.data)
@@ -489,6 +512,7 @@ class Researcher:
         if self.ledger is None:
             return
         self._record(self.ledger.update, result.response_id, **finished_fields(result))
+        self._record(learn_from, self.ledger, result)  # billed above the table: later reservations price it higher
 
     def _record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Queue a ledger write; it runs in order on the recorder thread, never delaying the research call."""
@@ -520,7 +544,7 @@ async def research(query: str, **options: Any) -> ResearchResult:
 
     Takes the options of `Researcher.run`, plus `wait_seconds`, `on_progress` and `output_type`.
     """
-    settings = {k: options.pop(k) for k in ('api_key', 'base_url', 'budget_usd', 'ledger') if k in options}
+    settings = {k: options.pop(k) for k in ('api_key', 'base_url', 'budget_usd', 'ledger', 'on_budget') if k in options}
     async with Researcher(origin='api', **settings) as researcher:
         return await researcher.run(query, **options)
 

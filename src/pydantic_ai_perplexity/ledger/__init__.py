@@ -58,10 +58,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar, cast
 
 from ..errors import BudgetExceededError, ConfigurationError
-from ..pricing import PriceTable, Reservation, default_prices, fit, reservation
+from ..pricing import (
+    PRICES_ENV,
+    ModelPrice,
+    PriceTable,
+    Reservation,
+    default_prices,
+    efforts_that_fit,
+    fit,
+    limit_request,
+    reservation,
+)
 from ._engine import MIGRATIONS, SCHEMA_VERSION, Engine, EngineName, Failure, MigrationDB, migration
 from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url
 from ._recorder import Recorder, track
@@ -107,6 +117,7 @@ __all__ = (
     'LedgerHealth',
     'LedgerWarning',
     'MigrationDB',
+    'OnBudget',
     'Origin',
     'Recorder',
     'RunRecord',
@@ -121,6 +132,10 @@ __all__ = (
 )
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
+#: What a run does when it does not fit what is left of the budget: be refused (the default), or run tightened.
+OnBudget = Literal['refuse', 'tighten']
+#: Statuses of runs that hold their reservation until they report a cost.
+_IN_FLIGHT = (RESERVED, 'starting', 'queued', 'in_progress', 'cancelling')
 _T = TypeVar('_T')
 #: Writes kept in memory, in order, while the store fails; beyond this the oldest are dropped (with a warning).
 BACKLOG_LIMIT = 1000
@@ -167,8 +182,9 @@ class Admission:
     #: The request to send: tightened where `changes` says, else as given.
     request: dict[str, Any]
     reservation: Reservation
-    #: What was tightened to fit the cap (`max_steps`, `max_output_tokens`, `fetch_pages`), empty if nothing.
-    changes: dict[str, int]
+    #: Each limit lowered to fit the cap, as (what it would have been, what is sent), e.g. `{"max_steps": (8, 3)}`;
+    #: empty if nothing was (only with `on_budget="tighten"`).
+    changes: dict[str, tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -398,43 +414,89 @@ class Ledger:
         cap_usd: float | None,
         prices: PriceTable | None = None,
         since: datetime | None = None,
+        on_budget: OnBudget = 'refuse',
     ) -> Admission:
-        """Reserve the most `request` can cost (`pricing.reservation`), tightened to fit the cap if need be.
+        """Reserve the most `request` can cost (`pricing.reservation`, with the prices learned by every process that
+        shares this ledger); the returned `request` carries the limits the reservation assumed, for the API to enforce.
 
-        Under a cap, a request whose reservation does not fit what is left is tightened (`pricing.fit`: fewer fetched
-        pages, output tokens, steps) and reserved at that; the returned `request` is the one to send, so that the API
-        enforces the limits the reservation assumed. Without a cap nothing is stored: `record` with its estimate is
-        in `Admission.record`, for `record_start` once the run has an id.
+        Under a cap, a run whose reservation does not fit what is left is refused (`on_budget='refuse'`, the default),
+        or, with `on_budget='tighten'`, tightened (`pricing.fit`: fewer pages per fetch, output tokens, tool calls,
+        steps) and reserved at that; `Admission.changes` then says what was lowered. Without a cap nothing is stored:
+        `record` with its estimate is in `Admission.record`, for `record_start` once the run has an id.
 
         Raises:
-            BudgetExceededError: even tightened, the run does not fit; the message gives the spend, the cap, the least
-                reservation and what it assumed. Nothing was recorded.
+            BudgetExceededError: the run does not fit (tightened too, if asked); its message and fields give what is
+                used and held, what is left, what this run needs and the efforts that fit. Nothing was recorded.
             BudgetUnenforceableError: a cap is set and the ledger is not working.
         """
-        table = prices or default_prices()
-        bound = reservation(query, request, table)
-        priced = record.model_copy(update={'estimate_usd': bound.usd})
+        if on_budget not in ('refuse', 'tighten'):
+            raise ConfigurationError(f'on_budget={on_budget!r}: use "refuse" (the default) or "tighten".')
+        table = (prices or default_prices()).with_learned(self.learned_prices())
+        sent = limit_request(request, table)
+        bound = reservation(query, sent, table)
+        priced = record.model_copy(update={'estimate_usd': bound.usd, 'price_source': table.source})
         if cap_usd is None:
-            return Admission(None, priced, dict(request), bound, {})
+            return Admission(None, priced, sent, bound, {})
         try:
-            return Admission(self.reserve(priced, cap_usd=cap_usd, since=since), priced, dict(request), bound, {})
+            return Admission(self.reserve(priced, cap_usd=cap_usd, since=since), priced, sent, bound, {})
         except BudgetUnenforceableError:
             raise
         except BudgetExceededError as exc:
             spent = exc.spent_usd
-        fitted = fit(query, request, cap_usd - spent, table)
-        if not fitted.fits:
-            least = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
-            raise refusal(least, spent, cap_usd, fitted.reservation.describe())
-        priced = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
-        token = self.reserve(priced, cap_usd=cap_usd, since=since)  # raises if the spend grew meanwhile
-        _log.info(
-            'A run was tightened to fit the budget (%s left of a %s cap): %s.',
-            usd(cap_usd - spent),
-            usd(cap_usd),
-            ', '.join(f'{k}={v}' for k, v in fitted.changes.items()),
+        fitted = fit(query, sent, cap_usd - spent, table)
+        if on_budget == 'tighten' and fitted.fits:
+            tightened = record.model_copy(update={'estimate_usd': fitted.reservation.usd, 'price_source': table.source})
+            token = self.reserve(tightened, cap_usd=cap_usd, since=since)  # raises if the spend grew meanwhile
+            _log.info(
+                'A run was tightened to fit the budget (%s left of a %s cap): %s.',
+                usd(cap_usd - spent),
+                usd(cap_usd),
+                ', '.join(f'{k} {a} -> {b}' for k, (a, b) in fitted.changes.items()),
+            )
+            return Admission(token, tightened, fitted.request, fitted.reservation, fitted.changes)
+        advice = ''
+        if on_budget == 'refuse' and fitted.fits:
+            lowered = ', '.join(f'{k} {a:,} -> {b:,}' for k, (a, b) in fitted.changes.items())
+            advice = (
+                f'With on_budget="tighten" (CLI: --tighten) it would run with lower limits ({lowered}), reserved at '
+                f'{usd(fitted.reservation.usd)}.'
+            )
+        listed = sent.get('models')
+        named = [sent.get('model'), *(cast('list[Any]', listed) if isinstance(listed, list) else [])]
+        unknown = [m for m in named if isinstance(m, str) and not table.known(m)]
+        if unknown:
+            advice += (
+                f' {unknown[0]} has no known price, so it is priced as the dearest known model; to price it, give '
+                f'{PRICES_ENV}={{"models": {{"{unknown[0]}": [input, output]}}}} (USD per 1M tokens).'
+            )
+        raise refusal(
+            priced,
+            spent,
+            cap_usd,
+            bound.describe(),
+            held=self._held(priced),
+            fits=tuple(efforts_that_fit(query, sent, cap_usd - spent, table)),
+            advice=advice.strip(),
         )
-        return Admission(token, priced, fitted.request, fitted.reservation, fitted.changes)
+
+    def _held(self, record: RunRecord) -> tuple[float, int]:
+        """What runs not finished yet hold against the budget (USD, runs): the estimates of rows without a cost."""
+        rows = self.list(status=_IN_FLIGHT, limit=10_000)
+        held = [r.estimate_usd for r in rows if r.cost_usd is None and (record.emulated or not r.emulated)]
+        return sum(held), len(held)
+
+    def learn_price(self, model: str, price: ModelPrice) -> None:
+        """Raise `model`'s price for every later reservation of every process sharing the ledger (never lowers it)."""
+        key = storable_text(model)
+        self._write(
+            'learning a price',
+            lambda engine: engine.learn_price(key, price.input_per_million, price.output_per_million, now()),
+        )
+
+    def learned_prices(self) -> dict[str, ModelPrice]:
+        """Model prices learned from runs billed above the price table (`pricing.PriceTable.observe`)."""
+        found = self._read('reading learned prices', lambda engine: engine.learned_prices(), {})
+        return {m: ModelPrice(i, o) for m, (i, o) in found.items() if math.isfinite(i) and math.isfinite(o)}
 
     def bind(self, token: str, response_id: str, /, **fields: Any) -> None:
         """Give a reservation its real `response_id` and set `fields` (status defaults to `'queued'`).

@@ -68,7 +68,7 @@ _ABANDONED: list[Any] = []  # a forked child's copies of the parent's connection
 
 _COLUMN_LIST: Final = (
     'response_id, created_at, updated_at, query, effort, model, status, origin, sources, cited, input_tokens, '
-    'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller, api, emulated, request_id'
+    'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller, api, emulated, request_id, price_source'
 )
 _SELECT: Final = 'SELECT ' + _COLUMN_LIST + ' FROM runs'  # noqa: S608 (constant column names)
 _INSERT: Final = (
@@ -77,7 +77,7 @@ _INSERT: Final = (
     + ') VALUES (%(response_id)s, %(created_at)s, %(updated_at)s, %(query)s, '
     '%(effort)s, %(model)s, %(status)s, %(origin)s, %(sources)s, %(cited)s, %(input_tokens)s, %(output_tokens)s, '
     '%(cost_usd)s, %(estimate_usd)s, %(error)s, %(trace_id)s, %(span_id)s, %(caller)s, %(api)s, %(emulated)s, '
-    '%(request_id)s) ON CONFLICT (response_id) DO NOTHING'
+    '%(request_id)s, %(price_source)s) ON CONFLICT (response_id) DO NOTHING'
 )
 _SPENT_SUM: Final = 'COALESCE(SUM(COALESCE(cost_usd, estimate_usd)), 0)'  # float8, as SQLite's TOTAL() of REAL
 _SPENT: Final = 'SELECT ' + _SPENT_SUM + ' FROM runs'  # noqa: S608 (constant SQL)
@@ -97,7 +97,7 @@ _RESERVE_TAIL: Final = (
     '%(effort)s::text, %(model)s::text, %(status)s::text, %(origin)s::text, %(sources)s::bigint, %(cited)s::bigint, '
     '%(input_tokens)s::bigint, %(output_tokens)s::bigint, %(cost_usd)s::float8, %(estimate_usd)s::float8, '
     '%(error)s::text, %(trace_id)s::text, %(span_id)s::text, %(caller)s::text, %(api)s::text, %(emulated)s::boolean, '
-    '%(request_id)s::text FROM spend, present '
+    '%(request_id)s::text, %(price_source)s::text FROM spend, present '
     'WHERE NOT present.stored AND spend.spent + %(estimate_usd)s::float8 <= %(_cap)s::float8 + %(_epsilon)s::float8 '
     'ON CONFLICT (response_id) DO NOTHING RETURNING 1) '
     'SELECT spend.spent, present.stored, EXISTS (SELECT 1 FROM added) FROM spend, present'
@@ -422,6 +422,25 @@ class PostgresEngine(Engine):
     def release(self, token: str) -> None:
         delete = 'DELETE FROM runs WHERE response_id = %s AND status = %s'
         self._run(lambda conn: conn.execute(delete, (token, RESERVED)))
+
+    def learn_price(self, model: str, input_per_million: float, output_per_million: float, at: datetime) -> None:
+        self._run(
+            lambda conn: conn.execute(
+                'INSERT INTO learned_prices (model, input_per_million, output_per_million, updated_at) '
+                'VALUES (%s, %s, %s, %s) ON CONFLICT (model) DO UPDATE SET '
+                'input_per_million = greatest(learned_prices.input_per_million, excluded.input_per_million), '
+                'output_per_million = greatest(learned_prices.output_per_million, excluded.output_per_million), '
+                'updated_at = excluded.updated_at',
+                (_text(model), input_per_million, output_per_million, in_utc(at)),
+            )
+        )
+
+    def learned_prices(self) -> dict[str, tuple[float, float]]:
+        def op(conn: psycopg.Connection[Any]) -> dict[str, tuple[float, float]]:
+            rows = conn.execute('SELECT model, input_per_million, output_per_million FROM learned_prices').fetchall()
+            return {str(m): (float(i), float(o)) for m, i, o in rows}
+
+        return self._run(op)
 
     # --- machinery --------------------------------------------------------------------------------------------------
 
