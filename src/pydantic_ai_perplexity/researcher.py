@@ -58,7 +58,10 @@ from .steps import Step, StepReducer
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ('EFFORTS', 'OnProgress', 'OnStarted', 'Researcher', 'research')
+__all__ = ('EFFORTS', 'ON_BUDGET_ENV', 'OnProgress', 'OnStarted', 'Researcher', 'research')
+
+#: What a run that does not fit the budget does when `on_budget` is not given: `refuse` (unset) or `tighten`.
+ON_BUDGET_ENV = 'PERPLEXITY_ON_BUDGET'
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
@@ -100,7 +103,7 @@ class Researcher:
         wait_seconds: float | None = None,
         budget_usd: float | None = None,
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
-        on_budget: OnBudget = 'refuse',
+        on_budget: OnBudget | None = None,
         origin: Origin = 'api',
         client: PerplexityClient | None = None,
         http_client: httpx2.AsyncClient | None = None,
@@ -113,6 +116,10 @@ class Researcher:
         self.effort = self.settings.effort
         self.wait_seconds = self.settings.wait_seconds
         self.budget_usd = self.settings.budget_usd
+        if on_budget is None:
+            on_budget = cast('OnBudget', os.environ.get(ON_BUDGET_ENV, '').strip().lower() or 'refuse')
+            if on_budget not in ('refuse', 'tighten'):
+                raise ConfigurationError(f'{ON_BUDGET_ENV} must be "refuse" (the default) or "tighten".')
         if on_budget not in ('refuse', 'tighten'):
             raise ConfigurationError(f'on_budget={on_budget!r}: use "refuse" (the default) or "tighten".')
         #: A run that does not fit what is left of the budget is refused (`'refuse'`), or run with lower limits

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from . import render, tools
 from .client._params import McpTool
 from .errors import PerplexityError
-from .ledger import Ledger
+from .ledger import Ledger, OnBudget
 from .researcher import Researcher
 from .results import ResearchResult
 from .steps import Step
@@ -77,6 +77,8 @@ class PerplexityToolset(FunctionToolset[Any]):
         effort: Default effort for `perplexity_research` when the model names none.
         wait_seconds: How long one tool call waits for a run before handing back its `response_id` (default 600).
         budget_usd: Cap on recorded spend; runs that would pass it are refused before they start.
+        on_budget: `'refuse'` (default; `PERPLEXITY_ON_BUDGET`) a run that does not fit the budget, or `'tighten'` it
+            to fit (lower limits, said in the result).
         spotlight: Wrap web text in nonce delimiters marking it as data (on by default).
         ledger: A `Ledger`, a path for one, or `False` for none; default under `PERPLEXITY_STATE_DIR`.
         output_type: A pydantic model or JSON schema: research answers come back as that structure.
@@ -96,6 +98,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         effort: str | None = None,
         wait_seconds: float | None = None,
         budget_usd: float | None = None,
+        on_budget: OnBudget | None = None,
         spotlight: bool = True,
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
         output_type: type[BaseModel] | dict[str, Any] | None = None,
@@ -113,6 +116,7 @@ class PerplexityToolset(FunctionToolset[Any]):
             effort=effort,
             wait_seconds=wait_seconds,
             budget_usd=budget_usd,
+            on_budget=on_budget,
             ledger=ledger,
             origin='toolset',
             http_client=http_client,

@@ -238,10 +238,13 @@ def refusal(
     """
     about = '; '.join(part for part in (f'effort {record.effort!r}' if record.effort else '', detail) if part)
     held_usd, held_runs = held
-    used = f'{usd(spent)} is used'
+    used = f'{usd(spent)} spent'
     if held_runs:
         runs = f'{held_runs} run{"s" if held_runs != 1 else ""} in flight'
-        used += f' ({usd(max(spent - held_usd, 0.0))} spent, {usd(held_usd)} held by {runs} until they report a cost)'
+        used = (
+            f'{usd(spent)} used ({usd(max(spent - held_usd, 0.0))} spent, {usd(held_usd)} held by {runs} until they '
+            'report a cost)'
+        )
     left = max(cap - spent, 0.0)
     if fits:
         choice = ', '.join(f'{effort} ({usd(price)})' for effort, price in fits)
