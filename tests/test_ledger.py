@@ -245,7 +245,9 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
     applied = raw_rows(target, 'SELECT name, applied_at FROM _migrations ORDER BY name')
     names = [fn.__name__ for fn in MIGRATIONS]
     assert (
-        [name for name, _ in applied] == names == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request']
+        [name for name, _ in applied]
+        == names
+        == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request', 'm004_prices']
     )
     assert len(names) == SCHEMA_VERSION
     applied_at = applied[0][1]
@@ -506,7 +508,8 @@ def test_reserve_refuses_a_run_over_the_cap_and_records_nothing(ledger: Ledger) 
     for part in (
         '$4.00 already spent',
         '$5.00 cap',
-        'estimated at $1.50',
+        'needs $1.50',
+        '$1.00 is left',
         "'high'",
         'budget_usd=',
         'PERPLEXITY_BUDGET_USD',

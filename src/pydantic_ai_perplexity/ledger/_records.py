@@ -227,18 +227,18 @@ def refusal(
     detail: str = '',
     *,
     held: tuple[float, int] = (0.0, 0),
-    fits: tuple[tuple[str, float], ...] = (),
+    fits: tuple[tuple[str, float], ...] | None = None,
     advice: str = '',
 ) -> BudgetExceededError:
     """The error for a run that does not fit the cap: what is used (spent, and held by runs in flight), what is left,
     what this run needs and what it assumed (`detail`), the efforts that fit what is left, and how to allow it.
 
     `held` is (USD, runs) held by runs not finished yet; `fits` each effort that fits, cheapest first; `advice` a
-    sentence more (e.g. what tightening would lower).
+    sentence more (e.g. what tightening would lower). `fits` None: not worked out (a bare `reserve`).
     """
     about = '; '.join(part for part in (f'effort {record.effort!r}' if record.effort else '', detail) if part)
     held_usd, held_runs = held
-    used = f'{usd(spent)} spent'
+    used = f'{usd(spent)} already spent'
     if held_runs:
         runs = f'{held_runs} run{"s" if held_runs != 1 else ""} in flight'
         used = (
@@ -246,7 +246,9 @@ def refusal(
             'report a cost)'
         )
     left = max(cap - spent, 0.0)
-    if fits:
+    if fits is None:
+        next_step = 'Choose a cheaper effort, or wait for runs in flight to finish.'
+    elif fits:
         choice = ', '.join(f'{effort} ({usd(price)})' for effort, price in fits)
         next_step = f'Efforts that fit what is left: {choice}.'
     else:
@@ -266,5 +268,5 @@ def refusal(
         cap_usd=cap,
         estimate_usd=record.estimate_usd,
         held_usd=held_usd,
-        fits=fits,
+        fits=fits or (),
     )
