@@ -275,3 +275,31 @@ def test_research_no_wait_on_the_built_in_emulator_says_the_run_cannot_be_collec
     listed = run('jobs', 'list', '--json', env=env)
     [row] = [r for r in json.loads(listed.stdout) if r['response_id'] == response_id]
     assert row['emulated'] is True  # never counted against a budget for the real API
+
+
+def test_a_run_over_the_budget_is_refused_unless_tighten_is_asked_and_then_says_what_was_lowered(tmp_path: Path):
+    cap = 1.0
+    assert reservation('How do heat pumps work?', {'effort': 'medium'}).usd > cap  # medium does not fit $1
+    refused, tightened, as_json, helped = run_all(
+        ('research', 'How do heat pumps work?', '--effort', 'medium', '--budget', str(cap)),
+        ('research', 'How do heat pumps work?', '--effort', 'medium', '--budget', str(cap), '--tighten'),
+        ('research', 'How do heat pumps work?', '--effort', 'medium', '--budget', str(cap), '--tighten', '--json'),
+        ('research', '--help'),
+        env=cli_env(tmp_path),
+    )
+    assert refused.returncode == 1 and refused.stdout == ''
+    message = ' '.join(refused.stderr.split())
+    assert 'Budget exceeded' in message and 'Efforts that fit what is left: fast ($' in message
+    assert 'With --tighten it would run with lower limits' in message and 'on_budget' not in message
+    assert 'the --budget option' in message
+
+    assert tightened.returncode == 0, tightened.stderr
+    note = re.search(r'This run was tightened to fit the budget \((.+?)\)', ' '.join(tightened.stdout.split()))
+    assert note and 'max_output_tokens 6,144 ->' in note.group(1)
+
+    assert as_json.returncode == 0, as_json.stderr
+    lowered = json.loads(as_json.stdout)['tightened']
+    assert lowered['max_output_tokens'][0] == 6144 and lowered['max_output_tokens'][1] < 6144
+
+    text = ' '.join(helped.stdout.split())
+    assert '--tighten' in text and 'lifetime cap' in text and 'all time' in text
