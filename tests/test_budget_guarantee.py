@@ -19,7 +19,7 @@ import anyio
 import httpx2
 import pytest
 
-from postgres_support import fresh_schema
+from postgres_support import ledger_target
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity.emulator import EMULATOR_HEADER, Emulator
 from pydantic_ai_perplexity.errors import BudgetExceededError
@@ -32,11 +32,8 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(params=['sqlite', 'postgres'])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'state' / 'ledger.sqlite3')
-    else:
-        with fresh_schema() as url:
-            yield url
+    with ledger_target(request.param, tmp_path) as where:
+        yield where
 
 
 class Bodies:

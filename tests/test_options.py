@@ -78,32 +78,20 @@ def test_normalisation_and_the_wire() -> None:
     options = ResearchOptions.parse(
         effort='Deep-Research', domains='https://www.Nature.com/articles', after='2026-01-31', fetch_pages=True
     )
-    # Every request carries its effort's limits (pricing.limit_request), so the API enforces what the budget assumes;
-    # what the caller sets is kept.
     assert options.to_request('fast') == {
         'effort': 'medium',
-        'max_steps': 5,
-        'max_output_tokens': 6144,
-        'max_tool_calls': 6,
         'tools': [
             {
                 'type': 'web_search',
                 'filters': {'search_domain_filter': ['nature.com'], 'search_after_date_filter': '01/31/2026'},
-                'max_tokens': 3000,
-                'max_tokens_per_page': 1000,
             },
             {'type': 'fetch_url', 'max_urls': 5},
         ],
     }
     assert ResearchOptions.parse(fetch_pages=10, max_output_tokens=64).to_request('fast') == {
         'effort': 'fast',
-        'max_steps': 1,
         'max_output_tokens': 64,
-        'max_tool_calls': 1,
-        'tools': [
-            {'type': 'web_search', 'max_tokens': 3000, 'max_tokens_per_page': 1000},
-            {'type': 'fetch_url', 'max_urls': 10},
-        ],
+        'tools': [{'type': 'fetch_url', 'max_urls': 10}],
     }
     # Keywords win over a given model; unknown keywords are refused, not dropped.
     assert ResearchOptions.parse(ResearchOptions(effort='high'), effort='low').effort == 'low'

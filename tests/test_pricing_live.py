@@ -18,13 +18,12 @@ from typing import Any
 
 import pytest
 
-from postgres_support import fresh_schema
+from postgres_support import ledger_target
 from pydantic_ai_perplexity import BudgetExceededError, Researcher
 from pydantic_ai_perplexity.client import PerplexityClient
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.errors import ConfigurationError
 from pydantic_ai_perplexity.ledger import Ledger, RunRecord
-from pydantic_ai_perplexity.options import ResearchOptions
 from pydantic_ai_perplexity.pricing import (
     ModelPrice,
     PriceTable,
@@ -55,11 +54,8 @@ def no_learned_prices(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(params=['sqlite', 'postgres'])
 def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'state' / 'ledger.sqlite3')
-    else:
-        with fresh_schema() as url:
-            yield url
+    with ledger_target(request.param, tmp_path) as where:
+        yield where
 
 
 # --- the fallback is the live table ---------------------------------------------------------------------------------
@@ -95,7 +91,7 @@ def test_every_limit_the_reservation_assumes_is_in_the_request_sent(effort: str)
     # Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_low_fetch_url.json, captured 2026-10-09: the API
     # echoes `max_output_tokens`, `max_tool_calls` and the `fetch_url` tool's `max_urls`; the SDK's `web_search` tool
     # takes `max_tokens` and `max_tokens_per_page` (perplexity-api.md §L).
-    sent = ResearchOptions.parse(effort=effort).to_request('medium')
+    sent = Researcher(api_key='pplx-test', ledger=False).build_request(effort=effort)
     profile = fallback_prices().bundle(effort)
     assert (sent['max_steps'], sent['max_output_tokens'], sent['max_tool_calls']) == (
         profile.max_steps,
@@ -124,7 +120,9 @@ def test_every_limit_the_reservation_assumes_is_in_the_request_sent(effort: str)
 
 
 def test_what_the_caller_sets_is_kept_and_priced() -> None:
-    sent = ResearchOptions.parse(effort='high', max_steps=2, max_output_tokens=500, fetch_pages=4).to_request('fast')
+    sent = Researcher(api_key='pplx-test', ledger=False).build_request(
+        effort='high', max_steps=2, max_output_tokens=500, fetch_pages=4
+    )
     assert (sent['max_steps'], sent['max_output_tokens']) == (2, 500)
     assert {'type': 'fetch_url', 'max_urls': 4} in sent['tools']
     held = reservation(SHORT, sent)
@@ -179,17 +177,17 @@ async def test_prices_are_read_from_the_api_cached_a_day_and_read_again_when_sta
     replay = _models_recording(tmp_path / 'replay', LISTED)
     with Emulator(replay=replay) as emu:
         async with PerplexityClient(api_key=emu.api_key, base_url=emu.base_url) as client:
-            table = await refresh_api_prices(client)
+            table = await refresh_api_prices(client, tmp_path / 'state')
             api = client.api
     assert table is not None and table.source == f'api@{datetime.now(UTC).date().isoformat()}'
     assert table.price('acme/pricey-1') == ModelPrice(50, 200) == table.dearest()  # now the dearest known
     assert table.price('openai/gpt-6-luna') == fallback_prices().price('openai/gpt-6-luna')  # not listed: fallback
     (cache,) = (tmp_path / 'state').glob('prices-*.json')
-    cached = cached_api_prices(api)
+    cached = cached_api_prices(api, tmp_path / 'state')
     assert cached is not None and cached.price('acme/pricey-1') == ModelPrice(50, 200)  # the emulator is gone
     stale = time.time() - 25 * 3600
     os.utime(cache, (stale, stale))
-    assert cached_api_prices(api) is None  # older than a day: read again
+    assert cached_api_prices(api, tmp_path / 'state') is None  # older than a day: read again
 
 
 async def test_each_reservation_records_which_prices_it_came_from(

@@ -450,8 +450,8 @@ class ResearchOptions(BaseModel):
             raise _invalid(exc) from None
 
     def to_request(self, default_effort: str) -> AgentRequest:
-        """The create request (`POST /v1/agent` body, less `input`) these options make, with the limits of the
-        effort's profile it does not set itself (`pricing.limit_request`: steps, output and tool calls, search size)."""
+        """The create request (`POST /v1/agent` body, less `input`) these options make (the `Researcher` adds the
+        limits of the effort's profile the request does not set itself: `pricing.limit_request`)."""
         request: AgentRequest = {'effort': self.effort or default_effort}
         if self.model:
             request['model'] = self.model
@@ -484,10 +484,7 @@ class ResearchOptions(BaseModel):
             request['response_format'] = response_format(self.output_type)[0]
         if self.extra:
             request.update(self.extra)
-        # The limits the effort's profile sends, so that the API enforces what the budget's reservation assumes.
-        from .pricing import limit_request
-
-        return cast('AgentRequest', limit_request(request))
+        return request
 
 
 class ResearchOptionsDict(TypedDict, total=False):

@@ -506,16 +506,15 @@ def _api_table(models: Mapping[str, ModelPrice], fetched: datetime) -> PriceTabl
     return replace(_FALLBACK, models={**_FALLBACK.models, **models}, source=f'api@{fetched.date().isoformat()}')
 
 
-def _cache_path(api: str) -> Path:
-    from .ledger import default_ledger_path
-
+def _cache_path(api: str, directory: Path) -> Path:
     safe = re.sub(r'[^A-Za-z0-9.-]', '_', api)[:100] or 'api'
-    return default_ledger_path().parent / f'prices-{safe}.json'
+    return directory / f'prices-{safe}.json'
 
 
-def cached_api_prices(api: str, *, max_age_s: float = API_PRICES_MAX_AGE_S) -> PriceTable | None:
-    """The API's prices cached in the state directory for `api` (host[:port]), if younger than `max_age_s`."""
-    path = _cache_path(api)
+def cached_api_prices(api: str, directory: Path, *, max_age_s: float = API_PRICES_MAX_AGE_S) -> PriceTable | None:
+    """The API's prices for `api` (host[:port]) cached in `directory` (the state directory), if younger than
+    `max_age_s`."""
+    path = _cache_path(api, directory)
     try:
         if path.is_symlink() or time.time() - path.stat().st_mtime > max_age_s:
             return None
@@ -532,7 +531,7 @@ def cached_api_prices(api: str, *, max_age_s: float = API_PRICES_MAX_AGE_S) -> P
     return _api_table(models, fetched) if models else None
 
 
-def _store_api_prices(api: str, listing: Any, fetched: datetime) -> None:
+def _store_api_prices(api: str, directory: Path, listing: Any, fetched: datetime) -> None:
     from ._safe_write import write_text_no_follow
 
     models = parse_api_prices(listing)
@@ -541,18 +540,19 @@ def _store_api_prices(api: str, listing: Any, fetched: datetime) -> None:
     ]
     text = json.dumps({'api': api, 'fetched_at': fetched.isoformat(), 'data': data}, indent=1)
     try:
-        write_text_no_follow(_cache_path(api), text)
+        write_text_no_follow(_cache_path(api, directory), text)
     except (OSError, ValueError) as exc:  # a cache that cannot be written costs one more read tomorrow, nothing else
         _log.info('The prices read from the API could not be cached: %s', exc)
 
 
-async def refresh_api_prices(client: PerplexityClient) -> PriceTable | None:
-    """The API's prices: the cached copy for `client.api` while younger than a day, else read from `/v1/models` now
-    (with the key, if any) and cached. None when the API lists no prices (then the fallback applies).
+async def refresh_api_prices(client: PerplexityClient, directory: Path) -> PriceTable | None:
+    """The API's prices: the copy cached in `directory` (the state directory) for `client.api` while younger than a
+    day, else read from `/v1/models` now (with the key, if any) and cached. None when the API lists no prices (then
+    the fallback applies).
     """
     from .errors import PerplexityError
 
-    cached = cached_api_prices(client.api)
+    cached = cached_api_prices(client.api, directory)
     if cached is not None:
         return cached
     try:
@@ -568,7 +568,7 @@ async def refresh_api_prices(client: PerplexityClient) -> PriceTable | None:
     if not models:
         return None
     fetched = datetime.now(UTC)
-    _store_api_prices(client.api, raw, fetched)
+    _store_api_prices(client.api, directory, raw, fetched)
     return _api_table(models, fetched)
 
 

@@ -38,7 +38,7 @@ from .errors import (
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
-from .ledger import RESERVED, Ledger, OnBudget, Origin, Recorder, RunRecord, estimate_cost
+from .ledger import RESERVED, Ledger, OnBudget, Origin, Recorder, RunRecord, default_ledger_path, estimate_cost
 from .options import (
     EFFORTS,
     ResearchOptions,
@@ -49,7 +49,7 @@ from .options import (
     response_format,
     wire_date,
 )
-from .pricing import default_prices, refresh_api_prices
+from .pricing import default_prices, limit_request, refresh_api_prices
 from .reconcile import finished_fields, learn_from, reconcile
 from .results import ResearchResult
 from .settings import Settings
@@ -194,7 +194,7 @@ class Researcher:
         self, options: ResearchOptions | None = None, /, **given: Unpack[ResearchOptionsDict]
     ) -> AgentRequest:
         """The create request for these options, checked; raises `InvalidArgumentError` naming what to fix."""
-        return ResearchOptions.parse(options, **given).to_request(self.effort)
+        return _limited(ResearchOptions.parse(options, **given).to_request(self.effort))
 
     async def start(
         self,
@@ -362,7 +362,7 @@ class Researcher:
     async def _start(
         self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
     ) -> tuple[Response, _Run]:
-        request = options.to_request(self.effort)
+        request = _limited(options.to_request(self.effort))
         effort = request.get('effort') or self.effort
         adapter = response_format(options.output_type)[1] if options.output_type is not None else None
         token: str | None = None
@@ -434,7 +434,8 @@ class Researcher:
             with contextlib.suppress(PerplexityError):
                 await self.client.models()
             record = record.model_copy(update={'emulated': bool(self.client.emulated)})
-        prices = default_prices(await refresh_api_prices(self.client))  # the API's own prices, cached for a day
+        # The API's own prices, cached in the state directory for a day.
+        prices = default_prices(await refresh_api_prices(self.client, default_ledger_path().parent))
         if self.budget_usd is None:  # nothing to check: priced here, recorded once the run has its id
             admission = self.ledger.admit(record, query, request, cap_usd=None, prices=prices)
         else:
@@ -535,6 +536,12 @@ class Researcher:
         """A ledger read (or the budget reservation): earlier queued writes land first, so it sees them."""
         await self._flush()
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def _limited(request: AgentRequest) -> AgentRequest:
+    """`request` with the limits of its effort's profile that it does not set (`pricing.limit_request`): sent, so that
+    the API enforces what the budget's reservation assumes."""
+    return cast('AgentRequest', limit_request(request))
 
 
 def _in_durable_workflow() -> bool:
