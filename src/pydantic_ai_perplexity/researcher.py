@@ -91,7 +91,9 @@ class Researcher:
     Use it as an async context manager (re-entrant: it is reference-counted, so one HTTP client serves every
     user inside it), or call `aclose()` when done. Settings not given come from the environment at
     construction: `PERPLEXITY_API_KEY`, `PERPLEXITY_BASE_URL`, `PERPLEXITY_EFFORT`, `PERPLEXITY_WAIT_SECONDS`,
-    `PERPLEXITY_BUDGET_USD`, `PERPLEXITY_STATE_DIR`.
+    `PERPLEXITY_BUDGET_USD`, `PERPLEXITY_ON_BUDGET`, `PERPLEXITY_STATE_DIR`. Under a budget, a run that does not fit
+    what is left is refused (`BudgetExceededError`), or with `on_budget='tighten'` run with lower limits (said in
+    `ResearchResult.tightened`).
     """
 
     def __init__(
