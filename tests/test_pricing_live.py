@@ -46,10 +46,11 @@ RECORDINGS = Path(__file__).parent / 'emulator' / 'recordings'
 
 @pytest.fixture(autouse=True)
 def no_learned_prices(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test starts from the shipped prices: nothing learned in this process by an earlier test."""
+    """Each test starts from the shipped prices: nothing learned, no API remembered as unpriced, by an earlier test."""
     from pydantic_ai_perplexity import pricing
 
     monkeypatch.setattr(pricing, '_observed', {})
+    monkeypatch.setattr(pricing, '_unpriced', {})
 
 
 @pytest.fixture(params=['sqlite', 'postgres'])
@@ -299,3 +300,12 @@ async def test_a_model_is_told_not_to_call_again_only_when_nothing_fits() -> Non
     assert 'effort="low"' in text and 'Do not call' not in text and retry is False
     text, _ = error_for_model(BudgetExceededError('x', spent_usd=2, cap_usd=2, estimate_usd=4))
     assert 'Do not call perplexity_research again' in text
+
+
+async def test_an_api_that_lists_no_prices_is_not_asked_again_on_every_run(emulator: Emulator, tmp_path: Path) -> None:
+    async with PerplexityClient(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+        for _ in range(3):
+            assert await refresh_api_prices(client, tmp_path / 'state') is None  # the emulator lists no prices
+    asked = [q for q in emulator.requests if q.method == 'GET' and q.path == '/v1/models']
+    assert len(asked) == 1
+    assert not (tmp_path / 'state').exists()  # nothing cached

@@ -77,6 +77,8 @@ PRICES_ENV = 'PERPLEXITY_PRICES'
 MIN_OUTPUT_TOKENS = 1024
 #: How long prices read from the API's `/v1/models` are used before they are read again.
 API_PRICES_MAX_AGE_S = 24 * 3600
+#: How long an API that listed no prices (or could not be asked) is not asked again by this process.
+API_PRICES_RETRY_S = 3600.0
 #: The largest price file read (a table of every model is a few KB).
 MAX_PRICE_FILE_BYTES = 1 << 20
 _EFFORT_ALIASES = LEGACY_PRESETS
@@ -400,6 +402,8 @@ _lock = threading.Lock()
 _loaded: tuple[str, PriceTable, PriceTable] | None = None
 #: Model prices raised by what finished runs of this process were billed (`observe_usage`); applied over the table.
 _observed: dict[str, ModelPrice] = {}
+#: APIs (host[:port]) asked for prices lately without an answer, and when they may be asked again (monotonic).
+_unpriced: dict[str, float] = {}
 
 
 def observe_usage(
@@ -557,6 +561,10 @@ async def refresh_api_prices(client: PerplexityClient, directory: Path) -> Price
     cached = cached_api_prices(client.api, directory)
     if cached is not None:
         return cached
+    with _lock:
+        if time.monotonic() < _unpriced.get(client.api, -math.inf):
+            return None  # asked lately and found no prices: not asked again on every run
+        _unpriced[client.api] = time.monotonic() + API_PRICES_RETRY_S
     try:
         listed = await client.models()
     except PerplexityError as exc:
@@ -570,6 +578,8 @@ async def refresh_api_prices(client: PerplexityClient, directory: Path) -> Price
     if not models:
         return None
     fetched = datetime.now(UTC)
+    with _lock:
+        _unpriced.pop(client.api, None)
     _store_api_prices(client.api, directory, raw, fetched)
     return _api_table(models, fetched)
 
