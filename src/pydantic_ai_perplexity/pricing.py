@@ -787,7 +787,7 @@ def fit(query: Any, request: Mapping[str, Any], remaining_usd: float, table: Pri
     """`request` tightened until its reservation fits `remaining_usd`; `fits` False if no tightening can.
 
     Lowers, in this order and only as far as needed: the pages per fetch (to 1), the output tokens (halving, down to
-    `MIN_OUTPUT_TOKENS`), the tool calls (halving, to 1), then the steps (down to 1). Each is a limit the request
+    `MIN_OUTPUT_TOKENS`), then the steps (down to 1) with the tool calls in proportion. Each is a limit the request
     sends, so the API enforces it. No tightening goes below the effort's floor.
     """
     table = table or default_prices()
@@ -814,17 +814,22 @@ def fit(query: Any, request: Mapping[str, Any], remaining_usd: float, table: Pri
         fetch['max_urls'] = 1
         if attempt({'tools': tools}, 'fetch_urls', before, 1):
             return Fit(current, found, changes, True)
-    halve: tuple[tuple[str, int, bool], ...] = (
-        ('max_output_tokens', MIN_OUTPUT_TOKENS, True),
-        ('max_tool_calls', 1, True),
-        ('max_steps', 1, False),
-    )
-    for key, low, halving in halve:
-        value = int(current[key])
-        while value > low:
-            before, value = value, max(low, value // 2 if halving else value - 1)
-            if attempt({key: value}, key, before, value):
-                return Fit(current, found, changes, True)
+    output = int(current['max_output_tokens'])
+    while output > MIN_OUTPUT_TOKENS:
+        before, output = output, max(MIN_OUTPUT_TOKENS, output // 2)
+        if attempt({'max_output_tokens': output}, 'max_output_tokens', before, output):
+            return Fit(current, found, changes, True)
+    # Then steps, one at a time, with the tool calls kept in proportion (a step without tools learns nothing).
+    steps, calls = int(current['max_steps']), int(current['max_tool_calls'])
+    for fewer in range(steps - 1, 0, -1):
+        update = {'max_steps': fewer, 'max_tool_calls': min(calls, max(1, math.ceil(calls * fewer / steps)))}
+        current = {**current, **update}
+        changes['max_steps'] = (steps, fewer)
+        if update['max_tool_calls'] < calls:
+            changes['max_tool_calls'] = (calls, update['max_tool_calls'])
+        found = reservation(query, current, table)
+        if found.usd <= remaining_usd:
+            return Fit(current, found, changes, True)
     return Fit(current, found, changes, False)
 
 

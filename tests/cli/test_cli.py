@@ -280,12 +280,12 @@ def test_research_no_wait_on_the_built_in_emulator_says_the_run_cannot_be_collec
 def test_a_run_over_the_budget_is_refused_unless_tighten_is_asked_and_then_says_what_was_lowered(tmp_path: Path):
     cap = 1.0
     assert reservation('How do heat pumps work?', {'effort': 'medium'}).usd > cap  # medium does not fit $1
-    refused, tightened, as_json, helped = run_all(
-        ('research', 'How do heat pumps work?', '--effort', 'medium', '--budget', str(cap)),
-        ('research', 'How do heat pumps work?', '--effort', 'medium', '--budget', str(cap), '--tighten'),
-        ('research', 'How do heat pumps work?', '--effort', 'medium', '--budget', str(cap), '--tighten', '--json'),
-        ('research', '--help'),
-        env=cli_env(tmp_path),
+    asked = ('research', 'How do heat pumps work?', '--effort', 'medium', '--budget', str(cap))
+    refused, tightened, as_json, helped = run_each(  # each with a ledger of its own: no run holds budget for another
+        (asked, cli_env(tmp_path / 'refused')),
+        ((*asked, '--tighten'), cli_env(tmp_path / 'tightened')),
+        ((*asked, '--tighten', '--json'), cli_env(tmp_path / 'json')),
+        (('research', '--help'), cli_env(tmp_path / 'help')),
     )
     assert refused.returncode == 1 and refused.stdout == ''
     message = ' '.join(refused.stderr.split())

@@ -259,8 +259,8 @@ def refusal(
     message = (
         f'Budget exceeded: this run needs {usd(record.estimate_usd)}{f" ({about})" if about else ""}, and '
         f'{usd(left)} is left of the {usd(cap)} cap: {used}. The run was not started. {next_step}'
-        f'{f" {advice}" if advice else ""} To raise the cap: the `budget_usd=` argument or the {BUDGET_ENV} '
-        'environment variable.'
+        f'{f" {advice}" if advice else ""} To allow it, raise the cap with the `budget_usd=` argument or the '
+        f'{BUDGET_ENV} environment variable.'
     )
     return BudgetExceededError(
         message,
