@@ -247,7 +247,7 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
     assert (
         [name for name, _ in applied]
         == names
-        == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request', 'm004_prices']
+        == ['m001_initial', 'm002_runs_caller', 'm003_runs_api_emulated_request', 'm005_prices']
     )
     assert len(names) == SCHEMA_VERSION
     applied_at = applied[0][1]

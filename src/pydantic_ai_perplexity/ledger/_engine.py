@@ -234,7 +234,7 @@ def m003_runs_api_emulated_request(db: MigrationDB) -> None:
 
 
 @migration
-def m004_prices(db: MigrationDB) -> None:
+def m005_prices(db: MigrationDB) -> None:
     # Which prices each reservation came from, and the model prices learned from runs billed above the table (raised
     # at once for every process that shares the ledger).
     if db.engine == 'sqlite':
