@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -52,3 +53,13 @@ def fresh_schema() -> Iterator[str]:
         yield with_search_path(base, schema)
     finally:
         execute(base, f'DROP SCHEMA {schema} CASCADE')
+
+
+@contextmanager
+def ledger_target(engine: str, directory: Path) -> Iterator[str]:
+    """What `Ledger(...)` is given for `engine`: a SQLite file under `directory`, or a URL on a fresh schema."""
+    if engine == 'sqlite':
+        yield str(directory / 'state' / 'ledger.sqlite3')
+    else:
+        with fresh_schema() as url:
+            yield url

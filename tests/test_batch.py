@@ -12,6 +12,7 @@ from pydantic_ai_perplexity import AuthenticationError, Researcher, ResearchResu
 from pydantic_ai_perplexity.batch import research_many, results_table, spend_by_effort
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger
+from pydantic_ai_perplexity.pricing import reservation
 
 pytestmark = pytest.mark.anyio
 
@@ -48,19 +49,20 @@ async def test_a_budget_refusal_is_a_result_and_the_batch_goes_on(emulator: Emul
     researcher = Researcher(api_key=emulator.api_key, base_url=emulator.base_url, ledger=ledger, budget_usd=0.5)
     batch = [
         {'query': 'What is the EU AI Act?', 'effort': 'fast'},
-        {'query': 'A broad survey of heat pumps', 'effort': 'high'},  # estimated at $1.00: never fits $0.50
+        {'query': 'A broad survey of heat pumps', 'effort': 'high'},  # reserved at about $4.26: never fits $0.50
         {'query': 'How do heat pumps work?', 'effort': 'fast'},
     ]
     results = await research_many(batch, researcher=researcher, concurrency=1)
     assert [r.status for r in results] == ['completed', 'failed', 'completed']
     refused = results[1]
     assert refused.response_id == '' and refused.error and refused.error.startswith('refused by the budget: ')
-    assert refused.done and 'refused by the budget: $1.0000 estimated + ' in refused._repr_html_()
+    estimate = reservation('A broad survey of heat pumps', {'effort': 'high'}).usd
+    assert refused.done and f'refused by the budget: ${estimate:.4f} estimated + ' in refused._repr_html_()
     assert refused.error.count('budget') == 1 and refused.error.endswith('choose a cheaper effort.')
 
     table = results_table(results)
     assert list(table['status']) == ['completed', 'refused', 'completed']
-    assert re.fullmatch(r'estimate 1\.0000 \+ used 0\.\d{4} > cap 0\.50 USD', table['error'].iloc[1])
+    assert re.fullmatch(rf'estimate {estimate:.4f} \+ used 0\.\d{{4}} > cap 0\.50 USD', table['error'].iloc[1])
     assert len(table['error'].iloc[1]) <= 50  # pandas shows 50 characters of a cell
     assert table['latency_s'].isna().tolist() == [False, True, False]
     assert table['cost_usd'].iloc[0] == results[0].cost_usd

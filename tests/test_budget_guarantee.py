@@ -24,7 +24,7 @@ from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity.emulator import EMULATOR_HEADER, Emulator
 from pydantic_ai_perplexity.errors import BudgetExceededError, InvalidArgumentError
 from pydantic_ai_perplexity.ledger import EPSILON_USD, Ledger, RunRecord
-from pydantic_ai_perplexity.pricing import PriceTable, fit, load_prices, reservation, text_tokens
+from pydantic_ai_perplexity.pricing import ModelPrice, PriceTable, fit, load_prices, reservation, text_tokens
 from pydantic_ai_perplexity.reconcile import reconcile
 
 pytestmark = pytest.mark.anyio
@@ -108,13 +108,15 @@ async def test_a_dear_model_long_instructions_and_ten_fetched_pages_are_priced_i
         with pytest.raises(BudgetExceededError, match=r'openai/gpt-5\.5'):
             await r.run('What is solar power?', **options)  # was: admitted at $0.01, recorded $0.096
     assert await spent(target) == 0.0
-    async with researcher(emulator, target, 1.00) as r:
+    # The prompt is read by every model call (two for one step), and ten pages per fetch each put up to a page's
+    # ceiling in the context: about $2.42 at gpt-5.5's live $5/$30 per 1M tokens.
+    async with researcher(emulator, target, 3.00) as r:
         result = await r.run('What is solar power?', **options)
         await r.flush()
         assert r.ledger is not None
         record = r.ledger.get(result.response_id)
     assert record is not None and record.cost_usd is not None and result.cost_usd is not None
-    assert record.cost_usd <= 1.00 and await spent(target) <= 1.00 + EPSILON_USD
+    assert record.cost_usd <= 3.00 and await spent(target) <= 3.00 + EPSILON_USD
 
 
 async def test_a_request_is_tightened_to_fit_what_is_left_and_the_api_gets_the_limits(
@@ -123,14 +125,15 @@ async def test_a_request_is_tightened_to_fit_what_is_left_and_the_api_gets_the_l
     bodies = Bodies()
     cap = 1.00
     assert reservation('How do heat pumps work?', {'effort': 'medium'}).usd > cap
-    async with researcher(emulator, target, cap, bodies, effort='medium', wait_seconds=30) as r:
+    async with researcher(emulator, target, cap, bodies, effort='medium', wait_seconds=30, on_budget='tighten') as r:
         result = await r.run('How do heat pumps work?')
         await r.flush()
     assert result.status == 'completed'
     (body,) = bodies.creates
     tightened = fit('How do heat pumps work?', {'effort': 'medium'}, cap)
     assert tightened.fits and tightened.changes
-    for name in ('max_steps', 'max_output_tokens'):  # the limits the reservation assumed are sent, so they hold
+    assert result.tightened == tightened.changes  # the result says what was lowered, from what to what
+    for name in ('max_steps', 'max_output_tokens', 'max_tool_calls'):  # the limits assumed are sent, so they hold
         assert body.get(name) == tightened.request.get(name)
     assert await spent(target) <= cap + EPSILON_USD
 
@@ -163,7 +166,7 @@ async def test_random_requests_at_random_concurrency_never_spend_over_the_cap(
     emulator: Emulator, target: str, seed: int
 ) -> None:
     rnd = random.Random(seed)
-    cap = rnd.choice([0.05, 0.3, 1.5])
+    cap = rnd.choice([0.5, 3.0, 15.0])  # live prices: a short `fast` run is reserved at about $0.22
     over: list[tuple[float, float]] = []
     admitted: list[float] = []
     refused: list[str] = []
@@ -284,9 +287,13 @@ def test_text_is_counted_at_a_token_per_byte_so_no_text_is_undercounted() -> Non
     assert text_tokens('abcd') == 4 and text_tokens('é') == 2 and text_tokens('日本') == 6
     small = reservation('q', {'effort': 'fast'})
     big = reservation('q' * 100_000, {'effort': 'fast'})
-    assert big.bound_usd - small.bound_usd == pytest.approx(100_000 * 0.20 / 1_000_000, abs=1e-5)
-    assert small.usd == 0.01  # a short question is reserved at the effort's floor
-    assert reservation('q', {'effort': 'fast', 'model': 'no/such-model'}).bound_usd > small.bound_usd  # dearest
+    dearest = PriceTable().dearest().input_per_million
+    # One step is two model calls (the step and the answer), each reading the whole question, at the dearest price:
+    # the API picks the effort's model.
+    assert big.bound_usd - small.bound_usd == pytest.approx(2 * 99_999 * dearest / 1_000_000, abs=1e-5)
+    assert small.usd == small.bound_usd > 0.01  # above the effort's floor
+    assert reservation('q', {'effort': 'fast', 'model': 'no/such-model'}).bound_usd == small.bound_usd  # dearest
+    assert reservation('q', {'effort': 'fast', 'model': 'perplexity/sonar'}).bound_usd < small.bound_usd
 
 
 def test_the_price_table_can_be_overridden_and_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -308,12 +315,20 @@ def test_the_price_table_can_be_overridden_and_is_checked(tmp_path: Path, monkey
 
 
 def test_a_finished_run_that_billed_more_raises_the_price_never_lowers_it() -> None:
-    table = PriceTable()
-    usage = {'input_tokens': 1_000_000, 'output_tokens': 0, 'cost': {'input_cost': 3.0, 'output_cost': 0.0}}
-    raised = table.observe('openai/gpt-5.5', usage)
-    assert raised.price('openai/gpt-5.5').input_per_million == pytest.approx(3.0)
-    cheaper = {'input_tokens': 1_000_000, 'output_tokens': 0, 'cost': {'input_cost': 0.1, 'output_cost': 0.0}}
-    assert raised.observe('openai/gpt-5.5', cheaper).price('openai/gpt-5.5').input_per_million == pytest.approx(3.0)
+    table = PriceTable()  # openai/gpt-5.5 at its live $5 / $30
+    # Live, input is billed as cache_creation_cost with input_cost 0: the tokens' cost is the total less tool fees.
+    usage = {
+        'input_tokens': 1_000_000,
+        'output_tokens': 0,
+        'cost': {'input_cost': 0.0, 'total_cost': 10.5, 'tool_calls_cost': 0.5},
+    }
+    seen = table.observe('openai/gpt-5.5', usage)
+    assert seen is not None and seen.input_per_million == pytest.approx(10.0) and seen.output_per_million == 60.0
+    raised = table.with_learned({'openai/gpt-5.5': seen})
+    assert raised.price('openai/gpt-5.5') == seen
+    cheaper = {'input_tokens': 1_000_000, 'output_tokens': 0, 'cost': {'total_cost': 0.1}}
+    assert raised.observe('openai/gpt-5.5', cheaper) is None
+    assert raised.with_learned({'openai/gpt-5.5': ModelPrice(1, 1)}).price('openai/gpt-5.5') == seen  # never lowered
 
 
 async def test_listing_refreshes_a_run_the_ledger_still_shows_as_unfinished(emulator: Emulator, target: str) -> None:
@@ -363,6 +378,8 @@ def test_a_model_billed_above_the_table_is_priced_higher_for_later_runs(monkeypa
 
     monkeypatch.setattr(pricing, '_observed', {})
     before = reservation('q', {'effort': 'medium'}).bound_usd
-    pricing.observe_usage('openai/gpt-5.5', {'input_tokens': 1_000, 'cost': {'input_cost': 0.01}})  # $10 per 1M
-    assert pricing.default_prices().price('openai/gpt-5.5').input_per_million == pytest.approx(10.0)
+    billed = {'input_tokens': 1_000, 'output_tokens': 0, 'cost': {'total_cost': 0.02}}  # $20 per 1M, 4x the table
+    pricing.observe_usage('openai/gpt-5.5', billed)
+    assert pricing.default_prices().price('openai/gpt-5.5').input_per_million == pytest.approx(20.0)
+    # Now the dearest model: an effort's run (the API picks its model) is priced higher too.
     assert reservation('q', {'effort': 'medium'}).bound_usd > before

@@ -253,6 +253,7 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
             'm003_runs_api_emulated_request',
             'm004_money_in_micros_and_scope',
             'm005_runs_cost_details',
+            'm006_prices',
         ]
     )
     assert len(names) == SCHEMA_VERSION
@@ -514,7 +515,8 @@ def test_reserve_refuses_a_run_over_the_cap_and_records_nothing(ledger: Ledger) 
     for part in (
         '$4.00 already spent',
         '$5.00 cap',
-        'estimated at $1.50',
+        'needs $1.50',
+        '$1.00 is left',
         "'high'",
         'budget_usd=',
         'PERPLEXITY_BUDGET_USD',

@@ -21,6 +21,7 @@ from pydantic_ai_perplexity import (
     research,
 )
 from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.pricing import reservation
 from pydantic_ai_perplexity.steps import Step
 
 pytestmark = pytest.mark.anyio
@@ -117,7 +118,10 @@ async def test_the_budget_refuses_a_run_before_it_starts(emulator: Emulator):
 
 
 async def test_spend_accumulates_until_the_cap_refuses(emulator: Emulator):
-    async with researcher_for(emulator, effort='fast', budget_usd=0.025) as r:
+    # Room for one reservation and a tenth of a cent: once the first run's actual cost replaces its reservation,
+    # the next reservation no longer fits.
+    cap = reservation('First question', {'effort': 'fast'}).usd + 0.001
+    async with researcher_for(emulator, effort='fast', budget_usd=cap) as r:
         first = await r.run('First question')
         assert first.done and first.cost_usd is not None
         refused = 0
@@ -129,7 +133,7 @@ async def test_spend_accumulates_until_the_cap_refuses(emulator: Emulator):
                 break
         assert refused == 1
         await r.flush()
-        assert r.ledger is not None and r.ledger.spent_usd() <= 0.025
+        assert r.ledger is not None and r.ledger.spent_usd() <= cap
 
 
 async def test_a_create_that_may_have_started_keeps_its_budget_reservation(emulator: Emulator):
@@ -175,9 +179,12 @@ def test_options_are_checked_and_translated_before_anything_is_sent():
                 'search_after_date_filter': '01/31/2026',
                 'search_before_date_filter': '03/01/2026',
             },
+            'max_tokens': 3000,  # the effort's limits ride along (pricing.limit_request)
+            'max_tokens_per_page': 1000,
         },
         {'type': 'fetch_url', 'max_urls': 3},
     ]
+    assert (request['max_steps'], request['max_output_tokens'], request['max_tool_calls']) == (3, 4096, 3)
     bad = [
         {'effort': 'ultra'},
         {'domains': ['not a domain']},

@@ -327,3 +327,26 @@ async def test_grouped_citation_markers_reach_the_model_renumbered(tmp_path: Pat
     assert RENUMBERED_LINE in ret.content  # not [11, 12] under a source list numbered [1] to [4]
     assert '[11' not in ret.content and '[web:' not in ret.content
     assert research.emulated and 'emulated: ' + EMULATED_NOTE in ret.content  # a replayed recording is no real answer
+
+
+async def test_a_tightened_run_tells_the_model_which_limits_were_lowered(emulator: Emulator, tmp_path: Path):
+    toolset = toolset_for(emulator, budget_usd=1.0, on_budget='tighten', ledger=tmp_path / 'l.sqlite3')
+    result = await Agent(
+        scripted([[call('perplexity_research', query='How do heat pumps work?', effort='medium')], 'done']),
+        toolsets=[toolset],
+    ).run('go')
+    [ret] = returns(result.all_messages())
+    assert ret.outcome != 'failed', ret.content
+    note = re.search(r'tightened to fit the budget \((.+?)\)', ret.content)
+    assert note and 'max_output_tokens 6,144 ->' in note.group(1)
+
+
+async def test_a_refusal_points_the_model_at_an_effort_that_fits_and_never_retries_the_same_call(emulator: Emulator):
+    toolset = toolset_for(emulator, budget_usd=1.0)  # medium does not fit $1; fast and low do
+    result = await Agent(
+        scripted([[call('perplexity_research', query='q', effort='medium')], 'gave up']), toolsets=[toolset]
+    ).run('go')
+    [ret] = returns(result.all_messages())
+    assert ret.outcome == 'failed' and 'effort="low"' in ret.content
+    assert 'Do not call perplexity_research again' not in ret.content and 'on_budget="tighten"' in ret.content
+    assert [r for r in emulator.requests if r.method == 'POST'] == []

@@ -95,6 +95,7 @@ def _end_abandoned(api: str) -> None:
 #: Library wording that names Python arguments, and what the command line calls the same thing.
 _CLI_WORDS = (
     (re.compile(r'the `budget_usd=` argument'), 'the --budget option'),
+    (re.compile(r'on_budget="tighten" \(CLI: --tighten\)'), '--tighten'),
     (re.compile(r' \(start runs with store=True to retrieve them\)'), ''),
     (re.compile(r'\bbudget_usd='), '--budget '),
     (re.compile(r'`Budget\(day=\.\.\.\)`'), '--budget-day'),
@@ -408,7 +409,14 @@ def _mcp_server(value: str) -> dict[str, str]:
     'budget_usd',
     type=float,
     callback=_budget,
-    help='Refuse the run if recorded spend would pass this many USD.',
+    help="A lifetime cap in USD on recorded spend: every run in the ledger (all processes, all time, this run's "
+    'reservation included). A run that does not fit is refused, unless --tighten.',
+)
+@click.option(
+    '--tighten',
+    is_flag=True,
+    help='When the run does not fit the budget, run it with lower limits (steps, output, tool calls) instead of '
+    'refusing it; the output says which.',
 )
 @click.option(
     '--budget-day', type=float, callback=_budget, help="Refuse the run if today's spend (UTC) would pass this many USD."
@@ -439,6 +447,7 @@ def research(
     budget_day: float | None,
     budget_month: float | None,
     budget_per_run: float | None,
+    tighten: bool,
     wait_seconds: float | None,
     no_wait: bool,
     as_json: bool,
@@ -480,6 +489,7 @@ def research(
             wait_seconds=wait_seconds,
             budget_usd=budget_usd,
             budget=None if windows.empty else windows,
+            on_budget='tighten' if tighten else 'refuse',
             api_key=settings.get('api_key'),
             base_url=settings.get('base_url'),
         ) as researcher:
@@ -555,7 +565,7 @@ def _print_result(result: ResearchResult, *, as_json: bool, builtin_emulator: bo
         _out(result.response_id)
         _handoff_notice(result, builtin_emulator=builtin_emulator)
         return
-    from .render import answer_with_source_numbers
+    from .render import answer_with_source_numbers, tightened_note
 
     if result.error:
         _err(f'The run ended {result.status}: {result.error}')
@@ -572,6 +582,8 @@ def _print_result(result: ResearchResult, *, as_json: bool, builtin_emulator: bo
         _table(rows, flexible=('source', 'url'))
     if result.orphan_markers:
         _out(f'\nMarkers pointing at no source: {", ".join(result.orphan_markers)}')
+    if note := tightened_note(result):
+        _out(f'\n{note}')
     cost = f'${result.cost_usd:.4f}' if result.cost_usd is not None else 'cost unknown'
     status = f'{result.status} · emulated' if result.emulated else result.status  # never taken for a real answer
     _out(f'\n{status} · {result.effort or "-"} · {result.model or "-"} · {cost} · {result.response_id}')

@@ -77,13 +77,41 @@ class ConfigurationError(PerplexityError, ValueError):
 
 
 class BudgetExceededError(PerplexityError):
-    """Starting the run would push the recorded spend past the configured budget."""
+    """Starting the run would push the recorded spend past the configured budget; nothing was started.
 
-    def __init__(self, message: str, *, spent_usd: float, cap_usd: float, estimate_usd: float) -> None:
+    An application reads the numbers here rather than parsing the message: `spent_usd` (recorded, including what
+    runs in flight hold), `held_usd` (the part held by runs not finished yet: it comes back if they cost less),
+    `left_usd`, `estimate_usd` (what this run needs) and `fits` (each effort that fits what is left, cheapest first;
+    empty: nothing fits, do not retry).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        spent_usd: float,
+        cap_usd: float,
+        estimate_usd: float,
+        held_usd: float = 0.0,
+        fits: tuple[tuple[str, float], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.spent_usd = spent_usd
         self.cap_usd = cap_usd
         self.estimate_usd = estimate_usd
+        self.held_usd = held_usd
+        self.fits = fits
+
+    @property
+    def left_usd(self) -> float:
+        """What is left of the cap (0 when the spend is unknown or at the cap)."""
+        left = self.cap_usd - self.spent_usd
+        return left if left > 0 else 0.0
+
+    @property
+    def cheapest_effort(self) -> str | None:
+        """The cheapest effort that fits what is left, or None when nothing fits."""
+        return self.fits[0][0] if self.fits else None
 
 
 class ResearchTimeoutError(PerplexityError):

@@ -452,7 +452,8 @@ class ResearchOptions(BaseModel):
             raise _invalid(exc) from None
 
     def to_request(self, default_effort: str) -> AgentRequest:
-        """The create request (`POST /v1/agent` body, less `input`) these options make."""
+        """The create request (`POST /v1/agent` body, less `input`) these options make (the `Researcher` adds the
+        limits of the effort's profile the request does not set itself: `pricing.limit_request`)."""
         request: AgentRequest = {'effort': self.effort or default_effort}
         if self.model:
             request['model'] = self.model

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.to_thread
 
+from .errors import PerplexityError
 from .ledger import RESERVED, Ledger, RunRecord, is_provisional
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ __all__ = (
     'UNFINISHED',
     'end_emulated_runs',
     'finished_fields',
+    'learn_from',
     'reconcile',
     'record_finished',
 )
@@ -87,7 +89,7 @@ async def reconcile(
 
     async def one(record: RunRecord) -> None:
         async with gate:
-            found = await _fields(client, record)
+            found = await _fields(client, record, ledger)
         if found is None:
             return
         written = await anyio.to_thread.run_sync(lambda: _settled(ledger, record.response_id, found))
@@ -100,10 +102,8 @@ async def reconcile(
     return updated
 
 
-async def _fields(client: PerplexityClient, record: RunRecord) -> dict[str, Any] | None:
+async def _fields(client: PerplexityClient, record: RunRecord, ledger: Ledger) -> dict[str, Any] | None:
     """The ledger fields for `record` as the API has the run now; None if it could not be asked or nothing changed."""
-    from .errors import PerplexityError
-    from .pricing import observe_usage
     from .results import ResearchResult
 
     try:
@@ -114,8 +114,7 @@ async def _fields(client: PerplexityClient, record: RunRecord) -> dict[str, Any]
     if response.status not in _TERMINAL:
         return {'status': response.status} if response.status != record.status else None
     result = ResearchResult.from_response(response)
-    if response.usage is not None:
-        observe_usage(response.model, response.usage.model_dump())
+    await anyio.to_thread.run_sync(learn_from, ledger, result)
     fields = finished_fields(result)
     if client.emulated:
         fields['emulated'] = True
@@ -150,6 +149,31 @@ def _settled(ledger: Ledger, response_id: str, fields: dict[str, Any]) -> dict[s
             fields = {**fields, 'cost_usd': record.estimate_usd, 'error': error}
     ledger.update(response_id, **fields)
     return fields
+
+
+def learn_from(ledger: Ledger, result: ResearchResult) -> None:
+    """When a finished run was billed above the price table for its tokens, raise its model's price at once: in this
+    process (`pricing.observe_usage`) and in the ledger, for every process that shares it."""
+    from .pricing import default_prices, observe_usage
+
+    usage = result.usage
+    if not result.model or usage.cost_usd is None:
+        return
+    billed = {
+        'input_tokens': usage.input_tokens,
+        'output_tokens': usage.output_tokens,
+        'cost': {'total_cost': usage.cost_usd, 'tool_calls_cost': usage.tool_calls_cost_usd or 0.0},
+    }
+    try:
+        table = default_prices().with_learned(ledger.learned_prices())
+    except PerplexityError:  # a broken price table is reported where runs are priced, not here
+        return
+    raised = observe_usage(result.model, billed, table)
+    if raised is not None:
+        logger.info(
+            '%s was billed above its price: later reservations price it at %s.', result.model, raised.describe()
+        )
+        ledger.learn_price(result.model, raised)
 
 
 def finished_fields(result: ResearchResult) -> dict[str, Any]:

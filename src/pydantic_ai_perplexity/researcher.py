@@ -42,7 +42,7 @@ from .errors import (
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
-from .ledger import Ledger, Origin, Recorder, RunRecord, estimate_cost
+from .ledger import Ledger, OnBudget, Origin, Recorder, RunRecord, default_ledger_path, estimate_cost
 from .options import (
     EFFORTS,
     ResearchOptions,
@@ -53,7 +53,8 @@ from .options import (
     response_format,
     wire_date,
 )
-from .reconcile import reconcile, record_finished
+from .pricing import default_prices, limit_request, refresh_api_prices
+from .reconcile import learn_from, reconcile, record_finished
 from .results import ResearchResult
 from .settings import Settings
 from .steps import Step, StepReducer
@@ -61,7 +62,10 @@ from .steps import Step, StepReducer
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ('EFFORTS', 'OnBudgetWarning', 'OnProgress', 'OnStarted', 'Researcher', 'research')
+__all__ = ('EFFORTS', 'ON_BUDGET_ENV', 'OnBudgetWarning', 'OnProgress', 'OnStarted', 'Researcher', 'research')
+
+#: What a run that does not fit the budget does when `on_budget` is not given: `refuse` (unset) or `tighten`.
+ON_BUDGET_ENV = 'PERPLEXITY_ON_BUDGET'
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
@@ -84,6 +88,8 @@ class _Run:
     structured: bool
     trace: tracing.RunTrace = tracing.NO_TRACE
     model: str | None = None
+    #: The limits lowered to fit the budget (`ResearchResult.tightened`).
+    tightened: dict[str, tuple[int, int]] | None = None
 
 
 class Researcher:
@@ -92,7 +98,9 @@ class Researcher:
     Use it as an async context manager (re-entrant: it is reference-counted, so one HTTP client serves every
     user inside it), or call `aclose()` when done. Settings not given come from the environment at
     construction: `PERPLEXITY_API_KEY`, `PERPLEXITY_BASE_URL`, `PERPLEXITY_EFFORT`, `PERPLEXITY_WAIT_SECONDS`,
-    `PERPLEXITY_BUDGET_USD`, `PERPLEXITY_STATE_DIR`.
+    `PERPLEXITY_BUDGET_USD`, `PERPLEXITY_ON_BUDGET`, `PERPLEXITY_STATE_DIR`. Under a budget, a run that does not fit
+    what is left is refused (`BudgetExceededError`), or with `on_budget='tighten'` run with lower limits (said in
+    `ResearchResult.tightened`).
     """
 
     def __init__(
@@ -104,6 +112,7 @@ class Researcher:
         wait_seconds: float | None = None,
         budget_usd: float | None = None,
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
+        on_budget: OnBudget | None = None,
         origin: Origin = 'api',
         client: PerplexityClient | None = None,
         http_client: httpx2.AsyncClient | None = None,
@@ -134,6 +143,15 @@ class Researcher:
         self.on_budget_warning = on_budget_warning
         self._clock = clock or _utc_now
         self._warned: set[tuple[str, str | None, str | None, str]] = set()
+        if on_budget is None:
+            on_budget = cast('OnBudget', os.environ.get(ON_BUDGET_ENV, '').strip().lower() or 'refuse')
+            if on_budget not in ('refuse', 'tighten'):
+                raise ConfigurationError(f'{ON_BUDGET_ENV} must be "refuse" (the default) or "tighten".')
+        if on_budget not in ('refuse', 'tighten'):
+            raise ConfigurationError(f'on_budget={on_budget!r}: use "refuse" (the default) or "tighten".')
+        #: A run that does not fit what is left of the budget is refused (`'refuse'`), or run with lower limits
+        #: (`'tighten'`; the result's `tightened` says which).
+        self.on_budget: OnBudget = on_budget
         self.origin: Origin = origin
         if ledger is False:
             self.ledger: Ledger | None = None
@@ -203,7 +221,7 @@ class Researcher:
         self, options: ResearchOptions | None = None, /, **given: Unpack[ResearchOptionsDict]
     ) -> AgentRequest:
         """The create request for these options, checked; raises `InvalidArgumentError` naming what to fix."""
-        return ResearchOptions.parse(options, **given).to_request(self.effort)
+        return _limited(ResearchOptions.parse(options, **given).to_request(self.effort))
 
     async def start(
         self,
@@ -399,11 +417,12 @@ class Researcher:
     async def _start(
         self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
     ) -> tuple[Response, _Run]:
-        request = options.to_request(self.effort)
+        request = _limited(options.to_request(self.effort))
         effort = request.get('effort') or self.effort
         adapter = response_format(options.output_type)[1] if options.output_type is not None else None
         token: str | None = None
         record: RunRecord | None = None
+        tightened: dict[str, tuple[int, int]] | None = None
         if self.ledger is not None:
             at = self._clock()
             record = RunRecord(
@@ -422,7 +441,7 @@ class Researcher:
                 emulated=self.client.emulated is True,  # known once the API has answered once
                 **tracing.current_ids(),
             )
-            token, record, request = await self._reserve(record, request, query)
+            token, record, request, tightened = await self._reserve(record, request, query)
             if token is None:
                 # No cap: the row is written anyway before the create (a run's intent, keyed by `request_id` when
                 # given), so that a process killed while the create is in flight leaves a row to find, never nothing;
@@ -447,6 +466,7 @@ class Researcher:
             emulated = self.client.emulated is True  # an emulated run never counts against the real API's budget
             self._record(self.ledger.bind, token, response.id, status=response.status, emulated=emulated)
         run = _Run(query, effort, time.monotonic(), adapter, options.output_type is not None, model=options.model)
+        run.tightened = tightened
         return response, run
 
     async def _probe_emulator(self) -> None:
@@ -457,30 +477,39 @@ class Researcher:
 
     async def _reserve(
         self, record: RunRecord, request: AgentRequest, query: str
-    ) -> tuple[str | None, RunRecord, AgentRequest]:
+    ) -> tuple[str | None, RunRecord, AgentRequest, dict[str, tuple[int, int]] | None]:
         """Hold the most the run can cost (`pricing.reservation`) against the budget before anything is spent.
 
-        Returns the reservation's key (None without a cap), the record carrying the reservation as its estimate, and
-        the request to send: under a cap it may be tightened (steps, output tokens, fetched pages) to fit.
+        Returns the reservation's key (None without a cap), the record carrying the reservation as its estimate, the
+        request to send (with `on_budget='tighten'` it may be tightened to fit), and what was lowered.
         """
         if self.ledger is None:
-            return None, record, request
+            return None, record, request, None
         if self.budget is not None and self.client.emulated is None and _on_loopback(self.client.api):
             # Which budget applies (the real API's, or the emulator's) must be known before the check: a local base
             # URL is asked once (a free GET) whether it is an emulator.
             with contextlib.suppress(PerplexityError):
                 await self.client.models()
             record = record.model_copy(update={'emulated': bool(self.client.emulated)})
-        if self.budget is None:  # nothing to check: priced here, recorded once the run has its id
-            admission = self.ledger.admit(record, query, request, cap_usd=None)
-        else:
-            # The budget check must finish before anything is spent: this one write waits. The total cap is
-            # `budget.total`; every limit is checked in the one transaction.
-            admission = await self._ledger_call(
-                self.ledger.admit, record, query, request, cap_usd=None, budget=self.budget
-            )
+        # The API's own prices, cached in the state directory for a day.
+        prices = default_prices(await refresh_api_prices(self.client, default_ledger_path().parent))
+        # The budget check must finish before anything is spent: this one call waits. The total cap is
+        # `budget.total`; every limit is checked in the one transaction. Without a budget nothing is stored here
+        # (priced, and the limits the price assumes added to the request); the prices learned by every process are
+        # read from the ledger either way.
+        admission = await self._ledger_call(
+            self.ledger.admit,
+            record,
+            query,
+            request,
+            cap_usd=None,
+            budget=self.budget,
+            prices=prices,
+            on_budget=self.on_budget,
+        )
         await self._budget_warnings(admission.warnings)
-        return admission.token, admission.record, cast('AgentRequest', admission.request)
+        request = cast('AgentRequest', admission.request)
+        return admission.token, admission.record, request, dict(admission.changes) or None
 
     async def _budget_warnings(self, warnings: Sequence[BudgetWarning]) -> None:
         """Say that a window crossed its `warn_at`: a span event, a logged warning and the callback, once per window."""
@@ -568,6 +597,8 @@ class Researcher:
                 structured=run.structured,
             )
         )
+        if run.tightened:
+            result.tightened = dict(run.tightened)
         if run.adapter is not None and result.data is not None:
             try:
                 result.data = run.adapter.validate_python(result.data)
@@ -585,6 +616,7 @@ class Researcher:
         if self.ledger is None:
             return
         self._record(record_finished, self.ledger, result)
+        self._record(learn_from, self.ledger, result)  # billed above the table: later reservations price it higher
 
     def _record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Queue a ledger write; it runs in order on the recorder thread, never delaying the research call."""
@@ -602,6 +634,12 @@ class Researcher:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
 
+def _limited(request: AgentRequest) -> AgentRequest:
+    """`request` with the limits of its effort's profile that it does not set (`pricing.limit_request`): sent, so that
+    the API enforces what the budget's reservation assumes."""
+    return cast('AgentRequest', limit_request(request))
+
+
 def _in_durable_workflow() -> bool:
     """Whether this is DBOS workflow code (not a step): never imports dbos, so free when it is not in use."""
     if 'dbos' not in sys.modules:
@@ -617,7 +655,7 @@ async def research(query: str, **options: Any) -> ResearchResult:
     Takes the options of `Researcher.run`, plus `wait_seconds`, `on_progress` and `output_type`, and the researcher's
     `api_key`, `base_url`, `budget_usd`, `budget`, `scope`, `on_budget_warning` and `ledger`.
     """
-    keys = ('api_key', 'base_url', 'budget_usd', 'ledger', 'budget', 'scope', 'on_budget_warning')
+    keys = ('api_key', 'base_url', 'budget_usd', 'ledger', 'budget', 'scope', 'on_budget_warning', 'on_budget')
     settings = {k: options.pop(k) for k in keys if k in options}
     async with Researcher(origin='api', **settings) as researcher:
         return await researcher.run(query, **options)

@@ -311,6 +311,9 @@ class ResearchResult(_Model):
     created_at: datetime | None = None
     completed_at: datetime | None = None
     emulated: bool = False
+    #: The limits lowered to fit the budget (only with `on_budget="tighten"`), as (what the request would have sent,
+    #: what it sent): e.g. `{"max_steps": (8, 3), "max_output_tokens": (8192, 2048)}`. Empty: nothing was lowered.
+    tightened: dict[str, tuple[int, int]] = Field(default_factory=dict[str, tuple[int, int]])
 
     @property
     def done(self) -> bool:

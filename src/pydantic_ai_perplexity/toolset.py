@@ -39,7 +39,7 @@ from . import render, tools
 from .budget import Budget
 from .client._params import McpTool
 from .errors import PerplexityError
-from .ledger import Ledger
+from .ledger import Ledger, OnBudget
 from .researcher import Researcher
 from .results import ResearchResult
 from .steps import Step
@@ -79,6 +79,8 @@ class PerplexityToolset(FunctionToolset[Any]):
         wait_seconds: How long one tool call waits for a run before handing back its `response_id` (default 600).
         budget_usd: Cap on recorded spend; runs that would pass it are refused before they start.
         budget: A `Budget`: windows (day, month, total), a per-run ceiling, per-caller and per-scope limits, `warn_at`.
+        on_budget: `'refuse'` (default; `PERPLEXITY_ON_BUDGET`) a run that does not fit the budget, or `'tighten'` it
+            to fit (lower limits, said in the result).
         spotlight: Wrap web text in nonce delimiters marking it as data (on by default).
         ledger: A `Ledger`, a path for one, or `False` for none; default under `PERPLEXITY_STATE_DIR`.
         output_type: A pydantic model or JSON schema: research answers come back as that structure.
@@ -99,6 +101,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         wait_seconds: float | None = None,
         budget_usd: float | None = None,
         budget: Budget | None = None,
+        on_budget: OnBudget | None = None,
         spotlight: bool = True,
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
         output_type: type[BaseModel] | dict[str, Any] | None = None,
@@ -117,6 +120,7 @@ class PerplexityToolset(FunctionToolset[Any]):
             wait_seconds=wait_seconds,
             budget_usd=budget_usd,
             budget=budget,
+            on_budget=on_budget,
             ledger=ledger,
             origin='toolset',
             http_client=http_client,

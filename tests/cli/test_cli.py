@@ -388,3 +388,31 @@ def test_jobs_cancel_says_plainly_what_happened(emulator: Emulator, tmp_path: Pa
     assert unknown.returncode == 1 and unknown.stdout == ''
     assert f"Nothing was cancelled: no run '{unknown_id}' was started here" in unknown.stderr
     assert 'terminal' not in unknown.stderr
+
+
+def test_a_run_over_the_budget_is_refused_unless_tighten_is_asked_and_then_says_what_was_lowered(tmp_path: Path):
+    cap = 1.0
+    assert reservation('How do heat pumps work?', {'effort': 'medium'}).usd > cap  # medium does not fit $1
+    asked = ('research', 'How do heat pumps work?', '--effort', 'medium', '--budget', str(cap))
+    refused, tightened, as_json, helped = run_each(  # each with a ledger of its own: no run holds budget for another
+        (asked, cli_env(tmp_path / 'refused')),
+        ((*asked, '--tighten'), cli_env(tmp_path / 'tightened')),
+        ((*asked, '--tighten', '--json'), cli_env(tmp_path / 'json')),
+        (('research', '--help'), cli_env(tmp_path / 'help')),
+    )
+    assert refused.returncode == 1 and refused.stdout == ''
+    message = ' '.join(refused.stderr.split())
+    assert 'Budget exceeded' in message and 'Efforts that fit what is left: fast ($' in message
+    assert 'With --tighten it would run with lower limits' in message and 'on_budget' not in message
+    assert 'the --budget option' in message
+
+    assert tightened.returncode == 0, tightened.stderr
+    note = re.search(r'This run was tightened to fit the budget \((.+?)\)', ' '.join(tightened.stdout.split()))
+    assert note and 'max_output_tokens 6,144 ->' in note.group(1)
+
+    assert as_json.returncode == 0, as_json.stderr
+    lowered = json.loads(as_json.stdout)['tightened']
+    assert lowered['max_output_tokens'][0] == 6144 and lowered['max_output_tokens'][1] < 6144
+
+    text = ' '.join(helped.stdout.split())
+    assert '--tighten' in text and 'lifetime cap' in text and 'all time' in text

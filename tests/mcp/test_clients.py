@@ -177,3 +177,19 @@ def _run_context() -> Any:
     from pydantic_ai.usage import RunUsage
 
     return RunContext(deps=None, model=TestModel(), usage=RunUsage())
+
+
+async def test_a_server_set_to_tighten_says_what_it_lowered_in_text_and_structured_content(
+    emu: Emulator, tmp_path: Path
+) -> None:
+    env = {'PERPLEXITY_BUDGET_USD': '1', 'PERPLEXITY_ON_BUDGET': 'tighten'}  # medium does not fit $1 untightened
+    with anyio.fail_after(DEADLINE):
+        async with Client(stdio(emu, tmp_path, **env)) as client:
+            result = await client.call_tool(
+                'perplexity_research', {'query': 'How do heat pumps work?', 'effort': 'medium'}
+            )
+    assert not result.is_error and result.structured_content is not None
+    before, after = result.structured_content['tightened']['max_output_tokens']
+    assert before == 6144 and after < before
+    block = result.content[0]
+    assert isinstance(block, TextContent) and f'max_output_tokens 6,144 -> {after:,}' in block.text

@@ -1,4 +1,4 @@
-"""One budget across a team deployment: a cap of N estimated runs lets exactly N runs start through three instances.
+"""One budget across a team deployment: a cap of N reservations lets exactly N runs start through three instances.
 
 Each instance checks the cap and reserves a run's estimate in one PostgreSQL transaction, serialized across
 instances, so concurrent calls through the balancer can never together overrun it. The runs outlast the burst, so
@@ -16,18 +16,23 @@ from scale_support import LEGACY, MODERN, Outcome, Topology, call_tool, creates,
 
 from postgres_support import fresh_schema
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import ESTIMATED_COST_USD, Ledger
+from pydantic_ai_perplexity.ledger import Ledger
+from pydantic_ai_perplexity.pricing import reservation
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 
 TOKEN = 'tok-budget-61d0'
 ALLOWED = 12
+QUESTION = 'Survey grid storage [[emulate: duration=1000]] ({n})'
+#: The most one call's run is reserved at (a two-digit `n`).
+RESERVED = reservation(QUESTION.format(n=10), {'effort': 'fast'}).usd
 CALLS = 60
 
 
 @pytest.fixture(scope='module')
 def capped(tmp_path_factory: pytest.TempPathFactory, nginx_binary: str, emu: Emulator) -> Iterator[Topology]:
-    cap = ALLOWED * ESTIMATED_COST_USD['fast']
+    # Room for ALLOWED reservations and half of one more (they differ by a few tokens of question: see QUESTION).
+    cap = (ALLOWED + 0.5) * RESERVED
     with (
         fresh_schema() as url,
         Topology(
@@ -52,7 +57,7 @@ async def test_a_cap_of_n_estimated_runs_lets_exactly_n_start_across_the_instanc
     async with httpx2.AsyncClient(timeout=60, limits=httpx2.Limits(max_connections=CALLS + 10)) as http:
 
         async def one(n: int) -> None:
-            question = {'query': f'Survey grid storage [[emulate: duration=1000]] ({n})', 'effort': 'fast'}
+            question = {'query': QUESTION.format(n=n), 'effort': 'fast'}
             era = MODERN if n % 2 else LEGACY
             outcomes.append(await call_tool(http, capped.url, 'perplexity_research', question, token=TOKEN, era=era))
 
@@ -71,7 +76,8 @@ async def test_a_cap_of_n_estimated_runs_lets_exactly_n_start_across_the_instanc
     assert len(rows) == ALLOWED and all(r['response_id'].startswith('resp_') for r in rows)
     assert {r['response_id'] for r in rows} == {o.structured['response_id'] for o in admitted}
     with Ledger(capped.ledger_url) as ledger:
-        assert ledger.spent_usd() == pytest.approx(ALLOWED * ESTIMATED_COST_USD['fast'])
+        assert ALLOWED * reservation(QUESTION.format(n=0), {'effort': 'fast'}).usd <= ledger.spent_usd()
+        assert ledger.spent_usd() <= ALLOWED * RESERVED + 1e-9
     # The balancer spread the calls: several instances decided, and together they kept the cap.
     assert capped.nginx is not None
     served = {ports[-1] for method, _, _, ports in capped.nginx.access() if method == 'POST'}

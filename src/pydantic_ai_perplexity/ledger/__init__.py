@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar, cast
 
 from ..budget import (
     ANY_CALLER,
@@ -77,7 +77,17 @@ from ..budget import (
     window_start,
 )
 from ..errors import BudgetExceededError, ConfigurationError
-from ..pricing import PriceTable, Reservation, default_prices, fit, reservation
+from ..pricing import (
+    PRICES_ENV,
+    ModelPrice,
+    PriceTable,
+    Reservation,
+    default_prices,
+    efforts_that_fit,
+    fit,
+    limit_request,
+    reservation,
+)
 from ._engine import MIGRATIONS, SCHEMA_VERSION, Engine, EngineName, Failure, MigrationDB, Reserved, migration
 from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url, target_problem
 from ._recorder import Recorder, track
@@ -123,6 +133,7 @@ __all__ = (
     'LedgerHealth',
     'LedgerWarning',
     'MigrationDB',
+    'OnBudget',
     'Origin',
     'Recorder',
     'RunRecord',
@@ -137,6 +148,10 @@ __all__ = (
 )
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
+#: What a run does when it does not fit what is left of the budget: be refused (the default), or run tightened.
+OnBudget = Literal['refuse', 'tighten']
+#: Statuses of runs that hold their reservation until they report a cost.
+_IN_FLIGHT = (RESERVED, 'starting', 'queued', 'in_progress', 'cancelling')
 _T = TypeVar('_T')
 #: Writes kept in memory, in order, while the store fails; beyond this the oldest are dropped (with a warning).
 BACKLOG_LIMIT = 1000
@@ -186,8 +201,9 @@ class Admission:
     #: The request to send: tightened where `changes` says, else as given.
     request: dict[str, Any]
     reservation: Reservation
-    #: What was tightened to fit the cap (`max_steps`, `max_output_tokens`, `fetch_pages`), empty if nothing.
-    changes: dict[str, int]
+    #: Each limit lowered to fit the cap, as (what it would have been, what is sent), e.g. `{"max_steps": (8, 3)}`;
+    #: empty if nothing was (only with `on_budget="tighten"`).
+    changes: dict[str, tuple[int, int]]
     #: The windows whose spend this run's reservation carried across their `warn_at` (each crossed once).
     warnings: tuple[BudgetWarning, ...] = ()
 
@@ -459,36 +475,41 @@ class Ledger:
         prices: PriceTable | None = None,
         since: datetime | None = None,
         budget: Budget | None = None,
+        on_budget: OnBudget = 'refuse',
     ) -> Admission:
-        """Reserve the most `request` can cost (`pricing.reservation`), tightened to fit the cap if need be.
+        """Reserve the most `request` can cost (`pricing.reservation`, with the prices learned by every process that
+        shares this ledger); the returned `request` carries the limits the reservation assumed, for the API to enforce.
 
-        Under a cap, a request whose reservation does not fit what is left is tightened (`pricing.fit`: fewer fetched
-        pages, output tokens, steps) and reserved at that; the returned `request` is the one to send, so that the API
-        enforces the limits the reservation assumed. Without a cap nothing is stored: `record` with its estimate is
-        in `Admission.record`, for `record_start` once the run has an id.
+        Under a cap, a run whose reservation does not fit what is left is refused (`on_budget='refuse'`, the default),
+        or, with `on_budget='tighten'`, tightened (`pricing.fit`: fewer pages per fetch, output tokens, tool calls,
+        steps) and reserved at that; `Admission.changes` then says what was lowered. Without a cap nothing is stored:
+        `record` with its estimate is in `Admission.record`, for `record_start` once the run has an id.
 
         `budget` adds its limits (`budget.applicable_limits`: the windows holding `record.created_at`, for everyone,
         for `record.caller` and for `record.scope`, and the per-run ceiling), all checked in the same transaction as
         the cap; `Admission.warnings` says which windows this run carried across their `warn_at`.
 
         Raises:
-            BudgetExceededError: even tightened, the run does not fit; the message gives the spend, the cap, the least
-                reservation and what it assumed. Nothing was recorded.
+            BudgetExceededError: the run does not fit (tightened too, if asked); its message and fields give what is
+                used and held, what is left, what this run needs and the efforts that fit. Nothing was recorded.
             BudgetUnenforceableError: a cap is set and the ledger is not working.
         """
-        table = prices or default_prices()
-        bound = reservation(query, request, table)
+        if on_budget not in ('refuse', 'tighten'):
+            raise ConfigurationError(f'on_budget={on_budget!r}: use "refuse" (the default) or "tighten".')
+        table = (prices or default_prices()).with_learned(self.learned_prices())
+        sent = limit_request(request, table)
+        bound = reservation(query, sent, table)
         limits, ceiling = applicable_limits(
             budget, cap_usd=cap_usd, since=since, caller=record.caller, scope=record.scope, at=record.created_at
         )
-        sent, held, changes = dict(request), bound, {}
-        if ceiling is not None and micros(bound.usd) > ceiling:  # over the per-run ceiling: tightened to it first
-            fitted = fit(query, request, dollars(ceiling), table)
-            if not fitted.fits:
-                least = fitted.reservation
+        held, changes = bound, {}
+        if ceiling is not None and micros(bound.usd) > ceiling:  # over the per-run ceiling: tightened to it if asked
+            fitted = fit(query, sent, dollars(ceiling), table)
+            if on_budget != 'tighten' or not fitted.fits:
+                least = fitted.reservation if on_budget == 'tighten' else bound
                 raise per_run_refusal(record.effort, least.usd, ceiling, least.describe())
             sent, held, changes = fitted.request, fitted.reservation, fitted.changes
-        priced = record.model_copy(update={'estimate_usd': held.usd})
+        priced = record.model_copy(update={'estimate_usd': held.usd, 'price_source': table.source})
         if not limits:  # nothing to check against spend: priced here, recorded once the run has its id
             return Admission(None, priced, sent, held, changes)
         token, reserved = self._reserve_within(priced, limits)
@@ -496,21 +517,56 @@ class Ledger:
             return Admission(token, priced, sent, held, changes, _crossings(limits, reserved.spent, micros(held.usd)))
         room = min(limit.cap_micros - spent for limit, spent in zip(limits, reserved.spent, strict=True))
         room = room if ceiling is None else min(room, ceiling)
-        fitted = fit(query, request, dollars(max(room, 0)), table)
-        if not fitted.fits:
-            least = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
-            raise self._refusal(least, limits, reserved.spent, fitted.reservation.describe())
-        priced = record.model_copy(update={'estimate_usd': fitted.reservation.usd})
-        token, reserved = self._reserve_within(priced, limits)
-        if token is None:  # the spend grew meanwhile
-            raise self._refusal(priced, limits, reserved.spent, fitted.reservation.describe())
-        _log.info(
-            'A run was tightened to fit the budget (%s left): %s.',
-            usd(dollars(room)),
-            ', '.join(f'{k}={v}' for k, v in fitted.changes.items()),
+        fitted = fit(query, sent, dollars(max(room, 0)), table)
+        if on_budget == 'tighten' and fitted.fits:
+            tightened = record.model_copy(update={'estimate_usd': fitted.reservation.usd, 'price_source': table.source})
+            token, reserved = self._reserve_within(tightened, limits)
+            if token is None:  # the spend grew meanwhile
+                raise self._refusal(tightened, limits, reserved.spent, fitted.reservation.describe())
+            _log.info(
+                'A run was tightened to fit the budget (%s left): %s.',
+                usd(dollars(room)),
+                ', '.join(f'{k} {a} -> {b}' for k, (a, b) in fitted.changes.items()),
+            )
+            warnings = _crossings(limits, reserved.spent, micros(fitted.reservation.usd))
+            return Admission(token, tightened, fitted.request, fitted.reservation, fitted.changes, warnings)
+        advice = ''
+        if on_budget == 'refuse' and fitted.fits:
+            lowered = ', '.join(f'{k} {a:,} -> {b:,}' for k, (a, b) in fitted.changes.items())
+            advice = (
+                f'With on_budget="tighten" (CLI: --tighten) it would run with lower limits ({lowered}), reserved at '
+                f'{usd(fitted.reservation.usd)}.'
+            )
+        listed = sent.get('models')
+        named = [sent.get('model'), *(cast('list[Any]', listed) if isinstance(listed, list) else [])]
+        unknown = [m for m in named if isinstance(m, str) and not table.known(m)]
+        if unknown:
+            advice += (
+                f' {unknown[0]} has no known price, so it is priced as the dearest known model; to price it, give '
+                f'{PRICES_ENV}={{"models": {{"{unknown[0]}": [input, output]}}}} (USD per 1M tokens).'
+            )
+        raise self._refusal(
+            priced, limits, reserved.spent, bound.describe(), fit_with=(query, sent, table), advice=advice.strip()
         )
-        warnings = _crossings(limits, reserved.spent, micros(fitted.reservation.usd))
-        return Admission(token, priced, fitted.request, fitted.reservation, fitted.changes, warnings)
+
+    def _held(self, record: RunRecord) -> tuple[float, int]:
+        """What runs not finished yet hold against the budget (USD, runs): the estimates of rows without a cost."""
+        rows = self.list(status=_IN_FLIGHT, limit=10_000)
+        held = [r.estimate_usd for r in rows if r.cost_usd is None and (record.emulated or not r.emulated)]
+        return sum(held), len(held)
+
+    def learn_price(self, model: str, price: ModelPrice) -> None:
+        """Raise `model`'s price for every later reservation of every process sharing the ledger (never lowers it)."""
+        key = storable_text(model)
+        self._write(
+            'learning a price',
+            lambda engine: engine.learn_price(key, price.input_per_million, price.output_per_million, now()),
+        )
+
+    def learned_prices(self) -> dict[str, ModelPrice]:
+        """Model prices learned from runs billed above the price table (`pricing.PriceTable.observe`)."""
+        found = self._read('reading learned prices', lambda engine: engine.learned_prices(), {})
+        return {m: ModelPrice(i, o) for m, (i, o) in found.items() if math.isfinite(i) and math.isfinite(o)}
 
     def bind(self, token: str, response_id: str, /, **fields: Any) -> None:
         """Give a reservation its real `response_id` and set `fields` (status defaults to `'queued'`).
@@ -649,17 +705,29 @@ class Ledger:
         self._recovered()
         return found
 
-    @staticmethod
     def _refusal(
-        record: RunRecord, limits: Sequence[Limit], spent: Sequence[int], detail: str = ''
+        self,
+        record: RunRecord,
+        limits: Sequence[Limit],
+        spent: Sequence[int],
+        detail: str = '',
+        *,
+        fit_with: tuple[Any, Mapping[str, Any], PriceTable] | None = None,
+        advice: str = '',
     ) -> BudgetExceededError:
-        """The refusal for the limit that leaves the least room among those `record` does not fit (or among all)."""
+        """The refusal for the limit that leaves the least room among those `record` does not fit (or among all);
+        with `fit_with` (the query, the request sent, the prices) it names the efforts that fit what is left."""
         estimate = micros(record.estimate_usd)
         rooms = [(limit.cap_micros - s, limit, s) for limit, s in zip(limits, spent, strict=True)]
         over = [room for room in rooms if room[2] + estimate > room[1].cap_micros] or rooms
         _, limit, used = min(over, key=lambda room: room[0])
         if limit.window == 'total' and limit.caller is None and limit.scope is None:
-            return refusal(record, dollars(used), dollars(limit.cap_micros), detail)
+            cap, spent_usd = dollars(limit.cap_micros), dollars(used)
+            fits = None
+            if fit_with is not None:
+                query, sent, table = fit_with
+                fits = tuple(efforts_that_fit(query, sent, cap - spent_usd, table))
+            return refusal(record, spent_usd, cap, detail, held=self._held(record), fits=fits, advice=advice)
         return window_refusal(record.effort, record.estimate_usd, dollars(used), limit, detail)
 
     def _drain(self) -> bool:

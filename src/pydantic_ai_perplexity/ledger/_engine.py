@@ -143,6 +143,14 @@ class Engine(abc.ABC):
         """Delete the row `token` if it is still a reservation."""
 
     @abc.abstractmethod
+    def learn_price(self, model: str, input_per_million: float, output_per_million: float, at: datetime) -> None:
+        """Raise `model`'s learned price to at least these (a run was billed above the table); never lowers it."""
+
+    @abc.abstractmethod
+    def learned_prices(self) -> dict[str, tuple[float, float]]:
+        """Every learned price: model to (input, output) in USD per million tokens."""
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Close this process's connections; a later call opens them again."""
 
@@ -286,6 +294,24 @@ def m005_runs_cost_details(db: MigrationDB) -> None:
         if db.engine == 'sqlite'
         else 'ALTER TABLE runs ADD COLUMN cost_details text'
     )
+
+
+@migration
+def m006_prices(db: MigrationDB) -> None:
+    # Which prices each reservation came from, and the model prices learned from runs billed above the table (raised
+    # at once for every process that shares the ledger).
+    if db.engine == 'sqlite':
+        db.execute('ALTER TABLE runs ADD COLUMN price_source TEXT')
+        db.execute(
+            'CREATE TABLE learned_prices (model TEXT PRIMARY KEY, input_per_million REAL NOT NULL, '
+            'output_per_million REAL NOT NULL, updated_at TEXT NOT NULL)'
+        )
+    else:
+        db.execute('ALTER TABLE runs ADD COLUMN price_source text')
+        db.execute(
+            'CREATE TABLE learned_prices (model text PRIMARY KEY, input_per_million double precision NOT NULL, '
+            'output_per_million double precision NOT NULL, updated_at timestamptz NOT NULL)'
+        )
 
 
 #: The schema version a database reaches once every migration is applied (`PRAGMA user_version` on SQLite, the

@@ -71,7 +71,7 @@ _ABANDONED: list[Any] = []  # a forked child's copies of the parent's connection
 _COLUMN_LIST: Final = (
     'response_id, created_at, updated_at, query, effort, model, status, origin, sources, cited, input_tokens, '
     'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller, api, emulated, request_id, scope, '
-    'cost_details'
+    'cost_details, price_source'
 )
 _SELECT: Final = 'SELECT ' + _COLUMN_LIST + ' FROM runs'  # noqa: S608 (constant column names)
 _INSERT: Final = (
@@ -80,7 +80,7 @@ _INSERT: Final = (
     + ', cost_micros, estimate_micros) VALUES (%(response_id)s, %(created_at)s, %(updated_at)s, %(query)s, '
     '%(effort)s, %(model)s, %(status)s, %(origin)s, %(sources)s, %(cited)s, %(input_tokens)s, %(output_tokens)s, '
     '%(cost_usd)s, %(estimate_usd)s, %(error)s, %(trace_id)s, %(span_id)s, %(caller)s, %(api)s, %(emulated)s, '
-    '%(request_id)s, %(scope)s, %(cost_details)s, %(cost_micros)s, %(estimate_micros)s) '
+    '%(request_id)s, %(scope)s, %(cost_details)s, %(price_source)s, %(cost_micros)s, %(estimate_micros)s) '
     'ON CONFLICT (response_id) DO NOTHING'
 )
 #: A reservation after the budget lock, in one statement (one snapshot, taken after the lock was granted): the spend
@@ -96,7 +96,7 @@ _RESERVE_INSERT: Final = (
     '%(effort)s::text, %(model)s::text, %(status)s::text, %(origin)s::text, %(sources)s::bigint, %(cited)s::bigint, '
     '%(input_tokens)s::bigint, %(output_tokens)s::bigint, %(cost_usd)s::float8, %(estimate_usd)s::float8, '
     '%(error)s::text, %(trace_id)s::text, %(span_id)s::text, %(caller)s::text, %(api)s::text, %(emulated)s::boolean, '
-    '%(request_id)s::text, %(scope)s::text, %(cost_details)s::text, %(cost_micros)s::bigint, '
+    '%(request_id)s::text, %(scope)s::text, %(cost_details)s::text, %(price_source)s::text, %(cost_micros)s::bigint, '
     '%(estimate_micros)s::bigint FROM spend, present WHERE NOT present.stored'
 )
 #: `bind` in one statement when nothing else holds the run's id: rename the reservation and set the fields.
@@ -468,6 +468,25 @@ class PostgresEngine(Engine):
     def release(self, token: str) -> None:
         delete = 'DELETE FROM runs WHERE response_id = %s AND status = %s'
         self._run(lambda conn: conn.execute(delete, (token, RESERVED)))
+
+    def learn_price(self, model: str, input_per_million: float, output_per_million: float, at: datetime) -> None:
+        self._run(
+            lambda conn: conn.execute(
+                'INSERT INTO learned_prices (model, input_per_million, output_per_million, updated_at) '
+                'VALUES (%s, %s, %s, %s) ON CONFLICT (model) DO UPDATE SET '
+                'input_per_million = greatest(learned_prices.input_per_million, excluded.input_per_million), '
+                'output_per_million = greatest(learned_prices.output_per_million, excluded.output_per_million), '
+                'updated_at = excluded.updated_at',
+                (_text(model), input_per_million, output_per_million, in_utc(at)),
+            )
+        )
+
+    def learned_prices(self) -> dict[str, tuple[float, float]]:
+        def op(conn: psycopg.Connection[Any]) -> dict[str, tuple[float, float]]:
+            rows = conn.execute('SELECT model, input_per_million, output_per_million FROM learned_prices').fetchall()
+            return {str(m): (float(i), float(o)) for m, i, o in rows}
+
+        return self._run(op)
 
     # --- machinery --------------------------------------------------------------------------------------------------
 

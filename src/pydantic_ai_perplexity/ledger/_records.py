@@ -116,6 +116,8 @@ class RunRecord(BaseModel):
     #: The billed cost in parts, as JSON (`Usage.cost_details()`): input with cache writes and reads, output, and
     #: each tool's calls, cost and tokens. None until the API reported the cost.
     cost_details: str | None = None
+    #: Which prices its reservation came from: `fallback`, `api@<date>`, `user file` or `negotiated`.
+    price_source: str | None = None
 
     @field_validator('created_at', 'updated_at')
     @classmethod
@@ -232,18 +234,53 @@ def usd(value: float) -> str:
     return f'${value:.4f}' if 0 < abs(value) < 0.01 else f'${value:,.2f}'
 
 
-def refusal(record: RunRecord, spent: float, cap: float, detail: str = '') -> BudgetExceededError:
-    """The error for a run that does not fit the cap: the spend, the cap, the estimate and how to allow it.
+def refusal(
+    record: RunRecord,
+    spent: float,
+    cap: float,
+    detail: str = '',
+    *,
+    held: tuple[float, int] = (0.0, 0),
+    fits: tuple[tuple[str, float], ...] | None = None,
+    advice: str = '',
+) -> BudgetExceededError:
+    """The error for a run that does not fit the cap: what is used (spent, and held by runs in flight), what is left,
+    what this run needs and what it assumed (`detail`), the efforts that fit what is left, and how to allow it.
 
-    `detail` says what the estimate assumed (e.g. the steps and tokens of the request).
+    `held` is (USD, runs) held by runs not finished yet; `fits` each effort that fits, cheapest first; `advice` a
+    sentence more (e.g. what tightening would lower). `fits` None: not worked out (a bare `reserve`).
     """
     about = '; '.join(part for part in (f'effort {record.effort!r}' if record.effort else '', detail) if part)
-    effort = f' ({about})' if about else ''
+    held_usd, held_runs = held
+    used = f'{usd(spent)} already spent'
+    if held_runs:
+        runs = f'{held_runs} run{"s" if held_runs != 1 else ""} in flight'
+        used = (
+            f'{usd(spent)} used ({usd(max(spent - held_usd, 0.0))} spent, {usd(held_usd)} held by {runs} until they '
+            'report a cost)'
+        )
+    left = max(cap - spent, 0.0)
+    if fits is None:
+        next_step = 'Choose a cheaper effort, or wait for runs in flight to finish.'
+    elif fits:
+        choice = ', '.join(f'{effort} ({usd(price)})' for effort, price in fits)
+        next_step = f'Efforts that fit what is left: {choice}.'
+    else:
+        wait = (
+            '; wait for the runs in flight to finish (what they hold comes back if they cost less)' if held_runs else ''
+        )
+        next_step = f'No effort fits what is left{wait}.'
     message = (
-        f'Budget exceeded: {usd(spent)} already spent (recorded in the ledger) of a {usd(cap)} cap, and this run '
-        f'is estimated at {usd(record.estimate_usd)}{effort}, which would bring it to '
-        f'{usd(spent + record.estimate_usd)}. '
-        f'The run was not started. To allow it, raise the cap with the `budget_usd=` argument or the {BUDGET_ENV} '
-        f'environment variable, or choose a cheaper effort.'
+        f'Budget exceeded: this run needs {usd(record.estimate_usd)}{f" ({about})" if about else ""}, and '
+        f'{usd(left)} is left of the {usd(cap)} cap: {used}. The run was not started. {next_step}'
+        f'{f" {advice}" if advice else ""} To allow it, raise the cap with the `budget_usd=` argument or the '
+        f'{BUDGET_ENV} environment variable.'
     )
-    return BudgetExceededError(message, spent_usd=spent, cap_usd=cap, estimate_usd=record.estimate_usd)
+    return BudgetExceededError(
+        message,
+        spent_usd=spent,
+        cap_usd=cap,
+        estimate_usd=record.estimate_usd,
+        held_usd=held_usd,
+        fits=fits or (),
+    )

@@ -324,6 +324,26 @@ class SQLiteEngine(Engine):
             write=True,
         )
 
+    def learn_price(self, model: str, input_per_million: float, output_per_million: float, at: datetime) -> None:
+        self._run(
+            lambda db: db.execute(
+                'INSERT INTO learned_prices (model, input_per_million, output_per_million, updated_at) '
+                'VALUES (?, ?, ?, ?) ON CONFLICT(model) DO UPDATE SET '
+                'input_per_million = max(input_per_million, excluded.input_per_million), '
+                'output_per_million = max(output_per_million, excluded.output_per_million), '
+                'updated_at = excluded.updated_at',
+                (model, input_per_million, output_per_million, _timestamp(at)),
+            ),
+            write=True,
+        )
+
+    def learned_prices(self) -> dict[str, tuple[float, float]]:
+        def op(db: sqlite3.Connection) -> dict[str, tuple[float, float]]:
+            rows = db.execute('SELECT model, input_per_million, output_per_million FROM learned_prices').fetchall()
+            return {str(m): (float(i), float(o)) for m, i, o in rows}
+
+        return self._run(op, write=False)
+
     # --- machinery --------------------------------------------------------------------------------------------------
 
     def close(self) -> None:
