@@ -138,17 +138,8 @@ async def test_research_many_on_a_queue_answers_in_order_and_a_budget_refusal_co
 
     with Emulator(time_scale=0.01) as emu:
         ledger = tmp_path / 'ledger.sqlite3'
-<<<<<<< HEAD
-        queue = _queue('test_queue', emu, ledger, tier=4, budget_usd=0.2)
-=======
-        queue = durable.ResearchQueue(
-            'test_queue',
-            tier=4,
-            polling_interval_sec=0.05,
-            # fast fits (about $0.22 reserved), xhigh (about $16) does not.
-            researcher=lambda: Researcher(api_key=emu.api_key, base_url=emu.base_url, ledger=ledger, budget_usd=0.5),
-        )
->>>>>>> spend-prices
+        # fast fits (about $0.22 reserved), xhigh (about $16) does not.
+        queue = _queue('test_queue', emu, ledger, tier=4, budget_usd=0.5)
         rejected = durable.ResearchQueue(
             'test_bad_key',
             tier=None,
