@@ -9,9 +9,11 @@ from logfire.testing import CaptureLogfire
 
 SENTINEL_KEY = 'pplx-SENTINEL-0123456789abcdef-do-not-leak'
 
-#: Attributes whose values change from run to run (times measured with the wall clock, random ids).
+#: Attributes whose values change from run to run (times measured with the wall clock, random ids, and the rate
+#: limit's remaining count: the emulator's bucket refills with the wall clock).
 _VOLATILE = frozenset(
     {
+        'perplexity.ratelimit.remaining',
         'perplexity.time_to_first_token_s',
         'perplexity.answer.time_to_first_token_s',
         'perplexity.retry.delay_s',
