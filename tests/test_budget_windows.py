@@ -200,28 +200,37 @@ def request_for(effort: str) -> dict[str, Any]:
     return dict(ResearchOptions.parse(None, effort=effort).to_request('medium'))
 
 
-def test_a_run_over_the_per_run_ceiling_is_tightened_to_fit_or_refused(ledger: Ledger) -> None:
+def test_a_run_over_the_per_run_ceiling_is_refused_or_tightened_when_asked(ledger: Ledger) -> None:
     query, request = 'What is new in heat pumps?', request_for('high')
     bound = reservation(query, request).usd
     ceiling = round(bound / 2, 6)
-    alone = ledger.admit(run(0, query=query), query, request, cap_usd=None, budget=Budget(per_run=ceiling))
+    with pytest.raises(BudgetExceededError) as by_default:  # refused unless tightening is asked for, as under a cap
+        ledger.admit(run(0, query=query), query, request, cap_usd=None, budget=Budget(per_run=ceiling))
+    assert 'over the per-run limit' in str(by_default.value)
+    tighten = {'cap_usd': None, 'on_budget': 'tighten'}
+    alone = ledger.admit(run(0, query=query), query, request, budget=Budget(per_run=ceiling), **tighten)
     assert alone.changes and alone.record.estimate_usd <= ceiling < bound
     assert alone.token is None  # nothing to check against spend: recorded once the run has its id
-    with_a_day = ledger.admit(run(0, query=query), query, request, cap_usd=None, budget=Budget(per_run=ceiling, day=9))
+    with_a_day = ledger.admit(run(0, query=query), query, request, budget=Budget(per_run=ceiling, day=9), **tighten)
     assert with_a_day.changes == alone.changes and with_a_day.token is not None
     assert ledger.spent_usd() == with_a_day.record.estimate_usd
     with pytest.raises(BudgetExceededError) as refused:
-        ledger.admit(run(0, query=query), query, request, cap_usd=None, budget=Budget(per_run=0.000001))
+        ledger.admit(run(0, query=query), query, request, budget=Budget(per_run=0.000001), **tighten)
     message = str(refused.value)
     assert 'over the per-run limit of $0.0000' in message and 'PERPLEXITY_BUDGET_PER_RUN_USD' in message
 
 
-def test_a_window_with_little_room_left_tightens_the_run_to_it(ledger: Ledger) -> None:
+def test_a_window_with_little_room_left_refuses_the_run_or_tightens_it_when_asked(ledger: Ledger) -> None:
     query, request = 'What is new in heat pumps?', request_for('high')
     bound = reservation(query, request).usd
     budget = Budget(day=bound, per_caller={'alice': Limits(day=bound * 0.75)})
     admit(ledger, budget, bound * 0.5)  # someone else's run: everyone's day has half left, alice's 3/4
-    admission = ledger.admit(run(0, query=query, caller='alice'), query, request, cap_usd=None, budget=budget)
+    with pytest.raises(BudgetExceededError) as by_default:
+        ledger.admit(run(0, query=query, caller='alice'), query, request, cap_usd=None, budget=budget)
+    assert 'the daily limit' in str(by_default.value)
+    admission = ledger.admit(
+        run(0, query=query, caller='alice'), query, request, cap_usd=None, budget=budget, on_budget='tighten'
+    )
     assert admission.changes and admission.record.estimate_usd <= bound * 0.5 + 1e-6
     assert admission.token is not None
 

@@ -302,10 +302,12 @@ async def test_a_model_is_told_not_to_call_again_only_when_nothing_fits() -> Non
     assert 'Do not call perplexity_research again' in text
 
 
-async def test_an_api_that_lists_no_prices_is_not_asked_again_on_every_run(emulator: Emulator, tmp_path: Path) -> None:
-    async with PerplexityClient(api_key=emulator.api_key, base_url=emulator.base_url) as client:
-        for _ in range(3):
-            assert await refresh_api_prices(client, tmp_path / 'state') is None  # the emulator lists no prices
-    asked = [q for q in emulator.requests if q.method == 'GET' and q.path == '/v1/models']
+async def test_an_api_that_lists_no_prices_is_not_asked_again_on_every_run(tmp_path: Path) -> None:
+    unpriced = [{'id': 'openai/gpt-5.5', 'object': 'model', 'created': 0, 'owned_by': 'openai'}]  # no `pricing`
+    with Emulator(replay=_models_recording(tmp_path / 'replay', unpriced)) as emulator:
+        async with PerplexityClient(api_key=emulator.api_key, base_url=emulator.base_url) as client:
+            for _ in range(3):
+                assert await refresh_api_prices(client, tmp_path / 'state') is None  # it lists no prices
+        asked = [q for q in emulator.requests if q.method == 'GET' and q.path == '/v1/models']
     assert len(asked) == 1
     assert not (tmp_path / 'state').exists()  # nothing cached

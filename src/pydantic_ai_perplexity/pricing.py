@@ -570,10 +570,8 @@ async def refresh_api_prices(client: PerplexityClient, directory: Path) -> Price
     except PerplexityError as exc:
         _log.info('The prices could not be read from %s/v1/models: %s', client.api, exc)
         return None
-    raw: list[dict[str, Any]] = []
-    for model in listed:
-        extra = model.model_extra or {}
-        raw.append({'id': model.id, 'pricing': extra.get('pricing')})
+    # The client's typed `pricing`, checked again here as a price table (finite, in range, per 1M tokens).
+    raw = [{'id': m.id, 'pricing': m.pricing.model_dump(exclude_none=True) if m.pricing else None} for m in listed]
     models = parse_api_prices(raw)
     if not models:
         return None

@@ -10,7 +10,17 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 __all__ = (
     'TERMINAL_STATUSES',
@@ -470,6 +480,15 @@ class Model(WireModel):
     created: int = 0
     owned_by: str = ''
     pricing: ModelPricing | None = None
+
+    @field_validator('pricing', mode='wrap')
+    @classmethod
+    def _unreadable_pricing_is_none(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> ModelPricing | None:
+        """A `pricing` that is not one (`{"input": "free"}`) leaves that model unpriced instead of failing the list."""
+        try:
+            return handler(value)
+        except ValidationError:
+            return None
 
 
 class ModelList(WireModel):

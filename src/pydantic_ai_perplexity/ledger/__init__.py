@@ -723,10 +723,10 @@ class Ledger:
         _, limit, used = min(over, key=lambda room: room[0])
         if limit.window == 'total' and limit.caller is None and limit.scope is None:
             cap, spent_usd = dollars(limit.cap_micros), dollars(used)
-            fits = None
-            if fit_with is not None:
-                query, sent, table = fit_with
-                fits = tuple(efforts_that_fit(query, sent, cap - spent_usd, table))
+            if fit_with is None:  # a bare `reserve`: the spend and the cap only
+                return refusal(record, spent_usd, cap, detail)
+            query, sent, table = fit_with
+            fits = tuple(efforts_that_fit(query, sent, cap - spent_usd, table))
             return refusal(record, spent_usd, cap, detail, held=self._held(record), fits=fits, advice=advice)
         return window_refusal(record.effort, record.estimate_usd, dollars(used), limit, detail)
 
