@@ -130,6 +130,13 @@ def _events(final: dict[str, Any]) -> list[dict[str, Any]]:
     return [{'at': at, 'event': {**event, 'sequence_number': n}} for (at, event), n in zip(timed, numbers, strict=True)]
 
 
+def _sent(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as every way in sends it: with the limits of its effort's profile (`pricing.limit_request`)."""
+    from pydantic_ai_perplexity.pricing import limit_request
+
+    return limit_request(body)
+
+
 def live_recording() -> dict[str, Any]:
     """The recording file's content: a `fast` research call as every way in sends it, answered in the live shape."""
     final = _final()
@@ -138,7 +145,9 @@ def live_recording() -> dict[str, Any]:
         'version': 1,
         'kind': 'run',
         'recorded_at': '2026-10-09T19:07:20+00:00',
-        'request': {'body': {'input': QUESTION, 'effort': EFFORT, 'background': True, 'store': True, 'stream': True}},
+        'request': {
+            'body': _sent({'input': QUESTION, 'effort': EFFORT, 'background': True, 'store': True, 'stream': True})
+        },
         'run': {'headers': HEADERS, 'events': _events(final), 'final': final},
     }
 

@@ -454,7 +454,8 @@ class _LiveHeaders:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         async def send_live(message: dict[str, Any]) -> None:
             if message['type'] == 'http.response.start':
-                kept = [(k, v) for k, v in message.get('headers', []) if k.lower() != b'x-request-id']
+                ours = {name.encode() for name in HEADERS}  # the emulator's own rate-limit headers give way
+                kept = [(k, v) for k, v in message.get('headers', []) if k.lower() not in ours]
                 live = [(k.encode(), v.encode()) for k, v in HEADERS.items()]
                 message = {**message, 'headers': [*kept, *live, (b'set-cookie', b'__cf_bm=tracking')]}
             await send(message)

@@ -129,9 +129,13 @@ def rate_limits(headers: httpx2.Headers) -> RateLimits:
 
 
 def rate_limit_wait(headers: httpx2.Headers) -> float | None:
-    """Seconds a 429 asks us to wait: the later of `Retry-After` and the rate limit's reset (None if neither)."""
-    waits = [w for w in (retry_after(headers), _until(rate_limits(headers).reset)) if w is not None and w > 0]
-    return max(waits) if waits else None
+    """Seconds a 429 asks us to wait: `Retry-After` when the answer says it (the server's own word, to the
+    millisecond), else until the rate limit's reset (`x-ratelimit-reset`, whole Unix seconds); None if neither."""
+    given = retry_after(headers)
+    if given is not None and given > 0:
+        return given
+    until = _until(rate_limits(headers).reset)
+    return until if until is not None and until > 0 else None
 
 
 def _until(moment: float | None) -> float | None:
@@ -139,8 +143,8 @@ def _until(moment: float | None) -> float | None:
 
 
 def retry_delay(attempt: int, headers: httpx2.Headers | None = None, status: int | None = None) -> float:
-    """How long to sleep before the next attempt: the server's wish if sane (for a 429, until the rate limit resets
-    if that is later), else our backoff."""
+    """How long to sleep before the next attempt: the server's wish if sane (for a 429 without `Retry-After`, until
+    the rate limit resets), else our backoff."""
     if headers is not None:
         wanted = rate_limit_wait(headers) if status == 429 else retry_after(headers)
         if wanted is not None and 0 < wanted <= MAX_RETRY_AFTER:
