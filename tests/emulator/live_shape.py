@@ -130,7 +130,7 @@ def _events(final: dict[str, Any]) -> list[dict[str, Any]]:
     return [{'at': at, 'event': {**event, 'sequence_number': n}} for (at, event), n in zip(timed, numbers, strict=True)]
 
 
-def _sent(body: dict[str, Any]) -> dict[str, Any]:
+def as_sent(body: dict[str, Any]) -> dict[str, Any]:
     """`body` as every way in sends it: with the limits of its effort's profile (`pricing.limit_request`)."""
     from pydantic_ai_perplexity.pricing import limit_request
 
@@ -146,7 +146,7 @@ def live_recording() -> dict[str, Any]:
         'kind': 'run',
         'recorded_at': '2026-10-09T19:07:20+00:00',
         'request': {
-            'body': _sent({'input': QUESTION, 'effort': EFFORT, 'background': True, 'store': True, 'stream': True})
+            'body': as_sent({'input': QUESTION, 'effort': EFFORT, 'background': True, 'store': True, 'stream': True})
         },
         'run': {'headers': HEADERS, 'events': _events(final), 'final': final},
     }

@@ -17,7 +17,7 @@ from typing import Any
 import httpx2
 import pytest
 from emulator_helpers import client_for
-from live_shape import HEADERS, QUESTION, live_recording, write_live_recording
+from live_shape import HEADERS, QUESTION, as_sent, live_recording, write_live_recording
 
 from pydantic_ai_perplexity.emulator import Emulator, RecordingError
 from pydantic_ai_perplexity.errors import ConfigurationError
@@ -254,7 +254,7 @@ def test_hidden_files_and_other_names_are_not_read(tmp_path: Path):
     os.mkfifo(tmp_path / '.pipe.json')  # hidden: skipped, never opened
     (tmp_path / 'README.md').write_text('not a recording')
     with Emulator(replay=tmp_path) as replay, client_for(replay, replay.api_key) as c:
-        assert c.post('/v1/agent', json={'input': QUESTION, 'effort': 'fast'}).status_code == 200
+        assert c.post('/v1/agent', json=as_sent({'input': QUESTION, 'effort': 'fast'})).status_code == 200
 
 
 # Malformed fields: each found at load, naming the file and the field, never a 500 later.
@@ -384,7 +384,7 @@ def test_every_malformed_field_is_refused_at_load_or_served_without_an_error(tmp
             refused += 1
             continue
         with emulator, client_for(emulator, emulator.api_key) as c:
-            body = {'input': QUESTION, 'effort': 'fast'}
+            body = as_sent({'input': QUESTION, 'effort': 'fast'})  # as every way in sends it
             searched = c.post('/search', json={'query': QUESTION})
             assert searched.status_code != 500 and searched.headers['content-type'] == 'application/json', label
             blocking = c.post('/v1/agent', json=body)

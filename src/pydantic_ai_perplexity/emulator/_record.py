@@ -673,15 +673,17 @@ def replay_headers(recording: Recording, run_id: str | None = None) -> dict[str,
 
 
 def with_headers(app: ASGIApp, headers: Mapping[str, str]) -> ASGIApp:
-    """`app` (a response) with `headers` added to its start message."""
+    """`app` (a response) with `headers` set on its start message (replacing any of the same name)."""
     if not headers:
         return app
-    extra = [(k.encode('latin-1'), v.encode('latin-1')) for k, v in headers.items()]
+    extra = [(k.lower().encode('latin-1'), v.encode('latin-1')) for k, v in headers.items()]
+    names = {k for k, _ in extra}
 
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
         async def send_with(message: Message) -> None:
             if message['type'] == 'http.response.start':
-                message = {**message, 'headers': [*message.get('headers', []), *extra]}
+                kept = [(k, v) for k, v in message.get('headers', []) if bytes(k).lower() not in names]
+                message = {**message, 'headers': [*kept, *extra]}
             await send(message)
 
         await app(scope, receive, send_with)
