@@ -491,6 +491,7 @@ class Researcher:
             with contextlib.suppress(PerplexityError):
                 await self.client.models()
             record = record.model_copy(update={'emulated': bool(self.client.emulated)})
+        self.client.require_key()  # no key: said before any request (the prices below are read with it)
         # The API's own prices, cached in the state directory for a day.
         prices = default_prices(await refresh_api_prices(self.client, default_ledger_path().parent))
         # The budget check must finish before anything is spent: this one call waits. The total cap is

@@ -124,6 +124,10 @@ class PerplexityClient:
         """`text` with this client's API key replaced, for anything that records or shows user-supplied text."""
         return redact(text, self._transport.key)
 
+    def require_key(self) -> None:
+        """Raise `ConfigurationError` (saying how to give one) now if this client has no key."""
+        self._transport.require_key()
+
     @property
     def base_url(self) -> str:
         """The API's base URL, e.g. `https://api.perplexity.ai`."""
