@@ -12,8 +12,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import subprocess
 import tomllib
 import urllib.parse
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,8 @@ from pydantic_ai_perplexity.settings import ENV
 ROOT = Path(__file__).parents[2]
 SERVER_JSON = json.loads((ROOT / 'server.json').read_text(encoding='utf-8'))
 PYPROJECT = tomllib.loads((ROOT / 'pyproject.toml').read_text(encoding='utf-8'))['project']
+#: The bundler build_mcpb.sh packs with (the same pin).
+MCPB = '@anthropic-ai/mcpb@2.1.2'
 SECRETS = {ENV.API_KEY, ENV.LEDGER_URL, ENV.MCP_TOKEN, ENV.MCP_TOKENS}
 
 _INPUT = {
@@ -308,3 +313,39 @@ def test_the_readme_links_are_the_ones_install_links_makes() -> None:
     readme = (ROOT / 'README.md').read_text(encoding='utf-8')
     for link in install_links(environ={}).values():
         assert link in readme
+
+
+# -- the Claude Desktop bundle ---------------------------------------------------------------------------------------
+
+
+def test_the_bundle_manifest_says_what_pyproject_and_the_identity_say() -> None:
+    manifest = json.loads((ROOT / 'manifest.json').read_text(encoding='utf-8'))
+    assert (manifest['name'], manifest['version']) == (PYPROJECT['name'], PYPROJECT['version'])
+    assert manifest['description'] == identity.DESCRIPTION and manifest['display_name'] == identity.TITLE
+    assert manifest['server']['type'] == 'uv' and (ROOT / manifest['server']['entry_point']).is_file()
+    assert manifest['server']['mcp_config']['env'] == {'PERPLEXITY_API_KEY': '${user_config.api_key}'}
+    assert manifest['user_config']['api_key']['sensitive'] is True
+    assert f'MCPB="{MCPB}"' in (ROOT / 'scripts' / 'build_mcpb.sh').read_text(encoding='utf-8')
+
+
+@pytest.mark.skipif(shutil.which('npx') is None, reason='the bundle is packed with npx (Node.js)')
+def test_the_built_bundle_is_a_zip_whose_manifest_validates(tmp_path: Path) -> None:
+    done = subprocess.run(['bash', 'scripts/build_mcpb.sh'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    bundle = ROOT / done.stdout.strip().splitlines()[-1]
+    with zipfile.ZipFile(bundle) as archive:
+        names = set(archive.namelist())
+        assert {'manifest.json', 'pyproject.toml', 'uv.lock', 'src/pydantic_ai_perplexity/mcp/__main__.py'} <= names
+        assert not any('__pycache__' in n for n in names)
+        packed = json.loads(archive.read('manifest.json'))
+        archive.extract('manifest.json', tmp_path)
+    assert packed == json.loads((ROOT / 'manifest.json').read_text(encoding='utf-8'))
+    env = {**os.environ, 'npm_config_cache': str(ROOT / 'build' / 'npm-cache')}
+    check = subprocess.run(
+        ['npx', '--yes', MCPB, 'validate', str(tmp_path / 'manifest.json')],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert check.returncode == 0 and 'validation passes' in check.stdout, check.stdout + check.stderr
