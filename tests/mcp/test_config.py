@@ -177,7 +177,9 @@ def test_an_unknown_transport_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_config_command_offers_every_client_the_snippets_know() -> None:
+    import click
+
     from pydantic_ai_perplexity.cli import config
 
     (client,) = [p for p in config.params if p.name == 'client']
-    assert tuple(getattr(client.type, 'choices')) == CLIENTS
+    assert isinstance(client.type, click.Choice) and tuple(client.type.choices) == CLIENTS

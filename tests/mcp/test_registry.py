@@ -306,13 +306,17 @@ def test_install_links_decode_to_the_config_the_config_command_prints(clean_env:
     snippet = json.loads(client_snippet('vscode', launcher='uvx'))
     assert vscode.pop('name') == 'perplexity' and vscode.pop('inputs') == snippet['inputs']
     assert vscode == snippet['servers']['perplexity']
+    web = urllib.parse.urlsplit(links['vscode-web'])
+    assert (web.scheme, web.netloc, web.path) == ('https', 'insiders.vscode.dev', '/redirect')
+    assert urllib.parse.parse_qs(web.query)['url'] == [links['vscode']]
     assert 'ledger-secret' not in links['cursor'] + links['vscode'] + base64.b64decode(query['config'][0]).decode()
 
 
 def test_the_readme_links_are_the_ones_install_links_makes() -> None:
     readme = (ROOT / 'README.md').read_text(encoding='utf-8')
-    for link in install_links(environ={}).values():
-        assert link in readme
+    links = install_links(environ={})
+    for name in ('cursor', 'vscode-web'):  # GitHub links only to https, so VS Code's through its redirect
+        assert f']({links[name]})' in readme, name
 
 
 # -- the Claude Desktop bundle ---------------------------------------------------------------------------------------

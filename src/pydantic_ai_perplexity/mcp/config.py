@@ -318,14 +318,18 @@ def install_links(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     A link carries no interpreter path, so it is the same on every machine (and works once the package is
     published: `UVX_NOTE`). Each decodes to the server entry `client_snippet(client, launcher='uvx')` holds:
     Cursor's is `cursor://anysphere.cursor-deeplink/mcp/install?name=...&config=<base64 JSON>`, VS Code's is
-    `vscode:mcp/install?<URL-encoded JSON>` (the entry with its `name` and the `inputs` that prompt for the key).
+    `vscode:mcp/install?<URL-encoded JSON>` (the entry with its `name` and the `inputs` that prompt for the key),
+    and `vscode-web` that link through VS Code's redirect, for a page (a GitHub README) that links only to https.
     """
     cursor = json.dumps(_entry('cursor', 'uvx', environ), separators=(',', ':'))
     encoded = urllib.parse.quote(base64.b64encode(cursor.encode()).decode('ascii'), safe='')
     vscode = {'name': SERVER_NAME, **_entry('vscode', 'uvx', environ), 'inputs': _vscode_inputs(environ)}
+    vscode_link = 'vscode:mcp/install?' + urllib.parse.quote(json.dumps(vscode, separators=(',', ':')), safe='')
     return {
         'cursor': f'cursor://anysphere.cursor-deeplink/mcp/install?name={SERVER_NAME}&config={encoded}',
-        'vscode': 'vscode:mcp/install?' + urllib.parse.quote(json.dumps(vscode, separators=(',', ':')), safe=''),
+        'vscode': vscode_link,
+        # GitHub renders no `vscode:` link; VS Code's documented redirect opens the same one from a web page.
+        'vscode-web': 'https://insiders.vscode.dev/redirect?url=' + urllib.parse.quote(vscode_link, safe=''),
     }
 
 
