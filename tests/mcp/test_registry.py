@@ -195,6 +195,20 @@ def test_stdio_initialize_names_the_server(emu: Emulator, state_dir: Path, versi
     assert reply['result']['serverInfo'] == identity.implementation()
 
 
+def test_stdio_discover_names_the_server_in_the_2026_era(emu: Emulator, state_dir: Path) -> None:
+    server = RawServer(server_env(emu, state_dir))
+    try:
+        meta = {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientCapabilities': {},
+            'io.modelcontextprotocol/clientInfo': {'name': 't', 'version': '1'},
+        }
+        reply = server.request('server/discover', {'_meta': meta})
+    finally:
+        server.close()
+    assert identity.implementation() in _values(reply), reply
+
+
 @pytest.fixture(scope='module')
 def http_server(emu: Emulator, state_dir: Path) -> Iterator[HttpServer]:
     server = HttpServer(server_env(emu, state_dir, PERPLEXITY_MCP_TOKEN=TOKEN))
