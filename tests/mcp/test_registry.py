@@ -367,3 +367,30 @@ def test_the_built_bundle_is_a_zip_whose_manifest_validates(tmp_path: Path) -> N
         env=env,
     )
     assert check.returncode == 0 and 'validation passes' in check.stdout, check.stdout + check.stderr
+    if shutil.which('uv') is not None:  # the bundle starts as Claude Desktop starts it, from its unpacked folder
+        _starts_from_the_unpacked_bundle(bundle, tmp_path / 'unpacked')
+
+
+def _starts_from_the_unpacked_bundle(bundle: Path, folder: Path) -> None:
+    """Run the manifest's command in the unpacked bundle (uv installs the locked dependencies from its cache) and
+    check the server answers `initialize` with its identity."""
+    with zipfile.ZipFile(bundle) as archive:
+        archive.extractall(folder)
+    config = json.loads((folder / 'manifest.json').read_text(encoding='utf-8'))['server']['mcp_config']
+    args = [a.replace('${__dirname}', str(folder)) for a in config['args']]
+    initialize = {
+        'jsonrpc': '2.0',
+        'id': 1,
+        'method': 'initialize',
+        'params': {'protocolVersion': '2025-11-25', 'capabilities': {}, 'clientInfo': {'name': 't', 'version': '1'}},
+    }
+    done = subprocess.run(
+        [config['command'], *args],
+        input=json.dumps(initialize) + '\n',
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, 'UV_OFFLINE': '1', 'UV_PROJECT_ENVIRONMENT': str(folder / '.venv')},
+    )
+    first = json.loads(done.stdout.splitlines()[0]) if done.stdout else {}
+    assert first.get('result', {}).get('serverInfo') == identity.implementation(), done.stderr[-2000:]
