@@ -1018,7 +1018,12 @@ def doctor(as_json: bool) -> None:
 
 
 @cli.command(context_settings=_CONTEXT)
-@click.argument('client', type=click.Choice(['claude-desktop', 'claude-code', 'cursor', 'vscode', 'pydantic-deep']))
+@click.argument(
+    'client',
+    type=click.Choice(
+        ['claude-desktop', 'claude-code', 'cursor', 'vscode', 'codex', 'windsurf', 'zed', 'pydantic-deep']
+    ),
+)
 @click.option('--write', is_flag=True, help='pydantic-deep only: add the server to ./.pydantic-deep/mcp.json.')
 @click.option(
     '--launcher',
@@ -1036,6 +1041,7 @@ def config(client: str, write: bool, launcher: str) -> None:
       pydantic-ai-perplexity config claude-code
       pydantic-ai-perplexity config pydantic-deep --write
       pydantic-ai-perplexity config cursor --launcher uvx
+      pydantic-ai-perplexity config codex >> ~/.codex/config.toml
     """
     from .mcp.config import (
         UVX_NOTE,

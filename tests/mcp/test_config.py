@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from pydantic_deep.mcp import MCPServerConfig
 
 from pydantic_ai_perplexity.ledger import RunRecord
 from pydantic_ai_perplexity.mcp import add_to_pydantic_deep, client_snippet, perplexity_mcp_config
-from pydantic_ai_perplexity.mcp.config import child_environment, server_command
+from pydantic_ai_perplexity.mcp.config import CLIENTS, child_environment, server_command
 
 SENTINEL = 'pplx-sentinel-key-never-written-0123456789'
 
@@ -84,15 +85,20 @@ def test_environment_for_a_file_leaves_out_anything_secret(parent_env: None) -> 
     }
 
 
-@pytest.mark.parametrize('client', ['claude-desktop', 'claude-code', 'cursor', 'vscode', 'pydantic-deep'])
+@pytest.mark.parametrize('client', CLIENTS)
 def test_client_snippets_name_the_interpreter_and_never_hold_a_secret(parent_env: None, client: str) -> None:
     snippet = client_snippet(client)
     assert json.dumps(sys.executable)[1:-1] in snippet and 'pydantic_ai_perplexity.mcp' in snippet
     for secret in (SENTINEL, 'otel-secret', 'logfire-secret', 'proxy-secret', 'http-token-not-for-stdio'):
         assert secret not in snippet
-    if client != 'claude-code':
+    if client == 'codex':
+        tomllib.loads(snippet)
+    elif client != 'claude-code':
         json.loads(snippet)
     expected_key = {
+        'codex': 'env_vars = ["PERPLEXITY_API_KEY"',
+        'windsurf': '${env:PERPLEXITY_API_KEY}',
+        'zed': '<your Perplexity API key>',
         'claude-desktop': '<your Perplexity API key>',
         'claude-code': '${PERPLEXITY_API_KEY}',
         'cursor': '${env:PERPLEXITY_API_KEY}',
@@ -168,3 +174,12 @@ def test_an_unknown_transport_is_refused(tmp_path: Path) -> None:
         timeout=DEADLINE,
     )
     assert done.returncode == 2 and done.stdout == b''
+
+
+def test_the_config_command_offers_every_client_the_snippets_know() -> None:
+    import click
+
+    from pydantic_ai_perplexity.cli import config
+
+    (client,) = [p for p in config.params if p.name == 'client']
+    assert isinstance(client.type, click.Choice) and tuple(client.type.choices) == CLIENTS

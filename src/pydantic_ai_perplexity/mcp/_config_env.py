@@ -57,11 +57,11 @@ def reference(client: str, name: str) -> str | None:
     """How `client`'s config refers to the variable `name` instead of holding its value; None where it cannot."""
     if client == 'claude-code':
         return f'${{{name}}}'
-    if client == 'cursor':
+    if client in ('cursor', 'windsurf'):
         return f'${{env:{name}}}'
     if client == 'vscode':
         return f'${{input:{vscode_input_id(name)}}}'
-    if client == 'claude-desktop':
+    if client in ('claude-desktop', 'zed'):
         return f'<{name}: not copied because it holds a secret; paste its value here>'
     return None
 

@@ -26,6 +26,8 @@ limit, a health endpoint for load balancers, and a graceful shutdown.
   shared through the ledger), so any instance behind a load balancer serves any call. Progress streams over SSE.
   A `notifications/cancelled` any instance accepts stops the call's run upstream, found through the ledger by
   caller and request id (`_cancels.py`).
+- **Server card.** `GET /.well-known/mcp/server-card.json`, without a token (SEP-2127): the server's identity,
+  endpoint, capabilities and tools, nothing secret (`_card.py`). A `Host` the server does not answer to gets 421.
 - **Health.** `GET /healthz`, without a token: 200 `{"status": "ok", "ledger": "ok"}` when the ledger answers a
   fresh connection, 503 when it does not or while the server shuts down. It says nothing else (no URL, no names).
 - **Shutdown.** On SIGTERM (or Ctrl-C) the server stops accepting connections and hands off every research call
@@ -50,6 +52,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
 
 from . import _jsonrpc
+from ._card import CARD_PATH
 from ._tokens import CALLER_SCOPE_KEY, STRENGTH_RULE, Tokens, is_weak
 
 if TYPE_CHECKING:
@@ -173,8 +176,12 @@ class _Front:
         cors_origins: list[str] | None = None,
         path: str = '/mcp',
         on_cancelled: Callable[[str | None, int | str], None] | None = None,
+        server: MCPServer[Any] | None = None,
+        allowed_hosts: list[str] | None = None,
     ) -> None:
         self.app = app
+        self.server = server
+        self.allowed_hosts = allowed_hosts or []
         self.on_cancelled = on_cancelled
         self.tokens = tokens
         self.probe = probe
@@ -186,6 +193,9 @@ class _Front:
         if scope['type'] == 'http':
             if scope['path'] == HEALTH_PATH:
                 await self._health(scope, receive, send)
+                return
+            if scope['path'] == CARD_PATH and self.server is not None:
+                await self._card(scope, receive, send)
                 return
             origin = _header(scope, b'origin')
             if scope['method'] == 'OPTIONS':
@@ -262,6 +272,26 @@ class _Front:
         )
         await response(scope, receive, send)
 
+    async def _card(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The server card (`_card.py`), without a token; a `Host` this server does not answer to gets 421."""
+        from starlette.responses import JSONResponse
+
+        from ._card import server_card
+
+        host = _header(scope, b'host') or ''
+        if scope['method'] not in ('GET', 'HEAD'):
+            response = JSONResponse({'error': 'method not allowed'}, 405, headers={'Allow': 'GET, HEAD'})
+        elif not _host_allowed(host, self.allowed_hosts):
+            response = JSONResponse({'error': 'misdirected request', 'error_description': 'Unknown Host.'}, 421)
+        else:
+            assert self.server is not None
+            endpoint = f'{scope.get("scheme", "http")}://{host}{self.path}'
+            card = await server_card(self.server, endpoint, token_required=self.tokens is not None)
+            # Public metadata with no secret in it: any page may read it, caches may keep it a little while.
+            headers = {'Cache-Control': 'public, max-age=300', 'Access-Control-Allow-Origin': '*'}
+            response = JSONResponse(card, headers=headers)
+        await response(scope, receive, send)
+
     async def _health(self, scope: Scope, receive: Receive, send: Send) -> None:
         import anyio
         import anyio.to_thread
@@ -286,6 +316,14 @@ class _Front:
                         body = {'status': 'degraded', 'ledger': health.status, 'waiting': health.waiting}
             response = JSONResponse(body, 200 if ok else 503, headers=headers)
         await response(scope, receive, send)
+
+
+def _host_allowed(host: str, allowed: list[str]) -> bool:
+    """Whether `host` matches one of `allowed` (`_allowed_hosts`' names, `name:*` for any port)."""
+    if host in allowed:
+        return True
+    name, sep, port = host.rpartition(':')
+    return bool(sep) and port.isdigit() and not name.endswith(':') and f'{name}:*' in allowed
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -420,7 +458,7 @@ def http_app(
         tokens = Tokens.from_config(token=token, tokens_file=None)
     cancels = for_server(server)
     on_cancelled = cancels.notify if cancels is not None else None
-    return _Front(app, tokens, probe or LedgerProbe(), cors_origins, path, on_cancelled)
+    return _Front(app, tokens, probe or LedgerProbe(), cors_origins, path, on_cancelled, server, hosts)
 
 
 def refuse_unsafe_bind(host: str, tokens: Tokens | str | None) -> None:

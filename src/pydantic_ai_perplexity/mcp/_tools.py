@@ -21,13 +21,14 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, Icon, TextContent, ToolAnnotations
 
 from .. import __version__, tools
 from ..errors import InvalidArgumentError, PerplexityError
 from ..options import check_id
 from ..settings import DEFAULT_MCP_WAIT_SECONDS
 from ..tools import ResearchOut
+from . import _identity as identity
 from ._cancels import RemoteCancels, cancel_upstream, request_key
 from ._scope import reach, request_caller
 from ._tasks import ResearchTasks
@@ -44,7 +45,7 @@ _T = TypeVar('_T')
 
 #: The server's wait budget when neither `wait_seconds` nor `PERPLEXITY_WAIT_SECONDS` is given (see `settings`).
 DEFAULT_WAIT_SECONDS = DEFAULT_MCP_WAIT_SECONDS
-SERVER_NAME = 'perplexity'
+SERVER_NAME = identity.SERVER_NAME
 SKILL_URI = 'skill://perplexity-research/SKILL.md'
 RUN_URI = 'perplexity://runs/{response_id}'
 _CANCEL_GRACE_SECONDS = 15.0
@@ -357,6 +358,10 @@ def build_server(
     }
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME,
+        title=identity.TITLE,
+        description=identity.DESCRIPTION,
+        website_url=identity.WEBSITE,
+        icons=[Icon.model_validate(icon) for icon in identity.icons()],
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,

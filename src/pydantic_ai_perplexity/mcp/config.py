@@ -19,12 +19,14 @@ in-process budget); the server answers within 55 s unless you pass `wait_seconds
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import shlex
 import stat
 import sys
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -44,6 +46,7 @@ __all__ = (
     'add_to_pydantic_deep',
     'child_environment',
     'client_snippet',
+    'install_links',
     'missing_extra',
     'perplexity_mcp_config',
     'perplexity_mcp_toolset',
@@ -52,7 +55,18 @@ __all__ = (
 )
 
 Launcher = Literal['python', 'uvx']
-Client = Literal['claude-desktop', 'claude-code', 'cursor', 'vscode', 'pydantic-deep']
+Client = Literal['claude-desktop', 'claude-code', 'cursor', 'vscode', 'codex', 'windsurf', 'zed', 'pydantic-deep']
+#: Every client `client_snippet` knows, in the order help texts list them.
+CLIENTS: tuple[str, ...] = (
+    'claude-desktop',
+    'claude-code',
+    'cursor',
+    'vscode',
+    'codex',
+    'windsurf',
+    'zed',
+    'pydantic-deep',
+)
 
 SERVER_NAME = 'perplexity'
 KEY_ENV = 'PERPLEXITY_API_KEY'
@@ -63,6 +77,8 @@ INIT_TIMEOUT_SECONDS = 30.0
 #: pydantic-deep cannot raise the 300 s per-call deadline of the toolsets it builds; stay well under it.
 _DEEP_MAX_WAIT_SECONDS = 240.0
 _DESCRIPTION = 'Web research with Perplexity: cited answers, page search, and long runs collected by id.'
+#: Codex ends a call after 60 s by default; the server answers within its wait budget, so leave room above it.
+CODEX_TOOL_TIMEOUT_SECONDS = 120
 #: The most a pydantic-deep config file may hold (it lists a few servers); a bigger one is not read.
 DEEP_CONFIG_MAX_BYTES = 1 << 20
 #: The deepest nesting a pydantic-deep config file may have (its entries are a few levels deep).
@@ -263,54 +279,106 @@ def perplexity_mcp_toolset(
 # -- client snippets ---------------------------------------------------------------------------------------------
 
 
-def client_snippet(client: Client | str, *, launcher: Launcher = 'python') -> str:
-    """A ready config snippet for `client` (claude-desktop, claude-code, cursor, vscode or pydantic-deep).
+def client_snippet(
+    client: Client | str, *, launcher: Launcher = 'python', environ: Mapping[str, str] | None = None
+) -> str:
+    """A ready config snippet for `client` (claude-desktop, claude-code, cursor, vscode, codex, windsurf, zed or
+    pydantic-deep), from `environ` (default `os.environ`).
 
     Paths are absolute; no secret is included: each snippet references `PERPLEXITY_API_KEY` (and any other variable
     holding a secret, such as a ledger URL with a password) the way that client expands variables, or (Claude
-    Desktop, which expands none) holds a placeholder to replace. pydantic-deep expands nothing: `secret_variables()`
-    names what it leaves out.
+    Desktop and Zed, which expand none) holds a placeholder to replace. Codex forwards them from its own
+    environment (`env_vars`). pydantic-deep expands nothing: `secret_variables()` names what it leaves out.
     """
-    command, args = server_command(launcher)
-    env = child_environment(for_file=True) | _references(client)
     if client == 'claude-desktop':
-        entry = {'command': command, 'args': args, 'env': {KEY_ENV: '<your Perplexity API key>', **env}}
-        return _json({'mcpServers': {SERVER_NAME: entry}})
+        return _json({'mcpServers': {SERVER_NAME: _entry(client, launcher, environ)}})
     if client == 'claude-code':
-        entry = {'type': 'stdio', 'command': command, 'args': args, 'env': {KEY_ENV: f'${{{KEY_ENV}}}', **env}}
+        entry = _entry(client, launcher, environ)
         add = shlex.join(['claude', 'mcp', 'add-json', '--scope', 'user', SERVER_NAME, json.dumps(entry)])
         return (
             f'# Save as .mcp.json in a project (Claude Code expands ${{{KEY_ENV}}} when it starts the server):\n'
             f'{_json({"mcpServers": {SERVER_NAME: entry}})}\n\n# or, for every project:\n{add}'
         )
-    if client == 'cursor':
-        entry = {'command': command, 'args': args, 'env': {KEY_ENV: f'${{env:{KEY_ENV}}}', **env}}
-        return _json({'mcpServers': {SERVER_NAME: entry}})
+    if client in ('cursor', 'windsurf'):  # ~/.cursor/mcp.json, ~/.codeium/windsurf/mcp_config.json
+        return _json({'mcpServers': {SERVER_NAME: _entry(client, launcher, environ)}})
     if client == 'vscode':
-        return _json(
-            {
-                'inputs': [
-                    {
-                        'type': 'promptString',
-                        'id': 'perplexity-key',
-                        'description': 'Perplexity API key',
-                        'password': True,
-                    },
-                    *(vscode_input(name) for name in secret_variables()),
-                ],
-                'servers': {
-                    SERVER_NAME: {
-                        'type': 'stdio',
-                        'command': command,
-                        'args': args,
-                        'env': {KEY_ENV: '${input:perplexity-key}', **env},
-                    }
-                },
-            }
-        )
+        return _json({'inputs': _vscode_inputs(environ), 'servers': {SERVER_NAME: _entry(client, launcher, environ)}})
+    if client == 'zed':  # Zed's settings.json
+        return _json({'context_servers': {SERVER_NAME: _entry(client, launcher, environ)}})
+    if client == 'codex':  # ~/.codex/config.toml
+        return _codex_toml(_entry(client, launcher, environ))
     if client == 'pydantic-deep':
         return _json({'builtin_state': {}, 'user_servers': [_deep_entry(launcher)]})
-    raise ValueError(f'Unknown client {client!r}: use claude-desktop, claude-code, cursor, vscode or pydantic-deep.')
+    raise ValueError(f'Unknown client {client!r}: use {", ".join(CLIENTS[:-1])} or {CLIENTS[-1]}.')
+
+
+def install_links(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """One-click install links for Cursor and VS Code (their documented deeplinks), with the `uvx` launcher.
+
+    A link carries no interpreter path, so it is the same on every machine (and works once the package is
+    published: `UVX_NOTE`). Each decodes to the server entry `client_snippet(client, launcher='uvx')` holds:
+    Cursor's is `cursor://anysphere.cursor-deeplink/mcp/install?name=...&config=<base64 JSON>`, VS Code's is
+    `vscode:mcp/install?<URL-encoded JSON>` (the entry with its `name` and the `inputs` that prompt for the key),
+    and `vscode-web` that link through VS Code's redirect, for a page (a GitHub README) that links only to https.
+    """
+    cursor = json.dumps(_entry('cursor', 'uvx', environ), separators=(',', ':'))
+    encoded = urllib.parse.quote(base64.b64encode(cursor.encode()).decode('ascii'), safe='')
+    vscode = {'name': SERVER_NAME, **_entry('vscode', 'uvx', environ), 'inputs': _vscode_inputs(environ)}
+    vscode_link = 'vscode:mcp/install?' + urllib.parse.quote(json.dumps(vscode, separators=(',', ':')), safe='')
+    return {
+        'cursor': f'cursor://anysphere.cursor-deeplink/mcp/install?name={SERVER_NAME}&config={encoded}',
+        'vscode': vscode_link,
+        # GitHub renders no `vscode:` link; VS Code's documented redirect opens the same one from a web page.
+        'vscode-web': 'https://insiders.vscode.dev/redirect?url=' + urllib.parse.quote(vscode_link, safe=''),
+    }
+
+
+def _entry(client: str, launcher: Launcher, environ: Mapping[str, str] | None) -> dict[str, Any]:
+    """The one server entry of `client`'s config: the command, and an environment that holds no secret."""
+    command, args = server_command(launcher)
+    env = child_environment(for_file=True, environ=environ)
+    if client == 'codex':  # forwarded from Codex's environment by name: no value is written
+        secrets = [KEY_ENV, *secret_variables(environ)]
+        return {'command': command, 'args': args, 'env': env, 'env_vars': secrets}
+    key = {
+        'claude-desktop': '<your Perplexity API key>',
+        'zed': '<your Perplexity API key>',
+        'claude-code': f'${{{KEY_ENV}}}',
+        'cursor': f'${{env:{KEY_ENV}}}',
+        'windsurf': f'${{env:{KEY_ENV}}}',
+        'vscode': '${input:perplexity-key}',
+    }[client]
+    entry: dict[str, Any] = {
+        'command': command,
+        'args': args,
+        'env': {KEY_ENV: key, **env, **_references(client, environ)},
+    }
+    if client in ('claude-code', 'vscode'):
+        entry = {'type': 'stdio', **entry}
+    return entry
+
+
+def _vscode_inputs(environ: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """VS Code's `inputs`: a prompt for the key, and one per other variable holding a secret."""
+    key = {'type': 'promptString', 'id': 'perplexity-key', 'description': 'Perplexity API key', 'password': True}
+    return [key, *(vscode_input(name) for name in secret_variables(environ))]
+
+
+def _codex_toml(entry: dict[str, Any]) -> str:
+    """Codex's `[mcp_servers.perplexity]` table (TOML strings written as JSON strings, which TOML reads the same)."""
+    table = f'mcp_servers.{SERVER_NAME}'
+    lines = [
+        f'# ~/.codex/config.toml (Codex passes {", ".join(entry["env_vars"])} on from its own environment)',
+        f'[{table}]',
+        f'command = {json.dumps(entry["command"])}',
+        f'args = [{", ".join(json.dumps(a) for a in entry["args"])}]',
+        f'env_vars = [{", ".join(json.dumps(n) for n in entry["env_vars"])}]',
+        f'startup_timeout_sec = {INIT_TIMEOUT_SECONDS:g}',
+        f'tool_timeout_sec = {CODEX_TOOL_TIMEOUT_SECONDS}',
+    ]
+    if entry['env']:
+        lines += ['', f'[{table}.env]', *(f'{name} = {json.dumps(value)}' for name, value in entry['env'].items())]
+    return '\n'.join(lines)
 
 
 def add_to_pydantic_deep(
@@ -416,9 +484,9 @@ def _json_kind(value: Any) -> str:
     return next(name for kind, name in kinds if isinstance(value, kind))
 
 
-def _references(client: str) -> dict[str, str]:
+def _references(client: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """For each variable holding a secret, the client's reference to it (none for a client that expands nothing)."""
-    refs = {name: reference(client, name) for name in secret_variables()}
+    refs = {name: reference(client, name) for name in secret_variables(environ)}
     return {name: ref for name, ref in refs.items() if ref is not None}
 
 
