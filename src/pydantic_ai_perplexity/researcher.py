@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
@@ -29,7 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 from . import tracing
 from .budget import Budget, BudgetWarning, SpendLine
 from .client import PerplexityClient
-from .client._models import AgentEvent, Response, SearchResponse
+from .client._models import AgentEvent, Response, SearchResponse, field_of
 from .client._params import AgentRequest, SearchRequest
 from .errors import (
     BadRequestError,
@@ -62,12 +62,26 @@ from .steps import Step, StepReducer
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ('EFFORTS', 'ON_BUDGET_ENV', 'OnBudgetWarning', 'OnProgress', 'OnStarted', 'Researcher', 'research')
+__all__ = (
+    'EFFORTS',
+    'ON_BUDGET_ENV',
+    'BatchKeywords',
+    'OnBudgetWarning',
+    'OnProgress',
+    'OnStarted',
+    'ResearchKeywords',
+    'Researcher',
+    'RunKeywords',
+    'research',
+    'research_sync',
+)
 
 #: What a run that does not fit the budget does when `on_budget` is not given: `refuse` (unset) or `tighten`.
 ON_BUDGET_ENV = 'PERPLEXITY_ON_BUDGET'
 
 logger = logging.getLogger('pydantic_ai_perplexity')
+
+_T = TypeVar('_T')
 
 OnProgress = Callable[[Step], Awaitable[None] | None]
 """Called with each research step people see: its kind, description, specifics, the run's id and the counts so far."""
@@ -77,6 +91,39 @@ OnStarted = Callable[[str], Awaitable[None] | None]
 
 OnBudgetWarning = Callable[[BudgetWarning], Awaitable[None] | None]
 """Called when a run's reservation carries a budget window across its `warn_at` (once per window)."""
+
+
+class BatchKeywords(ResearchOptionsDict, total=False):
+    """What every run of a batch takes (`research_many`): the options, and how each run is waited for and recorded."""
+
+    options: ResearchOptions | None
+    on_progress: OnProgress | None
+    wait_seconds: float | None
+    caller: str | None
+
+
+class RunKeywords(BatchKeywords, total=False):
+    """What `Researcher.run` takes besides the query, as keywords (`run_sync` takes them too)."""
+
+    on_started: OnStarted | None
+    request_id: str | None
+
+
+class ResearchKeywords(RunKeywords, total=False):
+    """What `research()` / `research_sync()` take: `Researcher.run`'s keywords and the researcher's settings."""
+
+    api_key: str | None
+    base_url: str | None
+    budget_usd: float | None
+    budget: Budget | None
+    ledger: Ledger | str | os.PathLike[str] | Literal[False] | None
+    scope: str | None
+    on_budget: OnBudget | None
+    on_budget_warning: OnBudgetWarning | None
+
+
+#: The keywords of `research()` that make its `Researcher`; the rest go to `Researcher.run`.
+_SETTINGS = ('api_key', 'base_url', 'budget_usd', 'budget', 'ledger', 'scope', 'on_budget', 'on_budget_warning')
 
 
 @dataclass
@@ -90,6 +137,8 @@ class _Run:
     model: str | None = None
     #: The limits lowered to fit the budget (`ResearchResult.tightened`).
     tightened: dict[str, tuple[int, int]] | None = None
+    #: What the result must say of how it came about (`ResearchResult.notes`).
+    notes: tuple[str, ...] = ()
 
 
 class Researcher:
@@ -240,7 +289,9 @@ class Researcher:
         with tracing.research_span(query) as trace:
             response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller, request_id)
             trace.started(response, effort=run.effort, model=run.model)
-            return self._marked(ResearchResult.from_response(response, effort=response.effort, query=query))
+            result = self._marked(ResearchResult.from_response(response, effort=response.effort, query=query))
+            result.notes = list(run.notes)
+            return result
 
     async def run(
         self,
@@ -284,6 +335,18 @@ class Researcher:
             result = await self._wait(response.id, run, on_progress=on_progress, wait_seconds=wait_seconds)
             trace.finish(result)
             return result
+
+    def run_sync(self, query: str, **keywords: Unpack[RunKeywords]) -> ResearchResult:
+        """`run` for scripts: on an event loop of its own, inside this researcher (its HTTP client closed after).
+
+        Raises `RuntimeError` where an event loop is running (async code, Jupyter): `await researcher.run(...)` there.
+        """
+
+        async def entered() -> ResearchResult:
+            async with self:
+                return await self.run(query, **keywords)
+
+        return _run_sync(entered, 'Researcher.run_sync', 'await researcher.run(...)')
 
     async def collect(
         self, response_id: str, *, wait_seconds: float | None = None, on_progress: OnProgress | None = None
@@ -405,7 +468,52 @@ class Researcher:
         if not query or not query.strip():
             raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
         _check_sendable(query, options.to_request(self.effort))
-        return await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+        try:
+            return await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+        except BadRequestError as exc:
+            previous = options.previous_response_id
+            if previous is None or not _unknown_previous(exc):
+                raise
+        # The API does not know the earlier run (expired, or started with another key or API): its question and
+        # answer go along as context instead, and the result says so.
+        options, note = await self._as_context(previous, options)
+        response, run = await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+        run.notes = (*run.notes, note)
+        return response, run
+
+    async def _as_context(self, previous: str, options: ResearchOptions) -> tuple[ResearchOptions, str]:
+        """`options` with the earlier run's question and answer as instructions in place of `previous_response_id`,
+        and the note that says so; the question from the ledger, the answer from a retrieve when the API still has it.
+
+        Raises:
+            InvalidArgumentError: neither the ledger nor the API knows the earlier run: there is nothing to continue.
+        """
+        record = await self._ledger_call(self.ledger.get, previous) if self.ledger else None
+        question = record.query if record is not None else ''
+        answer = ''
+        with contextlib.suppress(PerplexityError):
+            answer = (await self.client.retrieve(previous)).output_text
+        if not question and not answer:
+            raise InvalidArgumentError(
+                f'previous_response_id={previous!r} names a run neither the API nor the ledger knows (expired, or '
+                'started elsewhere), so there is nothing to continue: ask the question in full instead.',
+                argument='previous_response_id',
+            )
+        context = ['This question follows up an earlier one; take its context into account.']
+        if question:
+            context.append(f'The earlier question: {question}')
+        if answer:
+            context.append(f'The earlier answer: {_clipped(answer, _MAX_CONTEXT_CHARS)}')
+        if options.instructions:
+            context.append(options.instructions)
+        given = {(True, True): 'question and answer were', (True, False): 'question was', (False, True): 'answer was'}
+        missing = '' if answer else ' (its answer is no longer available from the API)'
+        note = (
+            f'The earlier run {previous} could not be continued: the API no longer knows it (expired, or started with '
+            f'another key or API). Its {given[bool(question), bool(answer)]} given as context instead{missing}.'
+        )
+        update = {'previous_response_id': None, 'instructions': '\n\n'.join(context)}
+        return options.model_copy(update=update), note
 
     async def _start_recorded(
         self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None
@@ -582,6 +690,7 @@ class Researcher:
                     progress=steps.progress,
                     effort=run.effort or None,
                     query=run.query or None,
+                    notes=list(run.notes),
                 )
             )
         for step in steps.snapshot(response):  # items of the final snapshot no event reported (a polled run)
@@ -599,6 +708,7 @@ class Researcher:
         )
         if run.tightened:
             result.tightened = dict(run.tightened)
+        result.notes = list(run.notes)
         if run.adapter is not None and result.data is not None:
             try:
                 result.data = run.adapter.validate_python(result.data)
@@ -634,6 +744,24 @@ class Researcher:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
 
+#: The most of an earlier answer a follow-up carries as context when the API no longer knows the earlier run.
+_MAX_CONTEXT_CHARS = 6000
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + ' [...]'
+
+
+def _unknown_previous(exc: BadRequestError) -> bool:
+    """Whether a create was refused for its `previous_response_id`: live, a bare 400 `invalid request` (no `param`);
+    the emulator names the param too."""
+    if exc.param == 'previous_response_id':
+        return True
+    body: object = exc.body
+    message = field_of(field_of(body, 'error'), 'message') if body is not None else None
+    return exc.param is None and exc.type == 'invalid_request' and message == 'invalid request'
+
+
 def _limited(request: AgentRequest) -> AgentRequest:
     """`request` with the limits of its effort's profile that it does not set (`pricing.limit_request`): sent, so that
     the API enforces what the budget's reservation assumes."""
@@ -649,16 +777,38 @@ def _in_durable_workflow() -> bool:
     return active()
 
 
-async def research(query: str, **options: Any) -> ResearchResult:
+async def research(query: str, **keywords: Unpack[ResearchKeywords]) -> ResearchResult:
     """Research one question with settings from the environment: the one-liner for notebooks and scripts.
 
-    Takes the options of `Researcher.run`, plus `wait_seconds`, `on_progress` and `output_type`, and the researcher's
-    `api_key`, `base_url`, `budget_usd`, `budget`, `scope`, `on_budget_warning` and `ledger`.
+    Takes the options of `Researcher.run` (typed: a misspelt option or an unknown effort is a type error), plus the
+    researcher's `api_key`, `base_url`, `budget_usd`, `budget`, `ledger`, `scope`, `on_budget` and
+    `on_budget_warning`.
     """
-    keys = ('api_key', 'base_url', 'budget_usd', 'ledger', 'budget', 'scope', 'on_budget_warning', 'on_budget')
-    settings = {k: options.pop(k) for k in keys if k in options}
+    given = cast('dict[str, Any]', dict(keywords))
+    settings = {k: given.pop(k) for k in _SETTINGS if k in given}
     async with Researcher(origin='api', **settings) as researcher:
-        return await researcher.run(query, **options)
+        return await researcher.run(query, **given)
+
+
+def research_sync(query: str, **keywords: Unpack[ResearchKeywords]) -> ResearchResult:
+    """`research()` for scripts: runs on an event loop of its own and returns the result.
+
+    Raises `RuntimeError` when called where an event loop is running (async code, Jupyter): `await research(...)`
+    there instead.
+    """
+    return _run_sync(lambda: research(query, **keywords), 'research_sync', 'await research(...)')
+
+
+def _run_sync(work: Callable[[], Coroutine[Any, Any, _T]], name: str, instead: str) -> _T:
+    """Run `work` to its end on a new event loop (as `asyncio.run`); refused, clearly, inside a running one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work())
+    raise RuntimeError(
+        f'{name}() cannot run where an event loop is already running (async code, or a Jupyter notebook): '
+        f'use `{instead}` there instead.'
+    )
 
 
 def _utc_now() -> datetime:
@@ -669,9 +819,6 @@ def _on_loopback(api: str) -> bool:
     """Whether the API's host (`host:port`) is this machine, where an emulator may answer."""
     host = api.rsplit(':', 1)[0] if not api.endswith(']') else api
     return host.strip('[]') in ('127.0.0.1', 'localhost', '::1') or host.startswith('127.')
-
-
-_T = TypeVar('_T')
 
 
 def _check_sendable(query: str, request: Mapping[str, Any]) -> None:
