@@ -42,7 +42,9 @@ async def creates() -> AsyncIterator[tuple[httpx2.AsyncClient, list[dict[str, An
 
 async def test_a_follow_up_continues_the_earlier_run(emulator: Emulator) -> None:
     async with creates() as (http, bodies):
-        async with Researcher(api_key=emulator.api_key, base_url=emulator.base_url, effort='fast', http_client=http) as r:
+        async with Researcher(
+            api_key=emulator.api_key, base_url=emulator.base_url, effort='fast', http_client=http
+        ) as r:
             first = await r.run(FIRST)
             second = await first.follow_up(SECOND, researcher=r)
     assert first.done and second.done and second.status == 'completed' and second.answer
@@ -111,9 +113,7 @@ def test_the_tool_offers_previous_response_id_and_checks_it() -> None:
     args = RESEARCH.parse({'query': 'q', 'previous_response_id': 'x' * 500})
     with pytest.raises(InvalidArgumentError) as info:  # checked as every option is, before anything is sent
         Researcher(api_key='pplx-test', ledger=False).build_request(previous_response_id=args.previous_response_id)
-    assert info.value.argument == 'previous_response_id' and 'previous_response_id is 500 characters' in str(
-        info.value
-    )
+    assert info.value.argument == 'previous_response_id' and 'previous_response_id is 500 characters' in str(info.value)
 
 
 def test_a_result_never_started_has_nothing_to_follow_up() -> None:
