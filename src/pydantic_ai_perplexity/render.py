@@ -299,6 +299,8 @@ def structured_for_model(
         out['emulated'] = True
     if result.tightened:
         out['tightened'] = {name: list(pair) for name, pair in result.tightened.items()}
+    if result.reused:
+        out['reused'] = True
     if result.notes:
         out['notes'] = [plain(note) for note in result.notes]
     if not result.done:

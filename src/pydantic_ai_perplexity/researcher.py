@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -55,7 +57,7 @@ from .options import (
 )
 from .pricing import default_prices, limit_request, refresh_api_prices
 from .reconcile import learn_from, reconcile, record_finished
-from .results import ResearchResult
+from .results import ResearchResult, Usage
 from .settings import Settings
 from .steps import Step, StepReducer
 
@@ -100,6 +102,7 @@ class BatchKeywords(ResearchOptionsDict, total=False):
     on_progress: OnProgress | None
     wait_seconds: float | None
     caller: str | None
+    reuse_within: float | None
 
 
 class RunKeywords(BatchKeywords, total=False):
@@ -170,10 +173,13 @@ class Researcher:
         scope: str | None = None,
         on_budget_warning: OnBudgetWarning | None = None,
         clock: Callable[[], datetime] | None = None,
+        reuse_within: float | None = None,
     ) -> None:
         """`budget` adds windows, a per-run ceiling, per-caller and per-scope limits and `warn_at` to the total cap
         (`budget_usd`); `scope` labels this researcher's runs for `budget.per_scope`; `on_budget_warning` is called
-        when a run crosses `warn_at`; `clock` (UTC now) decides the runs' times and so their budget windows."""
+        when a run crosses `warn_at`; `clock` (UTC now) decides the runs' times and so their budget windows;
+        `reuse_within` (seconds) serves a question asked again with the same options inside that window from the
+        finished run in the ledger (`run(reuse_within=...)` per call)."""
         #: The checked settings: the arguments given, the rest from the environment (see `Settings.load`).
         self.settings = Settings.load(
             api_key=api_key,
@@ -190,6 +196,9 @@ class Researcher:
         self.budget = self.settings.budget
         self.scope = scope
         self.on_budget_warning = on_budget_warning
+        #: Seconds within which the same question with the same options is served from the ledger's finished run
+        #: (`ResearchResult.reused`) instead of researched and billed again; None: never.
+        self.reuse_within = _check_reuse(reuse_within)
         self._clock = clock or _utc_now
         self._warned: set[tuple[str, str | None, str | None, str]] = set()
         if on_budget is None:
@@ -303,6 +312,7 @@ class Researcher:
         wait_seconds: float | None = None,
         caller: str | None = None,
         request_id: str | None = None,
+        reuse_within: float | None = None,
         **given: Unpack[ResearchOptionsDict],
     ) -> ResearchResult:
         """Start a run and wait up to the wait budget: the finished result, or a hand-off if it is still going.
@@ -311,6 +321,8 @@ class Researcher:
         ledger before any waiting (`on_started` is then called with it), whatever cancels the call. `caller` (who
         asked, e.g. an MCP token's name) is recorded on the run in the ledger, for spend per caller; `request_id` too
         (e.g. the MCP call's JSON-RPC id, so that a cancel reaching another instance finds the run), as in `start`.
+        With `reuse_within` (seconds; default the researcher's), a run of the same question with the same options that
+        finished inside the window, in any process sharing the ledger, is served again (`reused`, nothing billed).
         """
         if _in_durable_workflow():  # DBOS workflow code: a start step and a collect step (durable.py)
             from . import durable
@@ -325,8 +337,16 @@ class Researcher:
                 caller=caller,
                 **given,
             )
+        parsed = ResearchOptions.parse(options, **given)
+        window = self.reuse_within if reuse_within is None else _check_reuse(reuse_within)
+        notes: tuple[str, ...] = ()
+        if window:
+            reused, notes = await self._reused(query, parsed, window, caller)
+            if reused is not None:
+                return reused
         with tracing.research_span(query) as trace:
-            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller, request_id)
+            response, run = await self._begin(query, parsed, caller, request_id)
+            run.notes = (*notes, *run.notes)
             run.trace = trace.started(response, effort=run.effort, model=run.model)
             if on_started is not None:
                 outcome = on_started(response.id)
@@ -547,6 +567,7 @@ class Researcher:
                 estimate_usd=estimate_cost(effort),
                 api=self.client.api,
                 emulated=self.client.emulated is True,  # known once the API has answered once
+                fingerprint=self._fingerprint(query, options),
                 **tracing.current_ids(),
             )
             token, record, request, tightened = await self._reserve(record, request, query)
@@ -576,6 +597,66 @@ class Researcher:
         run = _Run(query, effort, time.monotonic(), adapter, options.output_type is not None, model=options.model)
         run.tightened = tightened
         return response, run
+
+    def _fingerprint(self, query: str, options: ResearchOptions) -> str:
+        """What makes two runs the same for reuse: the question (as the ledger keeps it), the request its options
+        make with this researcher's defaults, and the API it goes to (an emulator's answer never stands in for one)."""
+        request = _limited(options.to_request(self.effort))
+        text = json.dumps(
+            [self.client.redact(query.strip()), request, self.client.api],
+            sort_keys=True,
+            default=repr,
+            ensure_ascii=True,
+        )
+        return hashlib.sha256(text.encode('ascii')).hexdigest()
+
+    async def _reused(
+        self, query: str, options: ResearchOptions, window: float, caller: str | None
+    ) -> tuple[ResearchResult | None, tuple[str, ...]]:
+        """The result of the same question with the same options, finished within `window` seconds, served again
+        (retrieved from the API, which keeps stored runs: free, nothing billed); or None and what the caller must know.
+
+        A run the API no longer has (expired) is researched again, and the new result says so.
+        """
+        if self.ledger is None or not query.strip():
+            return None, ()
+        fingerprint = self._fingerprint(query, options)
+        record: RunRecord | None = await self._ledger_call(self.ledger.find_reusable, fingerprint, caller=caller)
+        age = (self._clock() - record.created_at).total_seconds() if record is not None else math.inf
+        if record is None or age > window:
+            return None, ()
+        try:
+            response = await self.client.retrieve(record.response_id)
+        except NotFoundError:
+            return None, (
+                f'The same question was answered {_ago(age)} ago (run {record.response_id}), but the API no longer '
+                'keeps that run (expired): it was researched again.',
+            )
+        if response.status != 'completed':
+            return None, ()
+        adapter = response_format(options.output_type)[1] if options.output_type is not None else None
+        result = self._marked(
+            ResearchResult.from_response(
+                response, effort=record.effort, query=query, structured=options.output_type is not None
+            )
+        )
+        self._typed(result, adapter)
+        result.usage = Usage(cost_usd=0.0)  # this call cost nothing: the earlier run's cost is in the ledger, once
+        result.reused = True
+        result.notes = [
+            f'Reused: the same question with the same options was answered {_ago(age)} ago (run '
+            f'{record.response_id}); served from that run, not researched or billed again.'
+        ]
+        return result, ()
+
+    @staticmethod
+    def _typed(result: ResearchResult, adapter: TypeAdapter[Any] | None) -> None:
+        """A structured answer's data validated as the requested type; `error` says when it does not match."""
+        if adapter is not None and result.data is not None:
+            try:
+                result.data = adapter.validate_python(result.data)
+            except ValidationError as exc:
+                result.error = f'structured output did not match the requested type: {exc.error_count()} errors'
 
     async def _probe_emulator(self) -> None:
         """Ask a local base URL once (a free `GET /v1/models`) whether it is an emulator, if no answer said so yet."""
@@ -709,11 +790,7 @@ class Researcher:
         if run.tightened:
             result.tightened = dict(run.tightened)
         result.notes = list(run.notes)
-        if run.adapter is not None and result.data is not None:
-            try:
-                result.data = run.adapter.validate_python(result.data)
-            except ValidationError as exc:
-                result.error = f'structured output did not match the requested type: {exc.error_count()} errors'
+        self._typed(result, run.adapter)
         await self._record_end(result)
         return result
 
@@ -742,6 +819,28 @@ class Researcher:
         """A ledger read (or the budget reservation): earlier queued writes land first, so it sees them."""
         await self._flush()
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def _check_reuse(seconds: object) -> float | None:
+    """A reuse window: None (never), or finite seconds >= 0."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgumentError(
+            f'reuse_within={seconds!r} is not a number of seconds: give a finite number, 0 or more (0 or None: never).',
+            argument='reuse_within',
+        )
+    return float(seconds)
+
+
+def _ago(seconds: float) -> str:
+    """An age in words: "42 s", "5 min", "3 h"."""
+    seconds = max(seconds, 0.0)
+    if seconds < 120:
+        return f'{seconds:.0f} s'
+    if seconds < 7200:
+        return f'{seconds / 60:.0f} min'
+    return f'{seconds / 3600:.0f} h'
 
 
 #: The most of an earlier answer a follow-up carries as context when the API no longer knows the earlier run.

@@ -321,6 +321,9 @@ class ResearchResult(_Model):
     #: What a caller (and a model) must know about how this result came about, in a sentence each: e.g. that a
     #: follow-up could not continue its earlier run and was given that run's question and answer as context instead.
     notes: list[str] = Field(default_factory=list[str])
+    #: Served from an earlier run of the same question with the same options (`reuse_within`): nothing was researched
+    #: or billed for it; `notes` says which run and how long ago.
+    reused: bool = False
     #: For a hand-off from a tool: the `poll` number its next `perplexity_research_result` call passes (one more each
     #: time), so that consecutive collects of a long run differ. None outside the tools.
     poll: int | None = None

@@ -88,6 +88,7 @@ class ResearchOut(TypedDict, total=False):
     data: NotRequired[Any]
     emulated: NotRequired[bool]
     notes: NotRequired[list[str]]
+    reused: NotRequired[bool]
 
 
 @dataclass(frozen=True)
