@@ -15,8 +15,8 @@ from typing import Any
 
 import httpx2
 import pytest
-from postgres_support import ledger_target
 
+from postgres_support import ledger_target
 from pydantic_ai_perplexity import InvalidArgumentError, Ledger, Researcher
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.render import for_model, structured_for_model
@@ -28,15 +28,15 @@ SCRIPT = """\
 import json, sys
 from pydantic_ai_perplexity import research_sync
 
-api_key, base_url, ledger, effort = sys.argv[1:5]
+question, api_key, base_url, ledger, effort = sys.argv[1:6]
 result = research_sync(
-    %r, api_key=api_key, base_url=base_url, ledger=ledger, effort=effort, reuse_within=600, wait_seconds=60
+    question, api_key=api_key, base_url=base_url, ledger=ledger, effort=effort, reuse_within=600, wait_seconds=60
 )
 print(json.dumps({
     'response_id': result.response_id, 'status': result.status, 'reused': result.reused, 'notes': result.notes,
     'cost_usd': result.cost_usd, 'answer': result.answer, 'sources': len(result.sources),
 }))
-""" % (QUESTION,)
+"""
 
 
 @pytest.fixture(params=['sqlite', 'postgres'])
@@ -49,7 +49,7 @@ def ask(emu: Emulator, ledger: str, effort: str = 'fast') -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith('PERPLEXITY_')}
     env['PERPLEXITY_STATE_DIR'] = os.environ['PERPLEXITY_STATE_DIR']
     done = subprocess.run(
-        [sys.executable, '-c', SCRIPT, emu.api_key, emu.base_url, ledger, effort],
+        [sys.executable, '-c', SCRIPT, QUESTION, emu.api_key, emu.base_url, ledger, effort],
         env=env,
         capture_output=True,
         text=True,
