@@ -254,6 +254,7 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
             'm004_money_in_micros_and_scope',
             'm005_runs_cost_details',
             'm006_prices',
+            'm007_runs_fingerprint',
         ]
     )
     assert len(names) == SCHEMA_VERSION

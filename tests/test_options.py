@@ -34,19 +34,31 @@ def test_a_misspelt_option_is_refused_by_name() -> None:
 
 @pytest.mark.skipif(shutil.which('pyright', path=str(Path(sys.executable).parent)) is None, reason='needs pyright')
 def test_a_misspelt_option_is_a_type_error(tmp_path: Path) -> None:
+    """Every way to run from Python types its options: a misspelt one or an unknown effort is an error there."""
     source = tmp_path / 'misspelt.py'
     source.write_text(
+        'from pydantic_ai_perplexity import research, research_sync\n'
+        'from pydantic_ai_perplexity.batch import research_many\n'
         'from pydantic_ai_perplexity.researcher import Researcher\n\n\n'
         'async def go(r: Researcher) -> None:\n'
         "    await r.run('q', effort='fast', recency='week')\n"
-        "    await r.run('q', efort='fast')\n",
+        "    await r.run('q', efort='fast')\n"  # line 8
+        "    await r.run('q', effort='lowest')\n"  # 9
+        "    await research('q', effort='deep-research', wait_seconds=5, budget_usd=1, previous_response_id='resp_1')\n"
+        "    await research('q', recency='weekly')\n"  # 11
+        "    await research_many(['q'], effort='low', concurrency=2, wait_seconds=5)\n"
+        "    await research_many(['q'], efort='low')\n"  # 13
+        "    r.run_sync('q', effort='high', on_started=print)\n"
+        "    research_sync('q', domain=['nature.com'])\n",  # 15
         encoding='utf-8',
     )
     pyright = str(Path(sys.executable).parent / 'pyright')
     done = subprocess.run([pyright, str(source)], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stdout
     errors = [line for line in done.stdout.splitlines() if ' - error' in line]
-    assert len(errors) == 1 and 'misspelt.py:6' in errors[0] and 'efort' in errors[0], done.stdout
+    lines = sorted({int(line.split('misspelt.py:')[1].split(':')[0]) for line in errors})
+    assert lines == [8, 9, 11, 13, 15], done.stdout
+    assert all(word in done.stdout for word in ('efort', 'lowest', 'weekly', 'domain')), done.stdout
 
 
 @pytest.mark.parametrize(

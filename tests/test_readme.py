@@ -77,6 +77,11 @@ async def test_snippet_runs(
     if 'results' in namespace:  # the pipeline snippet
         assert [r.status for r in namespace['results']] == ['completed', 'completed']
         assert out.count('completed') == 2
+    elif 'again' in namespace:  # the follow-up and reuse snippet
+        first, second, again = (namespace[name] for name in ('first', 'second', 'again'))
+        assert first.status == second.status == 'completed' and second.response_id != first.response_id
+        assert again.reused and again.response_id == first.response_id and again.cost_usd == 0
+        assert 'True' in out and 'Reused: the same question' in out
     elif isinstance(result, ResearchResult):  # the notebook snippet: the research result renders itself
         assert result.status == 'completed'
         page = result._repr_html_()

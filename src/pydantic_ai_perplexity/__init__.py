@@ -35,10 +35,12 @@ from .errors import (
 if TYPE_CHECKING:
     from .budget import Budget, BudgetWarning, Limits, SpendLine
     from .client import PerplexityClient
+    from .deep import perplexity_research_subagent
     from .ledger import Ledger, RunRecord
     from .mcp.config import perplexity_mcp_config, perplexity_mcp_toolset
     from .mcp.server import build_mcp_server
-    from .researcher import Researcher, research
+    from .offline import use_emulator_if_no_key
+    from .researcher import Researcher, research, research_sync
     from .results import Citation, Progress, ResearchResult, Source, Usage
     from .steps import Step
     from .toolset import PerplexityToolset, ResearchProgress, collect_deferred
@@ -87,7 +89,10 @@ __all__ = (
     'collect_deferred',
     'perplexity_mcp_config',
     'perplexity_mcp_toolset',
+    'perplexity_research_subagent',
     'research',
+    'research_sync',
+    'use_emulator_if_no_key',
 )
 
 _LAZY = {
@@ -98,6 +103,8 @@ _LAZY = {
     'PerplexityClient': '.client',
     'Researcher': '.researcher',
     'research': '.researcher',
+    'research_sync': '.researcher',
+    'use_emulator_if_no_key': '.offline',
     'ResearchResult': '.results',
     'Source': '.results',
     'Citation': '.results',
@@ -111,6 +118,7 @@ _LAZY = {
     'collect_deferred': '.toolset',
     'perplexity_mcp_config': '.mcp.config',
     'perplexity_mcp_toolset': '.mcp.config',
+    'perplexity_research_subagent': '.deep',
     'build_mcp_server': '.mcp.server',
 }
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
 import anyio
 
@@ -34,7 +34,7 @@ from .results import ResearchResult
 if TYPE_CHECKING:
     from .durable import ResearchQueue
     from .ledger import Ledger
-    from .researcher import Researcher
+    from .researcher import BatchKeywords, Researcher
 
 __all__ = ('research_many', 'results_table', 'spend_by_effort')
 
@@ -87,7 +87,7 @@ async def research_many(
     budget_usd: float | None = None,
     on_result: OnResult | None = None,
     queue: ResearchQueue | None = None,
-    **options: Any,
+    **options: Unpack[BatchKeywords],
 ) -> list[ResearchResult]:
     """Research every question, at most `concurrency` runs at a time; the results in the order of `queries`.
 
@@ -104,7 +104,8 @@ async def research_many(
         on_result: Called with `(index, result)` as each question finishes, e.g. to show progress.
         queue: A `durable.ResearchQueue` whose workers research the questions (their researcher, ledger and budget;
             the queue's concurrency and rate limits); `researcher` and `budget_usd` are then not for this call.
-        options: Options for every run (`effort`, `domains`, `wait_seconds`, ...), as `Researcher.run` takes them.
+        options: Options for every run (`effort`, `domains`, `wait_seconds`, ...), as `Researcher.run` takes them
+            (typed: a misspelt option or an unknown effort is a type error).
     """
     if concurrency < 1:
         raise ValueError(f'concurrency must be at least 1, not {concurrency}.')

@@ -438,6 +438,12 @@ def _mcp_server(value: str) -> dict[str, str]:
     help='Wait at most this many seconds, then print the run id.',
 )
 @click.option('--no-wait', is_flag=True, help='Start the run, print its id and exit (collect it with `jobs wait`).')
+@click.option(
+    '--reuse-within',
+    type=float,
+    callback=_seconds,
+    help='Answer from a run of the same question and options that finished within this many seconds (not billed).',
+)
 @click.option('--json', 'as_json', is_flag=True, help='Print the full result as JSON.')
 def research(
     question: str,
@@ -450,6 +456,7 @@ def research(
     tighten: bool,
     wait_seconds: float | None,
     no_wait: bool,
+    reuse_within: float | None,
     as_json: bool,
     **given: Any,
 ) -> None:
@@ -497,7 +504,12 @@ def research(
                 return await researcher.start(question, request_id=key, **options)
             with _StepDisplay(question) as display:
                 result = await researcher.run(
-                    question, on_progress=display, on_started=started.append, request_id=key, **options
+                    question,
+                    on_progress=display,
+                    on_started=started.append,
+                    request_id=key,
+                    reuse_within=reuse_within,
+                    **options,
                 )
             if result.done:
                 display.summary(result)
@@ -583,6 +595,8 @@ def _print_result(result: ResearchResult, *, as_json: bool, builtin_emulator: bo
     if result.orphan_markers:
         _out(f'\nMarkers pointing at no source: {", ".join(result.orphan_markers)}')
     if note := tightened_note(result):
+        _out(f'\n{note}')
+    for note in result.notes:
         _out(f'\n{note}')
     cost = f'${result.cost_usd:.4f}' if result.cost_usd is not None else 'cost unknown'
     status = f'{result.status} · emulated' if result.emulated else result.status  # never taken for a real answer

@@ -1,8 +1,8 @@
 """Research from Jupyter: live progress, the run's timeline, batches, and traces to look at side by side.
 
 ```python
-from pydantic_ai_perplexity import research
-from pydantic_ai_perplexity.notebook import LiveProgress, use_emulator_if_no_key
+from pydantic_ai_perplexity import research, use_emulator_if_no_key
+from pydantic_ai_perplexity.notebook import LiveProgress
 
 use_emulator_if_no_key()              # offline when PERPLEXITY_API_KEY is unset
 async with LiveProgress('Batteries') as live:
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gzip
 import html
-import os
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 
 from .batch import research_many, results_table, spend_by_effort
+from .offline import use_emulator_if_no_key  # kept here too: notebooks written before it moved import it from here
 from .timeline import Timeline
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
     from .budget import BudgetWarning
-    from .emulator import Emulator
     from .results import Progress, ResearchResult
     from .steps import Step
 
@@ -56,30 +55,6 @@ __all__ = (
     'spend_by_effort',
     'use_emulator_if_no_key',
 )
-
-_emulator: Emulator | None = None
-
-
-def use_emulator_if_no_key(*, time_scale: float | None = None) -> Emulator | None:
-    """With no `PERPLEXITY_API_KEY`, start the built-in emulator and point the library at it; say so in one line.
-
-    Sets `PERPLEXITY_API_KEY` and `PERPLEXITY_BASE_URL` in this process's environment, so everything after
-    (`research`, `Researcher`, `PerplexityToolset`, MCP server children) uses it. With a key set, does nothing and
-    returns None: the same notebook then runs against the real API. The emulator's speed is `time_scale` (real
-    seconds per emulated second), else `PERPLEXITY_EMULATOR_TIME_SCALE`, else 0.05 (a `medium` run takes 3 s).
-    """
-    global _emulator
-    if os.environ.get('PERPLEXITY_API_KEY'):
-        return None
-    from .emulator import Emulator
-
-    if time_scale is None:
-        time_scale = float(os.environ.get('PERPLEXITY_EMULATOR_TIME_SCALE') or 0.05)
-    _emulator = Emulator(time_scale=time_scale).start()
-    os.environ['PERPLEXITY_API_KEY'] = _emulator.api_key
-    os.environ['PERPLEXITY_BASE_URL'] = _emulator.base_url
-    print(f'No PERPLEXITY_API_KEY set: using the built-in emulator at {_emulator.base_url} (answers are canned).')
-    return _emulator
 
 
 def _kernel_display() -> bool:

@@ -44,6 +44,7 @@ __all__ = (
     'RECENCIES',
     'RUN_STATUSES',
     'Effort',
+    'LegacyPreset',
     'Opt',
     'Recency',
     'ResearchOptions',
@@ -64,6 +65,9 @@ Effort = Literal['fast', 'low', 'medium', 'high', 'xhigh']
 EFFORTS: tuple[str, ...] = get_args(Effort)
 Recency = Literal['hour', 'day', 'week', 'month', 'year']
 RECENCIES: tuple[str, ...] = get_args(Recency)
+#: The old preset names, as a type: what `effort=` takes as a keyword (a pin like `fast@2026-10-16.0` goes through
+#: `options=ResearchOptions(effort=...)`, as no type can spell it).
+LegacyPreset = Literal['fast-search', 'pro-search', 'deep-research', 'advanced-deep-research']
 #: Every status a run can have. `requires_action` is in the API's schema with no flow documented: not terminal, yet
 #: waiting longer changes nothing.
 RunStatus = Literal['queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled']
@@ -333,6 +337,14 @@ class ResearchOptions(BaseModel):
         Field(description='Cap on the answer length in tokens (1 or more; the API floors it at 16).', ge=1),
         Opt('a whole number, 1 or more', cli='--max-output-tokens'),
     ] = None
+    previous_response_id: Annotated[
+        str | None,
+        Field(
+            description='Continue an earlier run: the id it handed back ("resp_..."). The question can then refer to '
+            'what that run found, e.g. "and how does that compare with 2020?".'
+        ),
+        Opt('the id a research call handed back, like "resp_..."', tool=True, cli='--follow-up'),
+    ] = None
     output_type: Annotated[
         SkipValidation[type[BaseModel] | dict[str, Any] | None],
         Field(description='A pydantic model or JSON Schema: the answer comes back as that structure.'),
@@ -431,6 +443,18 @@ class ResearchOptions(BaseModel):
     def _max_output_tokens(cls, value: object) -> object:
         return None if value is None else _whole(value, 'max_output_tokens', 1, None)
 
+    @field_validator('previous_response_id', mode='before')
+    @classmethod
+    def _previous_response_id(cls, value: object) -> object:
+        if value is None or value == '':
+            return None
+        try:
+            return check_id(value)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(
+                str(exc).replace('response_id', 'previous_response_id', 1), argument='previous_response_id'
+            ) from None
+
     @model_validator(mode='after')
     def _recency_or_dates(self) -> Self:
         if self.recency and (self.after or self.before):
@@ -482,6 +506,8 @@ class ResearchOptions(BaseModel):
         tools.extend(self.mcp_servers or ())
         if tools:
             request['tools'] = tools
+        if self.previous_response_id:
+            request['previous_response_id'] = self.previous_response_id
         if self.output_type is not None:
             request['response_format'] = response_format(self.output_type)[0]
         if self.extra:
@@ -492,7 +518,7 @@ class ResearchOptions(BaseModel):
 class ResearchOptionsDict(TypedDict, total=False):
     """`ResearchOptions` as keywords (`Researcher.run(query, effort='fast')`): a misspelt key is a type error."""
 
-    effort: str | None
+    effort: Effort | LegacyPreset | None
     model: str | None
     instructions: str | None
     domains: Sequence[str] | None
@@ -503,6 +529,7 @@ class ResearchOptionsDict(TypedDict, total=False):
     fetch_pages: bool | int | None
     max_steps: int | None
     max_output_tokens: int | None
+    previous_response_id: str | None
     output_type: type[BaseModel] | dict[str, Any] | None
     mcp_servers: Sequence[McpTool] | None
     extra: AgentRequest | None

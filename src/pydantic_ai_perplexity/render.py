@@ -256,6 +256,7 @@ def for_model(
         lines.append(f'Note: markers {", ".join(result.orphan_markers)} point at no source; do not cite them.')
     if note := tightened_note(result):
         lines.append(f'Note: {note}')
+    lines.extend(f'Note: {plain(note)}' for note in result.notes)
     lines.append(_status_line(result))
     return '\n'.join(lines)
 
@@ -266,9 +267,16 @@ def handoff_for_model(result: ResearchResult) -> str:
     return (
         f'The research run is still going (status: {plain(result.status)}, {p.elapsed_s:.0f}s so far; '
         f'{p.summary()}). Nothing is lost: call perplexity_research_result with '
-        f'response_id="{plain(result.response_id)}" '
-        'to wait for and collect the answer.' + (f' (emulated: {_EMULATED}.)' if result.emulated else '')
+        f'response_id="{plain(result.response_id)}"{_poll_argument(result)} '
+        'to wait for and collect the answer.'
+        + (f' (emulated: {_EMULATED}.)' if result.emulated else '')
+        + ''.join(f' Note: {plain(note)}' for note in result.notes)
     )
+
+
+def _poll_argument(result: ResearchResult, joiner: str = ' and ') -> str:
+    """The hand-off's `poll` argument (`ResearchResult.poll`) as the next call passes it, or '' without one."""
+    return f'{joiner}poll={result.poll}' if result.poll is not None else ''
 
 
 def structured_for_model(
@@ -291,9 +299,15 @@ def structured_for_model(
         out['emulated'] = True
     if result.tightened:
         out['tightened'] = {name: list(pair) for name, pair in result.tightened.items()}
+    if result.reused:
+        out['reused'] = True
+    if result.notes:
+        out['notes'] = [plain(note) for note in result.notes]
     if not result.done:
         out['progress'] = result.progress.summary()
-        out['next'] = f'perplexity_research_result(response_id="{out["response_id"]}")'
+        out['next'] = f'perplexity_research_result(response_id="{out["response_id"]}"{_poll_argument(result, ", ")})'
+        if result.poll is not None:
+            out['poll'] = result.poll
         return out
     answer, cut = _bounded(answer_with_source_numbers(result), max_answer_chars)
     if spotlight:

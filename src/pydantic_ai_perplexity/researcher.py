@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 import json
 import logging
+import math
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
@@ -29,7 +31,7 @@ from pydantic import TypeAdapter, ValidationError
 from . import tracing
 from .budget import Budget, BudgetWarning, SpendLine
 from .client import PerplexityClient
-from .client._models import AgentEvent, Response, SearchResponse
+from .client._models import AgentEvent, Response, SearchResponse, field_of
 from .client._params import AgentRequest, SearchRequest
 from .errors import (
     BadRequestError,
@@ -55,19 +57,33 @@ from .options import (
 )
 from .pricing import default_prices, limit_request, refresh_api_prices
 from .reconcile import learn_from, reconcile, record_finished
-from .results import ResearchResult
+from .results import ResearchResult, Usage
 from .settings import Settings
 from .steps import Step, StepReducer
 
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ('EFFORTS', 'ON_BUDGET_ENV', 'OnBudgetWarning', 'OnProgress', 'OnStarted', 'Researcher', 'research')
+__all__ = (
+    'EFFORTS',
+    'ON_BUDGET_ENV',
+    'BatchKeywords',
+    'OnBudgetWarning',
+    'OnProgress',
+    'OnStarted',
+    'ResearchKeywords',
+    'Researcher',
+    'RunKeywords',
+    'research',
+    'research_sync',
+)
 
 #: What a run that does not fit the budget does when `on_budget` is not given: `refuse` (unset) or `tighten`.
 ON_BUDGET_ENV = 'PERPLEXITY_ON_BUDGET'
 
 logger = logging.getLogger('pydantic_ai_perplexity')
+
+_T = TypeVar('_T')
 
 OnProgress = Callable[[Step], Awaitable[None] | None]
 """Called with each research step people see: its kind, description, specifics, the run's id and the counts so far."""
@@ -77,6 +93,40 @@ OnStarted = Callable[[str], Awaitable[None] | None]
 
 OnBudgetWarning = Callable[[BudgetWarning], Awaitable[None] | None]
 """Called when a run's reservation carries a budget window across its `warn_at` (once per window)."""
+
+
+class BatchKeywords(ResearchOptionsDict, total=False):
+    """What every run of a batch takes (`research_many`): the options, and how each run is waited for and recorded."""
+
+    options: ResearchOptions | None
+    on_progress: OnProgress | None
+    wait_seconds: float | None
+    caller: str | None
+    reuse_within: float | None
+
+
+class RunKeywords(BatchKeywords, total=False):
+    """What `Researcher.run` takes besides the query, as keywords (`run_sync` takes them too)."""
+
+    on_started: OnStarted | None
+    request_id: str | None
+
+
+class ResearchKeywords(RunKeywords, total=False):
+    """What `research()` / `research_sync()` take: `Researcher.run`'s keywords and the researcher's settings."""
+
+    api_key: str | None
+    base_url: str | None
+    budget_usd: float | None
+    budget: Budget | None
+    ledger: Ledger | str | os.PathLike[str] | Literal[False] | None
+    scope: str | None
+    on_budget: OnBudget | None
+    on_budget_warning: OnBudgetWarning | None
+
+
+#: The keywords of `research()` that make its `Researcher`; the rest go to `Researcher.run`.
+_SETTINGS = ('api_key', 'base_url', 'budget_usd', 'budget', 'ledger', 'scope', 'on_budget', 'on_budget_warning')
 
 
 @dataclass
@@ -90,6 +140,8 @@ class _Run:
     model: str | None = None
     #: The limits lowered to fit the budget (`ResearchResult.tightened`).
     tightened: dict[str, tuple[int, int]] | None = None
+    #: What the result must say of how it came about (`ResearchResult.notes`).
+    notes: tuple[str, ...] = ()
 
 
 class Researcher:
@@ -121,10 +173,13 @@ class Researcher:
         scope: str | None = None,
         on_budget_warning: OnBudgetWarning | None = None,
         clock: Callable[[], datetime] | None = None,
+        reuse_within: float | None = None,
     ) -> None:
         """`budget` adds windows, a per-run ceiling, per-caller and per-scope limits and `warn_at` to the total cap
         (`budget_usd`); `scope` labels this researcher's runs for `budget.per_scope`; `on_budget_warning` is called
-        when a run crosses `warn_at`; `clock` (UTC now) decides the runs' times and so their budget windows."""
+        when a run crosses `warn_at`; `clock` (UTC now) decides the runs' times and so their budget windows;
+        `reuse_within` (seconds) serves a question asked again with the same options inside that window from the
+        finished run in the ledger (`run(reuse_within=...)` per call)."""
         #: The checked settings: the arguments given, the rest from the environment (see `Settings.load`).
         self.settings = Settings.load(
             api_key=api_key,
@@ -141,6 +196,9 @@ class Researcher:
         self.budget = self.settings.budget
         self.scope = scope
         self.on_budget_warning = on_budget_warning
+        #: Seconds within which the same question with the same options is served from the ledger's finished run
+        #: (`ResearchResult.reused`) instead of researched and billed again; None: never.
+        self.reuse_within = _check_reuse(reuse_within)
         self._clock = clock or _utc_now
         self._warned: set[tuple[str, str | None, str | None, str]] = set()
         if on_budget is None:
@@ -240,7 +298,9 @@ class Researcher:
         with tracing.research_span(query) as trace:
             response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller, request_id)
             trace.started(response, effort=run.effort, model=run.model)
-            return self._marked(ResearchResult.from_response(response, effort=response.effort, query=query))
+            result = self._marked(ResearchResult.from_response(response, effort=response.effort, query=query))
+            result.notes = list(run.notes)
+            return result
 
     async def run(
         self,
@@ -252,6 +312,7 @@ class Researcher:
         wait_seconds: float | None = None,
         caller: str | None = None,
         request_id: str | None = None,
+        reuse_within: float | None = None,
         **given: Unpack[ResearchOptionsDict],
     ) -> ResearchResult:
         """Start a run and wait up to the wait budget: the finished result, or a hand-off if it is still going.
@@ -260,6 +321,8 @@ class Researcher:
         ledger before any waiting (`on_started` is then called with it), whatever cancels the call. `caller` (who
         asked, e.g. an MCP token's name) is recorded on the run in the ledger, for spend per caller; `request_id` too
         (e.g. the MCP call's JSON-RPC id, so that a cancel reaching another instance finds the run), as in `start`.
+        With `reuse_within` (seconds; default the researcher's), a run of the same question with the same options that
+        finished inside the window, in any process sharing the ledger, is served again (`reused`, nothing billed).
         """
         if _in_durable_workflow():  # DBOS workflow code: a start step and a collect step (durable.py)
             from . import durable
@@ -274,8 +337,16 @@ class Researcher:
                 caller=caller,
                 **given,
             )
+        parsed = ResearchOptions.parse(options, **given)
+        window = self.reuse_within if reuse_within is None else _check_reuse(reuse_within)
+        notes: tuple[str, ...] = ()
+        if window:
+            reused, notes = await self._reused(query, parsed, window, caller)
+            if reused is not None:
+                return reused
         with tracing.research_span(query) as trace:
-            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller, request_id)
+            response, run = await self._begin(query, parsed, caller, request_id)
+            run.notes = (*notes, *run.notes)
             run.trace = trace.started(response, effort=run.effort, model=run.model)
             if on_started is not None:
                 outcome = on_started(response.id)
@@ -284,6 +355,18 @@ class Researcher:
             result = await self._wait(response.id, run, on_progress=on_progress, wait_seconds=wait_seconds)
             trace.finish(result)
             return result
+
+    def run_sync(self, query: str, **keywords: Unpack[RunKeywords]) -> ResearchResult:
+        """`run` for scripts: on an event loop of its own, inside this researcher (its HTTP client closed after).
+
+        Raises `RuntimeError` where an event loop is running (async code, Jupyter): `await researcher.run(...)` there.
+        """
+
+        async def entered() -> ResearchResult:
+            async with self:
+                return await self.run(query, **keywords)
+
+        return _run_sync(entered, 'Researcher.run_sync', 'await researcher.run(...)')
 
     async def collect(
         self, response_id: str, *, wait_seconds: float | None = None, on_progress: OnProgress | None = None
@@ -405,7 +488,52 @@ class Researcher:
         if not query or not query.strip():
             raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
         _check_sendable(query, options.to_request(self.effort))
-        return await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+        try:
+            return await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+        except BadRequestError as exc:
+            previous = options.previous_response_id
+            if previous is None or not _unknown_previous(exc):
+                raise
+        # The API does not know the earlier run (expired, or started with another key or API): its question and
+        # answer go along as context instead, and the result says so.
+        options, note = await self._as_context(previous, options)
+        response, run = await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+        run.notes = (*run.notes, note)
+        return response, run
+
+    async def _as_context(self, previous: str, options: ResearchOptions) -> tuple[ResearchOptions, str]:
+        """`options` with the earlier run's question and answer as instructions in place of `previous_response_id`,
+        and the note that says so; the question from the ledger, the answer from a retrieve when the API still has it.
+
+        Raises:
+            InvalidArgumentError: neither the ledger nor the API knows the earlier run: there is nothing to continue.
+        """
+        record = await self._ledger_call(self.ledger.get, previous) if self.ledger else None
+        question = record.query if record is not None else ''
+        answer = ''
+        with contextlib.suppress(PerplexityError):
+            answer = (await self.client.retrieve(previous)).output_text
+        if not question and not answer:
+            raise InvalidArgumentError(
+                f'previous_response_id={previous!r} names a run neither the API nor the ledger knows (expired, or '
+                'started elsewhere), so there is nothing to continue: ask the question in full instead.',
+                argument='previous_response_id',
+            )
+        context = ['This question follows up an earlier one; take its context into account.']
+        if question:
+            context.append(f'The earlier question: {question}')
+        if answer:
+            context.append(f'The earlier answer: {_clipped(answer, _MAX_CONTEXT_CHARS)}')
+        if options.instructions:
+            context.append(options.instructions)
+        given = {(True, True): 'question and answer were', (True, False): 'question was', (False, True): 'answer was'}
+        missing = '' if answer else ' (its answer is no longer available from the API)'
+        note = (
+            f'The earlier run {previous} could not be continued: the API no longer knows it (expired, or started with '
+            f'another key or API). Its {given[bool(question), bool(answer)]} given as context instead{missing}.'
+        )
+        update = {'previous_response_id': None, 'instructions': '\n\n'.join(context)}
+        return options.model_copy(update=update), note
 
     async def _start_recorded(
         self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None
@@ -439,6 +567,7 @@ class Researcher:
                 estimate_usd=estimate_cost(effort),
                 api=self.client.api,
                 emulated=self.client.emulated is True,  # known once the API has answered once
+                fingerprint=self._fingerprint(query, options),
                 **tracing.current_ids(),
             )
             token, record, request, tightened = await self._reserve(record, request, query)
@@ -468,6 +597,66 @@ class Researcher:
         run = _Run(query, effort, time.monotonic(), adapter, options.output_type is not None, model=options.model)
         run.tightened = tightened
         return response, run
+
+    def _fingerprint(self, query: str, options: ResearchOptions) -> str:
+        """What makes two runs the same for reuse: the question (as the ledger keeps it), the request its options
+        make with this researcher's defaults, and the API it goes to (an emulator's answer never stands in for one)."""
+        request = _limited(options.to_request(self.effort))
+        text = json.dumps(
+            [self.client.redact(query.strip()), request, self.client.api],
+            sort_keys=True,
+            default=repr,
+            ensure_ascii=True,
+        )
+        return hashlib.sha256(text.encode('ascii')).hexdigest()
+
+    async def _reused(
+        self, query: str, options: ResearchOptions, window: float, caller: str | None
+    ) -> tuple[ResearchResult | None, tuple[str, ...]]:
+        """The result of the same question with the same options, finished within `window` seconds, served again
+        (retrieved from the API, which keeps stored runs: free, nothing billed); or None and what the caller must know.
+
+        A run the API no longer has (expired) is researched again, and the new result says so.
+        """
+        if self.ledger is None or not query.strip():
+            return None, ()
+        fingerprint = self._fingerprint(query, options)
+        record: RunRecord | None = await self._ledger_call(self.ledger.find_reusable, fingerprint, caller=caller)
+        age = (self._clock() - record.created_at).total_seconds() if record is not None else math.inf
+        if record is None or age > window:
+            return None, ()
+        try:
+            response = await self.client.retrieve(record.response_id)
+        except NotFoundError:
+            return None, (
+                f'The same question was answered {_ago(age)} ago (run {record.response_id}), but the API no longer '
+                'keeps that run (expired): it was researched again.',
+            )
+        if response.status != 'completed':
+            return None, ()
+        adapter = response_format(options.output_type)[1] if options.output_type is not None else None
+        result = self._marked(
+            ResearchResult.from_response(
+                response, effort=record.effort, query=query, structured=options.output_type is not None
+            )
+        )
+        self._typed(result, adapter)
+        result.usage = Usage(cost_usd=0.0)  # this call cost nothing: the earlier run's cost is in the ledger, once
+        result.reused = True
+        result.notes = [
+            f'Reused: the same question with the same options was answered {_ago(age)} ago (run '
+            f'{record.response_id}); served from that run, not researched or billed again.'
+        ]
+        return result, ()
+
+    @staticmethod
+    def _typed(result: ResearchResult, adapter: TypeAdapter[Any] | None) -> None:
+        """A structured answer's data validated as the requested type; `error` says when it does not match."""
+        if adapter is not None and result.data is not None:
+            try:
+                result.data = adapter.validate_python(result.data)
+            except ValidationError as exc:
+                result.error = f'structured output did not match the requested type: {exc.error_count()} errors'
 
     async def _probe_emulator(self) -> None:
         """Ask a local base URL once (a free `GET /v1/models`) whether it is an emulator, if no answer said so yet."""
@@ -583,6 +772,7 @@ class Researcher:
                     progress=steps.progress,
                     effort=run.effort or None,
                     query=run.query or None,
+                    notes=list(run.notes),
                 )
             )
         for step in steps.snapshot(response):  # items of the final snapshot no event reported (a polled run)
@@ -600,11 +790,8 @@ class Researcher:
         )
         if run.tightened:
             result.tightened = dict(run.tightened)
-        if run.adapter is not None and result.data is not None:
-            try:
-                result.data = run.adapter.validate_python(result.data)
-            except ValidationError as exc:
-                result.error = f'structured output did not match the requested type: {exc.error_count()} errors'
+        result.notes = list(run.notes)
+        self._typed(result, run.adapter)
         await self._record_end(result)
         return result
 
@@ -635,6 +822,46 @@ class Researcher:
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
 
+def _check_reuse(seconds: object) -> float | None:
+    """A reuse window: None (never), or finite seconds >= 0."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgumentError(
+            f'reuse_within={seconds!r} is not a number of seconds: give a finite number, 0 or more (0 or None: never).',
+            argument='reuse_within',
+        )
+    return float(seconds)
+
+
+def _ago(seconds: float) -> str:
+    """An age in words: "42 s", "5 min", "3 h"."""
+    seconds = max(seconds, 0.0)
+    if seconds < 120:
+        return f'{seconds:.0f} s'
+    if seconds < 7200:
+        return f'{seconds / 60:.0f} min'
+    return f'{seconds / 3600:.0f} h'
+
+
+#: The most of an earlier answer a follow-up carries as context when the API no longer knows the earlier run.
+_MAX_CONTEXT_CHARS = 6000
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + ' [...]'
+
+
+def _unknown_previous(exc: BadRequestError) -> bool:
+    """Whether a create was refused for its `previous_response_id`: live, a bare 400 `invalid request` (no `param`);
+    the emulator names the param too."""
+    if exc.param == 'previous_response_id':
+        return True
+    body: object = exc.body
+    message = field_of(field_of(body, 'error'), 'message') if body is not None else None
+    return exc.param is None and exc.type == 'invalid_request' and message == 'invalid request'
+
+
 def _limited(request: AgentRequest) -> AgentRequest:
     """`request` with the limits of its effort's profile that it does not set (`pricing.limit_request`): sent, so that
     the API enforces what the budget's reservation assumes."""
@@ -650,16 +877,38 @@ def _in_durable_workflow() -> bool:
     return active()
 
 
-async def research(query: str, **options: Any) -> ResearchResult:
+async def research(query: str, **keywords: Unpack[ResearchKeywords]) -> ResearchResult:
     """Research one question with settings from the environment: the one-liner for notebooks and scripts.
 
-    Takes the options of `Researcher.run`, plus `wait_seconds`, `on_progress` and `output_type`, and the researcher's
-    `api_key`, `base_url`, `budget_usd`, `budget`, `scope`, `on_budget_warning` and `ledger`.
+    Takes the options of `Researcher.run` (typed: a misspelt option or an unknown effort is a type error), plus the
+    researcher's `api_key`, `base_url`, `budget_usd`, `budget`, `ledger`, `scope`, `on_budget` and
+    `on_budget_warning`.
     """
-    keys = ('api_key', 'base_url', 'budget_usd', 'ledger', 'budget', 'scope', 'on_budget_warning', 'on_budget')
-    settings = {k: options.pop(k) for k in keys if k in options}
+    given = cast('dict[str, Any]', dict(keywords))
+    settings = {k: given.pop(k) for k in _SETTINGS if k in given}
     async with Researcher(origin='api', **settings) as researcher:
-        return await researcher.run(query, **options)
+        return await researcher.run(query, **given)
+
+
+def research_sync(query: str, **keywords: Unpack[ResearchKeywords]) -> ResearchResult:
+    """`research()` for scripts: runs on an event loop of its own and returns the result.
+
+    Raises `RuntimeError` when called where an event loop is running (async code, Jupyter): `await research(...)`
+    there instead.
+    """
+    return _run_sync(lambda: research(query, **keywords), 'research_sync', 'await research(...)')
+
+
+def _run_sync(work: Callable[[], Coroutine[Any, Any, _T]], name: str, instead: str) -> _T:
+    """Run `work` to its end on a new event loop (as `asyncio.run`); refused, clearly, inside a running one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work())
+    raise RuntimeError(
+        f'{name}() cannot run where an event loop is already running (async code, or a Jupyter notebook): '
+        f'use `{instead}` there instead.'
+    )
 
 
 def _utc_now() -> datetime:
@@ -670,9 +919,6 @@ def _on_loopback(api: str) -> bool:
     """Whether the API's host (`host:port`) is this machine, where an emulator may answer."""
     host = api.rsplit(':', 1)[0] if not api.endswith(']') else api
     return host.strip('[]') in ('127.0.0.1', 'localhost', '::1') or host.startswith('127.')
-
-
-_T = TypeVar('_T')
 
 
 def _check_sendable(query: str, request: Mapping[str, Any]) -> None:

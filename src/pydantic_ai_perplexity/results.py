@@ -13,14 +13,18 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .client._models import TERMINAL_STATUSES, FetchUrlResultsItem, Response, SearchResultsItem
+from .errors import InvalidArgumentError
 from .options import EFFORTS
 from .steps import Progress, StepReducer
+
+if TYPE_CHECKING:
+    from .researcher import Researcher, RunKeywords
 
 __all__ = (
     'MARKER',
@@ -314,6 +318,15 @@ class ResearchResult(_Model):
     #: The limits lowered to fit the budget (only with `on_budget="tighten"`), as (what the request would have sent,
     #: what it sent): e.g. `{"max_steps": (8, 3), "max_output_tokens": (8192, 2048)}`. Empty: nothing was lowered.
     tightened: dict[str, tuple[int, int]] = Field(default_factory=dict[str, tuple[int, int]])
+    #: What a caller (and a model) must know about how this result came about, in a sentence each: e.g. that a
+    #: follow-up could not continue its earlier run and was given that run's question and answer as context instead.
+    notes: list[str] = Field(default_factory=list[str])
+    #: Served from an earlier run of the same question with the same options (`reuse_within`): nothing was researched
+    #: or billed for it; `notes` says which run and how long ago.
+    reused: bool = False
+    #: For a hand-off from a tool: the `poll` number its next `perplexity_research_result` call passes (one more each
+    #: time), so that consecutive collects of a long run differ. None outside the tools.
+    poll: int | None = None
 
     @property
     def done(self) -> bool:
@@ -329,6 +342,30 @@ class ResearchResult(_Model):
     def cited_sources(self) -> list[Source]:
         """The sources the answer's markers point at."""
         return [s for s in self.sources if s.cited]
+
+    async def follow_up(
+        self, question: str, *, researcher: Researcher, **keywords: Unpack[RunKeywords]
+    ) -> ResearchResult:
+        """Ask `question` as a follow-up of this run: the new run continues this one's context (`previous_response_id`).
+
+        When the API no longer knows this run, the new run gets its question and answer as context instead, and its
+        `notes` say so. Takes `Researcher.run`'s keywords.
+        """
+        return await researcher.run(question, **self._follow_up_keywords(keywords))
+
+    def follow_up_sync(
+        self, question: str, *, researcher: Researcher, **keywords: Unpack[RunKeywords]
+    ) -> ResearchResult:
+        """`follow_up` for scripts (`Researcher.run_sync`); where an event loop runs (Jupyter), await `follow_up`."""
+        return researcher.run_sync(question, **self._follow_up_keywords(keywords))
+
+    def _follow_up_keywords(self, keywords: RunKeywords) -> RunKeywords:
+        if not self.response_id:
+            raise InvalidArgumentError(
+                'This result has no run to follow up (it was never started): ask the question in full instead.',
+                argument='previous_response_id',
+            )
+        return {**keywords, 'previous_response_id': self.response_id}
 
     @classmethod
     def from_response(

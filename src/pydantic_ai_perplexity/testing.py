@@ -23,6 +23,8 @@ __all__ = ('scripted_research_model',)
 
 # Matches a hand-off in rendered text and inside JSON (where the quotes arrive escaped, over MCP).
 _HANDOFF_ID = re.compile(r'response_id=\\?"(resp_[^"\\]+)')
+#: The poll number a hand-off asks the next collect to pass (each differs, so no loop detection fires on a long run).
+_HANDOFF_POLL = re.compile(r'\bpoll=(\d+)')
 _SPOTLIGHT = re.compile(r'<</?web-[0-9a-f]+>>')
 
 ReportBuilder = Callable[[ResearchResult], dict[str, Any]]
@@ -60,7 +62,10 @@ def _from_structured(
 ) -> ModelResponse:
     """The next move from a structured (MCP) result: collect a hand-off, or answer with the cited sources."""
     if content.get('next') and content.get('response_id') and _calls(messages, collect) < max_collects:
-        return ModelResponse(parts=[ToolCallPart(collect, {'response_id': content['response_id']})])
+        args: dict[str, Any] = {'response_id': content['response_id']}
+        if isinstance(content.get('poll'), int):
+            args['poll'] = content['poll']
+        return ModelResponse(parts=[ToolCallPart(collect, args)])
     answer = _SPOTLIGHT.sub('', str(content.get('answer') or ''))
     if not answer:
         return ModelResponse(parts=[TextPart(str(content))])
@@ -107,6 +112,8 @@ def scripted_research_model(
         collects = _calls(messages, collect)
         if handoff and collects < max_collects:
             collect_args: dict[str, Any] = {'response_id': handoff.group(1)}
+            if poll := _HANDOFF_POLL.search(text):
+                collect_args['poll'] = int(poll.group(1))
             if collect_wait_seconds is not None:
                 collect_args['wait_seconds'] = collect_wait_seconds
             return ModelResponse(parts=[ToolCallPart(collect, collect_args)])

@@ -78,6 +78,7 @@ class ResearchOut(TypedDict, total=False):
     cost_usd: float | None
     progress: NotRequired[str]
     next: NotRequired[str]
+    poll: NotRequired[int]
     notice: NotRequired[str]
     answer: NotRequired[str]
     answer_cut_chars: NotRequired[int]
@@ -86,6 +87,8 @@ class ResearchOut(TypedDict, total=False):
     error: NotRequired[str]
     data: NotRequired[Any]
     emulated: NotRequired[bool]
+    notes: NotRequired[list[str]]
+    reused: NotRequired[bool]
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,11 @@ class CollectArgs(_Args):
     wait_seconds: float | None = Field(
         default=None, description='Wait at most this long this time (defaults to the usual budget).'
     )
+    poll: int | None = Field(
+        default=None,
+        ge=1,
+        description='The poll number the hand-off gave: pass it as given (it tells this wait from the last one).',
+    )
 
 
 class CancelArgs(_Args):
@@ -162,6 +170,7 @@ _MUST = {
     'wait_seconds': 'a finite number of seconds, 0 or more',
     'status': f'one of {", ".join(RUN_STATUSES)}',
     'limit': 'a whole number from 1 to 50',
+    'poll': 'the poll number the hand-off gave, a whole number 1 or more',
     'max_results': 'a whole number from 1 to 20',
     'domains': 'a list of bare domains like ["nature.com"]',
     'recency': 'one of hour, day, week, month, year',
@@ -246,7 +255,8 @@ COLLECT = ToolSpec(
     description="""\
 Wait for and collect a research run that was handed back still going, by its `response_id`.
 
-It waits again up to the usual budget; if the run is still going it hands back again (call again later).""",
+It waits again up to the usual budget; if the run is still going it hands back again with the next `poll` number:
+call again with it. Each wait is a step forward, not a loop, however many it takes.""",
     hints=Hints('Collect a research run', read_only=True, open_world=True),
     args=CollectArgs,
     structured=True,
@@ -291,13 +301,24 @@ async def research(
 ) -> ResearchResult:
     """`perplexity_research`: start the run (its id recorded first) and wait up to the way in's budget."""
     given = args.model_dump(exclude={'query'}, exclude_none=True)
-    return await r.run(args.query, on_progress=on_progress, on_started=on_started, caller=caller, **(given | fixed))
+    result = await r.run(args.query, on_progress=on_progress, on_started=on_started, caller=caller, **(given | fixed))
+    return _numbered(result, 1)
 
 
 async def collect(r: Researcher, args: Any, *, on_progress: OnProgress | None = None) -> ResearchResult:
     """`perplexity_research_result`: wait again for a run, never past the way in's budget."""
     wait = check_wait(args.wait_seconds, cap=r.wait_seconds)
-    return await r.collect(check_id(args.response_id), wait_seconds=wait, on_progress=on_progress)
+    result = await r.collect(check_id(args.response_id), wait_seconds=wait, on_progress=on_progress)
+    return _numbered(result, (args.poll or 0) + 1)
+
+
+def _numbered(result: ResearchResult, poll: int) -> ResearchResult:
+    """A hand-off numbered for the next collect: each one asks for a different `poll`, so that an agent framework's
+    loop detection (pydantic-deep's stops a tool called three times with the same arguments) never takes a run
+    still going for a loop."""
+    if not result.done:
+        result.poll = poll
+    return result
 
 
 async def cancel_text(r: Researcher, args: Any) -> str:

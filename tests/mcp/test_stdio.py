@@ -305,8 +305,11 @@ def test_a_run_past_the_wait_budget_hands_off_then_is_collected(
     structured = handoff['structuredContent']
     response_id = structured['response_id']
     assert structured['status'] in ('queued', 'in_progress')
-    assert structured['next'] == f'perplexity_research_result(response_id="{response_id}")'
+    # The hand-off numbers the next collect (`poll`), so that consecutive collects differ (pydantic-deep's loop check).
+    assert structured['next'] == f'perplexity_research_result(response_id="{response_id}", poll=1)'
+    assert structured['poll'] == 1
     assert 'still going' in text_of(handoff) and 'perplexity_research_result' in text_of(handoff)
+    assert 'poll=1' in text_of(handoff)
     assert upstream_status(emu, response_id) != 'cancelled'  # running out of wait never cancels
 
     def collected() -> dict[str, Any] | None:

@@ -75,7 +75,7 @@ class Transport:
                 f'No Perplexity API key: set the {API_KEY_ENV} environment variable (keys are created in your '
                 'Perplexity API settings), or give api_key= in Python. To try it offline on the built-in emulator '
                 '(canned answers): the CLI without a key, `pydantic-ai-perplexity mcp --emulator` for the MCP server, '
-                'or use_emulator_if_no_key() from pydantic_ai_perplexity.notebook in Python.'
+                'or use_emulator_if_no_key() from pydantic_ai_perplexity in Python.'
             )
         return headers
 

@@ -368,6 +368,19 @@ class Ledger:
             [],
         )
 
+    def find_reusable(self, fingerprint: str, *, caller: str | None = None) -> RunRecord | None:
+        """The newest completed run with this fingerprint (`RunRecord.fingerprint`), that `caller` started when one
+        is named, or None: what a run asked with `reuse_within` may be served from (the window is the caller's)."""
+        caller = _clean(caller)
+        found = self._read(
+            'finding a run to reuse',
+            lambda engine: engine.list(
+                status='completed', origin=None, caller=caller, request_id=None, limit=1, fingerprint=fingerprint
+            ),
+            [],
+        )
+        return found[0] if found else None
+
     def find_by_request(self, caller: str | None, request_id: str | int) -> RunRecord | None:
         """The newest run that `caller` started with this JSON-RPC request id (e.g. to cancel it), or None."""
         found = self.list(caller=caller, request_id=str(request_id), limit=1)

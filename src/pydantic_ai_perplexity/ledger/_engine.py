@@ -94,6 +94,7 @@ class Engine(abc.ABC):
         caller: str | None,
         request_id: str | None,
         limit: int,
+        fingerprint: str | None = None,
     ) -> list[RunRecord]:
         """Rows newest first (ties: last inserted first), filtered by the arguments that are not None.
 
@@ -312,6 +313,14 @@ def m006_prices(db: MigrationDB) -> None:
             'CREATE TABLE learned_prices (model text PRIMARY KEY, input_per_million double precision NOT NULL, '
             'output_per_million double precision NOT NULL, updated_at timestamptz NOT NULL)'
         )
+
+
+@migration
+def m007_runs_fingerprint(db: MigrationDB) -> None:
+    # A digest of each run's question and request, so that the same question asked again inside a window is served
+    # from the finished run (`reuse_within`), found by its newest row.
+    db.execute(f'ALTER TABLE runs ADD COLUMN fingerprint {"TEXT" if db.engine == "sqlite" else "text"}')
+    db.execute('CREATE INDEX runs_fingerprint ON runs (fingerprint, created_at)')
 
 
 #: The schema version a database reaches once every migration is applied (`PRAGMA user_version` on SQLite, the

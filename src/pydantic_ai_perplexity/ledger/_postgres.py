@@ -71,7 +71,7 @@ _ABANDONED: list[Any] = []  # a forked child's copies of the parent's connection
 _COLUMN_LIST: Final = (
     'response_id, created_at, updated_at, query, effort, model, status, origin, sources, cited, input_tokens, '
     'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller, api, emulated, request_id, scope, '
-    'cost_details, price_source'
+    'cost_details, price_source, fingerprint'
 )
 _SELECT: Final = 'SELECT ' + _COLUMN_LIST + ' FROM runs'  # noqa: S608 (constant column names)
 _INSERT: Final = (
@@ -80,7 +80,8 @@ _INSERT: Final = (
     + ', cost_micros, estimate_micros) VALUES (%(response_id)s, %(created_at)s, %(updated_at)s, %(query)s, '
     '%(effort)s, %(model)s, %(status)s, %(origin)s, %(sources)s, %(cited)s, %(input_tokens)s, %(output_tokens)s, '
     '%(cost_usd)s, %(estimate_usd)s, %(error)s, %(trace_id)s, %(span_id)s, %(caller)s, %(api)s, %(emulated)s, '
-    '%(request_id)s, %(scope)s, %(cost_details)s, %(price_source)s, %(cost_micros)s, %(estimate_micros)s) '
+    '%(request_id)s, %(scope)s, %(cost_details)s, %(price_source)s, %(fingerprint)s, %(cost_micros)s, '
+    '%(estimate_micros)s) '
     'ON CONFLICT (response_id) DO NOTHING'
 )
 #: A reservation after the budget lock, in one statement (one snapshot, taken after the lock was granted): the spend
@@ -96,8 +97,8 @@ _RESERVE_INSERT: Final = (
     '%(effort)s::text, %(model)s::text, %(status)s::text, %(origin)s::text, %(sources)s::bigint, %(cited)s::bigint, '
     '%(input_tokens)s::bigint, %(output_tokens)s::bigint, %(cost_usd)s::float8, %(estimate_usd)s::float8, '
     '%(error)s::text, %(trace_id)s::text, %(span_id)s::text, %(caller)s::text, %(api)s::text, %(emulated)s::boolean, '
-    '%(request_id)s::text, %(scope)s::text, %(cost_details)s::text, %(price_source)s::text, %(cost_micros)s::bigint, '
-    '%(estimate_micros)s::bigint FROM spend, present WHERE NOT present.stored'
+    '%(request_id)s::text, %(scope)s::text, %(cost_details)s::text, %(price_source)s::text, %(fingerprint)s::text, '
+    '%(cost_micros)s::bigint, %(estimate_micros)s::bigint FROM spend, present WHERE NOT present.stored'
 )
 #: `bind` in one statement when nothing else holds the run's id: rename the reservation and set the fields.
 _BIND_HEAD: Final = 'UPDATE runs SET response_id = %(_id)s, '
@@ -368,6 +369,7 @@ class PostgresEngine(Engine):
         caller: str | None,
         request_id: str | None,
         limit: int,
+        fingerprint: str | None = None,
     ) -> list[RunRecord]:
         where: list[LiteralString] = []
         params: list[Any] = []
@@ -386,6 +388,9 @@ class PostgresEngine(Engine):
         if request_id is not None:
             where.append('request_id = %s')
             params.append(_text(request_id))
+        if fingerprint is not None:
+            where.append('fingerprint = %s')
+            params.append(fingerprint)
         clause: LiteralString = ' WHERE ' + ' AND '.join(where) if where else ''
         sql = _SELECT + clause + ' ORDER BY created_at DESC, seq DESC LIMIT %s'
         params.append(max(limit, 0))

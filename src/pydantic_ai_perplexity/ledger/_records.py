@@ -118,6 +118,9 @@ class RunRecord(BaseModel):
     cost_details: str | None = None
     #: Which prices its reservation came from: `fallback`, `api@<date>`, `user file` or `negotiated`.
     price_source: str | None = None
+    #: A digest of the question and the request its options made (and the API it went to): a finished run with the
+    #: same one inside `reuse_within` is served again instead of researched again (`Ledger.find_reusable`).
+    fingerprint: str | None = None
 
     @field_validator('created_at', 'updated_at')
     @classmethod

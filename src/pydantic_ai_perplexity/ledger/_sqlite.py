@@ -238,6 +238,7 @@ class SQLiteEngine(Engine):
         caller: str | None,
         request_id: str | None,
         limit: int,
+        fingerprint: str | None = None,
     ) -> list[RunRecord]:
         where: list[str] = []
         params: list[Any] = []
@@ -245,7 +246,14 @@ class SQLiteEngine(Engine):
             where.append(f'status IN ({", ".join("?" for _ in status) or "NULL"})')
             params.extend(status)
             status = None
-        for column, value in (('status', status), ('origin', origin), ('caller', caller), ('request_id', request_id)):
+        filters = (
+            ('status', status),
+            ('origin', origin),
+            ('caller', caller),
+            ('request_id', request_id),
+            ('fingerprint', fingerprint),
+        )
+        for column, value in filters:
             if value is not None:
                 where.append(f'{column} = ?')
                 params.append(value)
