@@ -33,6 +33,7 @@ __all__ = (
     'TraceSteps',
     'check_budget',
     'check_seconds',
+    'mcp_lean',
     'skip_idle_logfire_plugin',
     'wait_budget',
 )
@@ -64,6 +65,7 @@ class ENV:
     MCP_TOKEN = 'PERPLEXITY_MCP_TOKEN'  # noqa: S105 (a variable's name)
     MCP_TOKENS = 'PERPLEXITY_MCP_TOKENS'
     MCP_TOKENS_FILE = 'PERPLEXITY_MCP_TOKENS_FILE'
+    MCP_LEAN = 'PERPLEXITY_MCP_LEAN'
     TRACE_STEPS = 'PERPLEXITY_TRACE_STEPS'
 
 
@@ -104,6 +106,21 @@ def check_budget(raw: object, name: str = ENV.BUDGET_USD) -> float:
             name, 'a non-negative number of US dollars', '5 or 12.50', raw, ' Unset it to run without a budget cap.'
         )
     return value
+
+
+_YES = ('1', 'true', 'yes', 'on')
+_NO = ('', '0', 'false', 'no', 'off')
+
+
+def mcp_lean(given: bool | None = None, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the MCP server lists the tools' lean variant: `given`, else `PERPLEXITY_MCP_LEAN` (off by default)."""
+    if given is not None:
+        return given
+    raw = (os.environ if environ is None else environ).get(ENV.MCP_LEAN, '')
+    value = raw.strip().lower()
+    if value not in _YES + _NO:
+        raise _refused(ENV.MCP_LEAN, '1 or 0 (true or false)', '1', raw)
+    return value in _YES
 
 
 def _effort(raw: str, name: str) -> str:

@@ -181,9 +181,11 @@ def _rendered(spec: tools.ToolSpec, body: _Body) -> Tool:
         return await _guarded(work)
 
     keyword = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter(name, keyword, default=None, annotation=Any) for name in spec.schema['properties']]
+    # Every argument the spec checks, also those a lean schema leaves out: a model that sends one is understood.
+    params = [inspect.Parameter(name, keyword, default=None, annotation=Any) for name in spec.args.model_fields]
     params.append(inspect.Parameter('ctx', keyword, annotation=Context[Any, Any]))
-    returns = Annotated[CallToolResult, ResearchOut] if spec.structured else CallToolResult
+    # The lean list has no output schema (most of its size); the structured content is sent all the same.
+    returns = Annotated[CallToolResult, ResearchOut] if spec.structured and not spec.lean else CallToolResult
     setattr(call, '__signature__', inspect.Signature(params, return_annotation=returns))  # noqa: B010
     hints = spec.hints
     annotations = ToolAnnotations(
@@ -241,11 +243,16 @@ def build_server(
     spotlight: bool = True,
     max_answer_chars: int | None = None,
     drain: Drain | None = None,
+    lean: bool | None = None,
 ) -> MCPServer[Any]:
     """The `MCPServer` with the five research tools, the skill and the per-run resources (see `build_mcp_server`).
 
-    `drain`, started on shutdown, hands off the research calls in flight at once.
+    `drain`, started on shutdown, hands off the research calls in flight at once. `lean` lists the tools' lean
+    variant (`tools.LEAN_TOOLS`); None reads `PERPLEXITY_MCP_LEAN`.
     """
+    from ..settings import mcp_lean
+
+    specs = tools.tool_specs(lean=mcp_lean(lean))
     runtime = _Runtime(researcher, wait_seconds, spotlight, max_answer_chars, drain)
     cancels = RemoteCancels(runtime.researcher)
 
@@ -361,7 +368,7 @@ def build_server(
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
         log_level='WARNING',
-        tools=[_rendered(spec, bodies[spec.name]) for spec in tools.TOOLS],
+        tools=[_rendered(spec, bodies[spec.name]) for spec in specs],
         extensions=[research_tasks],
     )
     server.middleware.append(research_tasks.middleware)
