@@ -124,16 +124,19 @@ def serve(
     `PERPLEXITY_MCP_ALLOWED_HOSTS`) adds `Host` names HTTP clients may use, e.g. behind a reverse proxy.
     `header_timeout` (default `PERPLEXITY_MCP_HEADER_TIMEOUT`, else 10 s) and `max_connections_per_client`
     (default `PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT`, else 256) guard the HTTP server's connections. `lean`
-    (default `PERPLEXITY_MCP_LEAN`) lists the tools' lean variant. Exits 2 on an unsafe or impossible configuration.
+    (default `PERPLEXITY_MCP_LEAN`) lists the tools' lean variant. A waiting call that asked for progress hears at
+    least every `PERPLEXITY_MCP_HEARTBEAT_SECONDS` (15 by default), even from a run with no new step. Exits 2 on
+    an unsafe or impossible configuration.
     """
     if find_spec('mcp') is None:
         sys.stderr.write(_MCP_MISSING)
         raise SystemExit(2)
     from ..errors import ConfigurationError
-    from ..settings import mcp_lean
+    from ..settings import mcp_heartbeat, mcp_lean
 
     try:
         lean = mcp_lean(lean)
+        mcp_heartbeat()  # refused here, before serving, rather than at the first call
     except ConfigurationError as exc:
         sys.stderr.write(f'Cannot serve MCP: {exc}\n')
         raise SystemExit(2) from None
