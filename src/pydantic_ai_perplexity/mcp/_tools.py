@@ -13,7 +13,6 @@ import inspect
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
@@ -30,6 +29,7 @@ from ..settings import DEFAULT_MCP_WAIT_SECONDS
 from ..tools import ResearchOut
 from ._cancels import RemoteCancels, cancel_upstream, request_key
 from ._scope import reach, request_caller
+from ._skills import SKILL_URI, SkillsExtension, skill_text
 from ._tasks import ResearchTasks
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ _T = TypeVar('_T')
 #: The server's wait budget when neither `wait_seconds` nor `PERPLEXITY_WAIT_SECONDS` is given (see `settings`).
 DEFAULT_WAIT_SECONDS = DEFAULT_MCP_WAIT_SECONDS
 SERVER_NAME = 'perplexity'
-SKILL_URI = 'skill://perplexity-research/SKILL.md'
 RUN_URI = 'perplexity://runs/{response_id}'
 _CANCEL_GRACE_SECONDS = 15.0
 _MASKED = (
@@ -309,6 +308,7 @@ def build_server(
         return _text(render.for_model(result, **opts), structured=render.structured_for_model(result, **opts))
 
     research_tasks = ResearchTasks(runtime.researcher, rendered)  # MCP tasks, both eras (_tasks.py)
+    skills = SkillsExtension()  # skills/list and skills/get (_skills.py)
 
     async def waited(
         ctx: Context[Any, Any],
@@ -415,9 +415,10 @@ def build_server(
         lifespan=lifespan,
         log_level='WARNING',
         tools=[_rendered(spec, bodies[spec.name]) for spec in specs],
-        extensions=[research_tasks],
+        extensions=[research_tasks, skills],
     )
     server.middleware.append(research_tasks.middleware)
+    server.middleware.append(skills.middleware)
     cancels.register(server)
 
     @server.resource(
@@ -431,7 +432,7 @@ def build_server(
         mime_type='text/markdown',
     )
     def skill() -> str:
-        return Path(__file__).with_name('SKILL.md').read_text(encoding='utf-8')
+        return skill_text()
 
     @server.resource(
         RUN_URI,
