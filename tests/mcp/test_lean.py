@@ -36,7 +36,7 @@ NAMES = [spec.name for spec in TOOLS]
 
 
 def listed_tools(server: RawServer) -> list[dict[str, Any]]:
-    server.initialize()
+    server.initialize('2025-11-25')  # the era whose list is longest (it adds `execution.taskSupport`)
     return server.request('tools/list')['result']['tools']
 
 
