@@ -4,11 +4,13 @@ scripted models reading only the lean schema still research, hand off and collec
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import jsonschema
+import mcp_support
 import pytest
 from mcp_support import DEADLINE, PYCACHE, RawServer, mcp_research_model, server_env
 from pydantic_ai import Agent
@@ -59,6 +61,16 @@ def test_the_lean_list_fits_the_bound_and_the_full_one_stays_the_default(
     assert research['inputSchema']['properties']['effort']['enum'] == ['fast', 'low', 'medium', 'high', 'xhigh']
     assert 'perplexity_research_result' in research['description'] and 'outputSchema' not in research
     assert 'outputSchema' in full[0] and 'recency' in full[0]['inputSchema']['properties']
+
+
+def test_the_cli_mcp_command_takes_lean_from_its_flag_and_the_environment(
+    state_dir: Path, raw_server_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mcp_support, 'SERVER', [sys.executable, '-m', 'pydantic_ai_perplexity.cli', 'mcp'])
+    by_flag = listed_tools(raw_server_factory(server_env(None, state_dir), ['--lean']))
+    by_env = listed_tools(raw_server_factory(server_env(None, state_dir, PERPLEXITY_MCP_LEAN='1')))
+    full = listed_tools(raw_server_factory(server_env(None, state_dir)))
+    assert by_flag == by_env and size(by_flag) <= LEAN_MAX_CHARS < size(full)
 
 
 def test_a_bad_lean_setting_is_refused_in_words(state_dir: Path, raw_server_factory: Any) -> None:
