@@ -3,8 +3,9 @@
 What a reviewer needs to know, and where to look:
 
 - **What it serves** (`_tools.py`, thin adapters to `Researcher` and `render.py`): `perplexity_research`,
-  `perplexity_research_result`, `perplexity_research_cancel`, `perplexity_research_list`, `perplexity_search`;
-  the skill `skill://perplexity-research/SKILL.md`; and `perplexity://runs/{response_id}`, a finished run's full
+  `perplexity_research_result`, `perplexity_research_cancel`, `perplexity_research_list`, `perplexity_search`
+  (full, or lean with `--lean`); the skill `skill://perplexity-research/SKILL.md` (also through `skills/list`,
+  `_skills.py`); and `perplexity://runs/{response_id}`, a finished run's full
   result as JSON.
 - **Outbound**: one host, the configured `PERPLEXITY_BASE_URL` (default `https://api.perplexity.ai`; plain http
   only to loopback), reached through `PerplexityClient` with certificate checks and timeouts. Nothing else is
@@ -19,7 +20,8 @@ What a reviewer needs to know, and where to look:
   `/healthz` for it; on SIGTERM, calls in flight are handed off and the process exits within 10 s.
 - **Long runs**: a call waits at most `PERPLEXITY_WAIT_SECONDS` (55 s here by default, under the 60 s limit of
   Claude Desktop and other clients), sends a progress notification per research step when the client asked for
-  progress, then hands back the `response_id` (collect it with `perplexity_research_result`). A client's
+  progress (and a heartbeat when none went out for `PERPLEXITY_MCP_HEARTBEAT_SECONDS`, 15 s), then hands back
+  the `response_id` (collect it with `perplexity_research_result`). A client's
   `notifications/cancelled` cancels the run upstream; running out of wait never does.
 """
 
