@@ -56,6 +56,9 @@ def test_the_data_field_has_a_real_schema_and_a_structured_answer_passes_it(serv
     # An output the API returns for an output_type: its root is an object.
     # Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_structured_bad_root_400.json, captured 2026-10-09
     schema: dict[str, Any] = tools['perplexity_research']['outputSchema']
+    jsonschema.Draft202012Validator.check_schema(schema)
+    untyped = [k for k, v in schema['properties'].items() if not {'type', 'anyOf', '$ref'} & set(v)]
+    assert untyped == []  # what strict validators (the MCP Inspector's strict mode) warn about
     result = server.call('perplexity_research', {'query': 'What does the EU AI Act regulate?', 'effort': 'fast'})
     structured = result['structuredContent'] | {'data': {'summary': 'a regulation', 'year': 2024}}
     jsonschema.Draft202012Validator(schema).validate(structured)
