@@ -8,7 +8,14 @@ import pytest
 
 from pydantic_ai_perplexity import ConfigurationError
 from pydantic_ai_perplexity.researcher import Researcher
-from pydantic_ai_perplexity.settings import DEFAULT_MCP_WAIT_SECONDS, DEFAULT_WAIT_SECONDS, Settings, wait_budget
+from pydantic_ai_perplexity.settings import (
+    DEFAULT_MCP_WAIT_SECONDS,
+    DEFAULT_WAIT_SECONDS,
+    Settings,
+    mcp_heartbeat,
+    mcp_lean,
+    wait_budget,
+)
 
 
 def test_defaults_and_both_wait_budgets_from_one_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,3 +105,20 @@ async def test_nan_wait_is_refused_by_the_researcher_and_doctor_with_the_same_wo
         "PERPLEXITY_WAIT_SECONDS must be a number of seconds, 0 or more, e.g. PERPLEXITY_WAIT_SECONDS=600; got 'nan'."
         == settings.detail
     )
+
+
+@pytest.mark.parametrize(('raw', 'lean'), [('', False), ('0', False), ('off', False), ('1', True), (' TRUE ', True)])
+def test_the_mcp_lean_setting(raw: str, lean: bool) -> None:
+    assert mcp_lean(environ={'PERPLEXITY_MCP_LEAN': raw}) is lean
+    assert mcp_lean(True, environ={'PERPLEXITY_MCP_LEAN': 'nonsense'}) is True  # given wins, unread
+
+
+def test_the_mcp_heartbeat_setting() -> None:
+    assert mcp_heartbeat(environ={}) == 15.0
+    assert mcp_heartbeat(environ={'PERPLEXITY_MCP_HEARTBEAT_SECONDS': ' 0.5 '}) == 0.5
+    assert mcp_heartbeat(2.0, environ={'PERPLEXITY_MCP_HEARTBEAT_SECONDS': 'x'}) == 2.0
+    for raw in ('0', '-1', 'soon', 'inf'):
+        with pytest.raises(ConfigurationError, match='PERPLEXITY_MCP_HEARTBEAT_SECONDS must be a number of seconds'):
+            mcp_heartbeat(environ={'PERPLEXITY_MCP_HEARTBEAT_SECONDS': raw})
+    with pytest.raises(ConfigurationError, match='heartbeat_seconds must be'):
+        mcp_heartbeat(0.0)

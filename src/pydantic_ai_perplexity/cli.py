@@ -1122,6 +1122,12 @@ def config(client: str, write: bool, launcher: str) -> None:
     envvar='PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT',
     help='HTTP only: connections one client address may hold (behind a proxy, raise it).  [default: 256]',
 )
+@click.option(
+    '--lean',
+    is_flag=True,
+    default=None,
+    help='List the tools lean: short descriptions, few arguments, about a quarter of the tokens (PERPLEXITY_MCP_LEAN).',
+)
 def mcp(
     transport: str,
     host: str,
@@ -1131,6 +1137,7 @@ def mcp(
     emulator: bool,
     header_timeout: float | None,
     max_connections_per_client: int | None,
+    lean: bool | None,
 ) -> None:
     """Serve the research tools over MCP (stdio by default, or Streamable HTTP).
 
@@ -1138,6 +1145,7 @@ def mcp(
     Examples:
       pydantic-ai-perplexity mcp
       pydantic-ai-perplexity mcp --emulator          # offline: the built-in emulator, said on stderr
+      pydantic-ai-perplexity mcp --lean              # the tool list in about a quarter of the tokens
       pydantic-ai-perplexity mcp --transport http --port 8000
       PERPLEXITY_MCP_TOKEN=$(openssl rand -hex 32) pydantic-ai-perplexity mcp --transport http --host 0.0.0.0
       pydantic-ai-perplexity mcp --transport http --host 0.0.0.0 --tokens-file /etc/pplx/tokens
@@ -1155,6 +1163,7 @@ def mcp(
         emulator=emulator,
         header_timeout=header_timeout,
         max_connections_per_client=max_connections_per_client,
+        lean=lean,
     )
 
 

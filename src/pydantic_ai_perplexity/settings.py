@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .budget import Budget
 
 __all__ = (
+    'DEFAULT_MCP_HEARTBEAT_SECONDS',
     'DEFAULT_MCP_WAIT_SECONDS',
     'DEFAULT_WAIT_SECONDS',
     'ENV',
@@ -33,6 +34,8 @@ __all__ = (
     'TraceSteps',
     'check_budget',
     'check_seconds',
+    'mcp_heartbeat',
+    'mcp_lean',
     'skip_idle_logfire_plugin',
     'wait_budget',
 )
@@ -42,6 +45,9 @@ DEFAULT_WAIT_SECONDS = 600.0
 #: How long an MCP call waits: it answers (result or hand-off) before the 60 s limit of Claude Desktop and
 #: other TypeScript-SDK clients.
 DEFAULT_MCP_WAIT_SECONDS = 55.0
+#: At most this long between two progress notifications of an MCP call that asked for them, so that clients with
+#: an idle timeout keep a call whose run shows no new step for a while.
+DEFAULT_MCP_HEARTBEAT_SECONDS = 15.0
 
 TraceSteps = Literal['events', 'spans', 'off']
 
@@ -64,6 +70,8 @@ class ENV:
     MCP_TOKEN = 'PERPLEXITY_MCP_TOKEN'  # noqa: S105 (a variable's name)
     MCP_TOKENS = 'PERPLEXITY_MCP_TOKENS'
     MCP_TOKENS_FILE = 'PERPLEXITY_MCP_TOKENS_FILE'
+    MCP_LEAN = 'PERPLEXITY_MCP_LEAN'
+    MCP_HEARTBEAT_SECONDS = 'PERPLEXITY_MCP_HEARTBEAT_SECONDS'
     TRACE_STEPS = 'PERPLEXITY_TRACE_STEPS'
 
 
@@ -103,6 +111,33 @@ def check_budget(raw: object, name: str = ENV.BUDGET_USD) -> float:
         raise _refused(
             name, 'a non-negative number of US dollars', '5 or 12.50', raw, ' Unset it to run without a budget cap.'
         )
+    return value
+
+
+_YES = ('1', 'true', 'yes', 'on')
+_NO = ('', '0', 'false', 'no', 'off')
+
+
+def mcp_lean(given: bool | None = None, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the MCP server lists the tools' lean variant: `given`, else `PERPLEXITY_MCP_LEAN` (off by default)."""
+    if given is not None:
+        return given
+    raw = (os.environ if environ is None else environ).get(ENV.MCP_LEAN, '')
+    value = raw.strip().lower()
+    if value not in _YES + _NO:
+        raise _refused(ENV.MCP_LEAN, '1 or 0 (true or false)', '1', raw)
+    return value in _YES
+
+
+def mcp_heartbeat(given: float | None = None, environ: Mapping[str, str] | None = None) -> float:
+    """The MCP heartbeat interval: `given`, else `PERPLEXITY_MCP_HEARTBEAT_SECONDS`, else 15 s; more than 0."""
+    name = 'heartbeat_seconds' if given is not None else ENV.MCP_HEARTBEAT_SECONDS
+    raw: object = given if given is not None else (os.environ if environ is None else environ).get(name, '').strip()
+    if raw == '':
+        return DEFAULT_MCP_HEARTBEAT_SECONDS
+    value = _number(raw)
+    if math.isnan(value) or value <= 0:
+        raise _refused(name, 'a number of seconds, more than 0', '15', raw)
     return value
 
 

@@ -87,6 +87,8 @@ class PerplexityToolset(FunctionToolset[Any]):
         mcp_servers: Remote MCP servers (Agent API `mcp` tools) Perplexity may call during research.
         defer: End the agent run with a deferred call instead of a hand-off when a run outlasts the wait.
         max_answer_chars: Bound on the answer text the model sees; the full result is in the tool metadata.
+        lean: Show the tools' lean variant (short descriptions, few arguments: about a quarter of the tokens sent
+            with every model request); calls are checked and run exactly as in the full one.
         researcher: Share an existing `Researcher` instead of making one.
         http_client: An `httpx2.AsyncClient` to send requests with.
         id: Toolset id (for durable execution and pydantic-deep's tool search).
@@ -111,6 +113,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         researcher: Researcher | None = None,
         http_client: Any = None,
         id: str = 'perplexity',
+        lean: bool = False,
     ) -> None:
         super().__init__(id=id, max_retries=2, instructions=tools.INSTRUCTIONS)
         self.researcher = researcher or Researcher(
@@ -137,7 +140,7 @@ class PerplexityToolset(FunctionToolset[Any]):
             tools.LIST.name: self._list,
             tools.SEARCH.name: self._search,
         }
-        for spec in tools.TOOLS:
+        for spec in tools.tool_specs(lean=lean):
             self.add_tool(_rendered(spec, handlers[spec.name]))
 
     async def __aenter__(self) -> PerplexityToolset:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,40 @@ from pydantic_ai_perplexity.emulator import Emulator
 SERVER = [sys.executable, '-m', 'pydantic_ai_perplexity.mcp']
 PYCACHE = Path(tempfile.gettempdir()) / 'pydantic-ai-perplexity-test-pycache'
 DEADLINE = 45.0  # generous: a first start compiles the MCP SDK, and CI machines are busy
+
+
+def unavailable(reason: str) -> None:
+    """Skip a test whose outside tool cannot be had, saying why; in CI (`CI` set) that is a failure instead."""
+    if os.environ.get('CI'):
+        pytest.fail(f'{reason} (CI is set, so this fails instead of skipping)')
+    pytest.skip(reason)
+
+
+def npm_folder(name: str, packages: list[str], probe: str) -> Path:
+    """A cached folder (in the temp dir, named `name`) with `packages` installed by npm, once (`probe` is a path
+    under `node_modules` that exists once they are). Skipped, with the reason, without Node, npm or the registry."""
+    node, npm = shutil.which('node'), shutil.which('npm')
+    if node is None or npm is None:
+        unavailable(f'Node.js and npm are needed for {", ".join(packages)}')
+    assert npm is not None
+    folder = Path(tempfile.gettempdir()) / name
+    if not (folder / 'node_modules' / probe).exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / 'package.json').write_text('{"private": true, "type": "module"}\n', encoding='utf-8')
+        try:
+            done = subprocess.run(
+                [npm, 'install', '--no-audit', '--no-fund', '--silent', *packages],
+                cwd=folder,
+                capture_output=True,
+                timeout=300,
+            )
+        except subprocess.TimeoutExpired:
+            unavailable(f'npm install {" ".join(packages)} timed out (no registry?)')
+            raise
+        if done.returncode != 0:
+            err = done.stderr.decode(errors='replace')[-300:]
+            unavailable(f'npm install {" ".join(packages)} failed (no registry?): {err}')
+    return folder
 
 
 def server_env(emu: Emulator | None, state_dir: Path, **extra: str) -> dict[str, str]:

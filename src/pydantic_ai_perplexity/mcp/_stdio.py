@@ -222,13 +222,14 @@ def _load_snapshot() -> dict[str, Any] | None:
     return snapshot if installed is not None and snapshot.get('sdk') == installed else None
 
 
-def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float) -> int | None:
+def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float, lean: bool = False) -> int | None:
     """Serve MCP on this process's stdin/stdout until EOF or a signal (see the module docstring); the signal that
-    stopped it, or None (stdin closed)."""
+    stopped it, or None (stdin closed). The snapshot holds the full tool list: a `lean` server lets the SDK answer.
+    """
     wire = _Wire.claim()
     loader = _Loader()
     loader.start()
-    front = _Front(wire, _load_snapshot())
+    front = _Front(wire, None if lean else _load_snapshot())
     pending: list[bytes] = []
     while front.snapshot is not None and not pending:
         line = wire.reader.readline()
@@ -244,7 +245,7 @@ def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float) -> i
     import anyio
 
     drain = tools.Drain()
-    server: MCPServer[Any] = tools.build_server(wait_seconds=wait_seconds, drain=drain)
+    server: MCPServer[Any] = tools.build_server(wait_seconds=wait_seconds, drain=drain, lean=lean)
     runner = lowlevel(server)
     if runner is None:
         _serve_with_the_sdk(server, wire, consumed=bool(front.replay or pending))

@@ -13,7 +13,6 @@ import inspect
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
@@ -31,6 +30,7 @@ from ..tools import ResearchOut
 from . import _identity as identity
 from ._cancels import RemoteCancels, cancel_upstream, request_key
 from ._scope import reach, request_caller
+from ._skills import SKILL_URI, SkillsExtension, skill_text
 from ._tasks import ResearchTasks
 
 if TYPE_CHECKING:
@@ -46,7 +46,6 @@ _T = TypeVar('_T')
 #: The server's wait budget when neither `wait_seconds` nor `PERPLEXITY_WAIT_SECONDS` is given (see `settings`).
 DEFAULT_WAIT_SECONDS = DEFAULT_MCP_WAIT_SECONDS
 SERVER_NAME = identity.SERVER_NAME
-SKILL_URI = 'skill://perplexity-research/SKILL.md'
 RUN_URI = 'perplexity://runs/{response_id}'
 _CANCEL_GRACE_SECONDS = 15.0
 _MASKED = (
@@ -182,9 +181,11 @@ def _rendered(spec: tools.ToolSpec, body: _Body) -> Tool:
         return await _guarded(work)
 
     keyword = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter(name, keyword, default=None, annotation=Any) for name in spec.schema['properties']]
+    # Every argument the spec checks, also those a lean schema leaves out: a model that sends one is understood.
+    params = [inspect.Parameter(name, keyword, default=None, annotation=Any) for name in spec.args.model_fields]
     params.append(inspect.Parameter('ctx', keyword, annotation=Context[Any, Any]))
-    returns = Annotated[CallToolResult, ResearchOut] if spec.structured else CallToolResult
+    # The lean list has no output schema (most of its size); the structured content is sent all the same.
+    returns = Annotated[CallToolResult, ResearchOut] if spec.structured and not spec.lean else CallToolResult
     setattr(call, '__signature__', inspect.Signature(params, return_annotation=returns))  # noqa: B010
     hints = spec.hints
     annotations = ToolAnnotations(
@@ -218,21 +219,55 @@ def peer_cancelled(ctx: Context[Any, Any]) -> bool:
     return cancel_requested(ctx.request_context.session)
 
 
-def _reporter(ctx: Context[Any, Any]) -> Callable[[Step], Awaitable[None]]:
-    """A progress callback that sends one notification per research step, naming its run (a no-op without a
-    progress token): `searching: heat pumps (1 search, 0 results) · resp_…`."""
-    from ..render import plain
+class _Progress:
+    """The progress notifications of one call (no-ops without a progress token): one per research step, and a
+    heartbeat when none was sent for `every` seconds, so that clients with an idle timeout keep a quiet call.
 
-    count = 0
+    Values rise by one per notification: `searching: heat pumps (1 search, 0 results) · resp_…`.
+    """
 
-    async def on_progress(step: Step) -> None:
-        nonlocal count
-        count += 1
-        message = plain(step.detail, 200)
+    def __init__(self, ctx: Context[Any, Any], every: float) -> None:
+        self._ctx = ctx
+        self._every = every
+        self._count = 0
+        self._last = anyio.current_time()
+        self._summary = 'no step yet'
+        self.response_id = ''
+
+    async def send(self, message: str) -> None:
+        self._last = anyio.current_time()
+        count, self._count = self._count, self._count + 1
         with contextlib.suppress(Exception):  # a client that went away must not stop the research
-            await ctx.report_progress(count, None, f'{message} ({step.progress.summary()}) · {step.response_id}')
+            await self._ctx.report_progress(count, None, message)
 
-    return on_progress
+    async def step(self, step: Step) -> None:
+        from ..render import plain
+
+        self.response_id = step.response_id
+        self._summary = step.progress.summary()
+        await self.send(f'{plain(step.detail, 200)} ({self._summary}) · {step.response_id}')
+
+    async def _beat(self) -> None:
+        while True:
+            await anyio.sleep(max(0.0, self._last + self._every - anyio.current_time()))
+            if anyio.current_time() - self._last >= self._every:
+                await self.send(f'still researching ({self._summary}) · {self.response_id or "starting the run"}')
+
+    async def around(self, call: Callable[[], Awaitable[_T]]) -> _T:
+        """`call()`, with the heartbeat going while it runs."""
+        answer: list[_T] = []
+        failure: list[Exception] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._beat)
+            try:
+                answer.append(await call())
+            except Exception as exc:  # raised as it is below, not inside the task group's exception group
+                failure.append(exc)
+            finally:
+                tg.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+        return answer[0]
 
 
 def build_server(
@@ -242,11 +277,19 @@ def build_server(
     spotlight: bool = True,
     max_answer_chars: int | None = None,
     drain: Drain | None = None,
+    lean: bool | None = None,
+    heartbeat_seconds: float | None = None,
 ) -> MCPServer[Any]:
     """The `MCPServer` with the five research tools, the skill and the per-run resources (see `build_mcp_server`).
 
-    `drain`, started on shutdown, hands off the research calls in flight at once.
+    `drain`, started on shutdown, hands off the research calls in flight at once. `lean` lists the tools' lean
+    variant (`tools.LEAN_TOOLS`); None reads `PERPLEXITY_MCP_LEAN`. `heartbeat_seconds` bounds the quiet between two
+    progress notifications of a waiting call; None reads `PERPLEXITY_MCP_HEARTBEAT_SECONDS` (default 15).
     """
+    from ..settings import mcp_heartbeat, mcp_lean
+
+    specs = tools.tool_specs(lean=mcp_lean(lean))
+    heartbeat = mcp_heartbeat(heartbeat_seconds)
     runtime = _Runtime(researcher, wait_seconds, spotlight, max_answer_chars, drain)
     cancels = RemoteCancels(runtime.researcher)
 
@@ -266,18 +309,24 @@ def build_server(
         return _text(render.for_model(result, **opts), structured=render.structured_for_model(result, **opts))
 
     research_tasks = ResearchTasks(runtime.researcher, rendered)  # MCP tasks, both eras (_tasks.py)
+    skills = SkillsExtension()  # skills/list and skills/get (_skills.py)
 
     async def waited(
-        ctx: Context[Any, Any], r: Researcher, call: Callable[[list[str]], Awaitable[ResearchResult]], ids: list[str]
+        ctx: Context[Any, Any],
+        r: Researcher,
+        call: Callable[[list[str]], Awaitable[ResearchResult]],
+        ids: list[str],
+        progress: _Progress,
     ) -> CallToolResult:
-        """Run a research wait under the drain; `ids` holds the run's id once known (for a hand-off or a cancel)."""
+        """Run a research wait under the drain, with the progress heartbeat; `ids` holds the run's id once known
+        (for a hand-off or a cancel)."""
         from .. import render
         from ..results import ResearchResult
 
         result: ResearchResult | None = None
         with runtime.drain.guard():
             try:
-                result = await call(ids)
+                result = await progress.around(lambda: call(ids))
             except anyio.get_cancelled_exc_class():
                 if peer_cancelled(ctx) and ids:
                     # The person stopped the call: stop the run too, or it would go on billing.
@@ -294,23 +343,24 @@ def build_server(
     async def research(ctx: Context[Any, Any], args: Any) -> CallToolResult:
         r = await runtime.researcher()
         key = http_request_key(ctx)  # over HTTP, so that a cancel reaching any instance finds the run (_cancels.py)
+        progress = _Progress(ctx, heartbeat)
 
         async def call(ids: list[str]) -> ResearchResult:
             async def started(response_id: str) -> None:
                 # The run's id is in the ledger already (`Researcher.run` records it before it waits): from here on,
                 # whatever happens to this process (a SIGKILL included), any instance can list and collect it.
                 ids.append(response_id)
-                with contextlib.suppress(Exception):
-                    await ctx.report_progress(0, None, f'started research run {response_id}')
+                progress.response_id = response_id
+                await progress.send(f'started research run {response_id}')
                 if key is not None:  # a cancel that reached another instance before the run had its id
                     await cancels.check_mark(r, response_id)
 
             return await tools.research(
-                r, args, on_progress=_reporter(ctx), on_started=started, caller=caller_of(ctx), request_id=key
+                r, args, on_progress=progress.step, on_started=started, caller=caller_of(ctx), request_id=key
             )
 
         ids: list[str] = []
-        answer = await waited(ctx, r, call, ids)
+        answer = await waited(ctx, r, call, ids, progress)
         if key is not None and ids:
             with anyio.CancelScope(shield=True):
                 await cancels.answered(r, ids[-1])
@@ -321,12 +371,15 @@ def build_server(
         run_id = check_id(args.response_id)
         await reach(r, caller_of(ctx), run_id)  # another caller's run is "not found" (_scope.py)
 
+        progress = _Progress(ctx, heartbeat)
+        progress.response_id = run_id
+
         async def call(_: list[str]) -> ResearchResult:
-            return await tools.collect(r, args, on_progress=_reporter(ctx))
+            return await tools.collect(r, args, on_progress=progress.step)
 
         key = http_request_key(ctx)  # the caller's own run: a cancel reaching any instance stops it (_cancels.py)
         claimed = key is not None and await cancels.claim(r, run_id, caller_of(ctx), key)
-        answer = await waited(ctx, r, call, [run_id])
+        answer = await waited(ctx, r, call, [run_id], progress)
         if claimed:
             with anyio.CancelScope(shield=True):
                 await cancels.answered(r, run_id)
@@ -366,10 +419,11 @@ def build_server(
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
         log_level='WARNING',
-        tools=[_rendered(spec, bodies[spec.name]) for spec in tools.TOOLS],
-        extensions=[research_tasks],
+        tools=[_rendered(spec, bodies[spec.name]) for spec in specs],
+        extensions=[research_tasks, skills],
     )
     server.middleware.append(research_tasks.middleware)
+    server.middleware.append(skills.middleware)
     cancels.register(server)
 
     @server.resource(
@@ -383,7 +437,7 @@ def build_server(
         mime_type='text/markdown',
     )
     def skill() -> str:
-        return Path(__file__).with_name('SKILL.md').read_text(encoding='utf-8')
+        return skill_text()
 
     @server.resource(
         RUN_URI,

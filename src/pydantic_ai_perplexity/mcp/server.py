@@ -3,8 +3,9 @@
 What a reviewer needs to know, and where to look:
 
 - **What it serves** (`_tools.py`, thin adapters to `Researcher` and `render.py`): `perplexity_research`,
-  `perplexity_research_result`, `perplexity_research_cancel`, `perplexity_research_list`, `perplexity_search`;
-  the skill `skill://perplexity-research/SKILL.md`; and `perplexity://runs/{response_id}`, a finished run's full
+  `perplexity_research_result`, `perplexity_research_cancel`, `perplexity_research_list`, `perplexity_search`
+  (full, or lean with `--lean`); the skill `skill://perplexity-research/SKILL.md` (also through `skills/list`,
+  `_skills.py`); and `perplexity://runs/{response_id}`, a finished run's full
   result as JSON.
 - **Outbound**: one host, the configured `PERPLEXITY_BASE_URL` (default `https://api.perplexity.ai`; plain http
   only to loopback), reached through `PerplexityClient` with certificate checks and timeouts. Nothing else is
@@ -19,7 +20,8 @@ What a reviewer needs to know, and where to look:
   `/healthz` for it; on SIGTERM, calls in flight are handed off and the process exits within 10 s.
 - **Long runs**: a call waits at most `PERPLEXITY_WAIT_SECONDS` (55 s here by default, under the 60 s limit of
   Claude Desktop and other clients), sends a progress notification per research step when the client asked for
-  progress, then hands back the `response_id` (collect it with `perplexity_research_result`). A client's
+  progress (and a heartbeat when none went out for `PERPLEXITY_MCP_HEARTBEAT_SECONDS`, 15 s), then hands back
+  the `response_id` (collect it with `perplexity_research_result`). A client's
   `notifications/cancelled` cancels the run upstream; running out of wait never does.
 """
 
@@ -57,6 +59,11 @@ _NO_KEY_NOTE = (
     'starts this server, or add --emulator to try it offline on the built-in emulator (canned answers).\n'
 )
 _DRAIN_MARGIN_SECONDS = 30.0
+#: The `--lean` flag's help, shared by `python -m pydantic_ai_perplexity.mcp` and the CLI's `mcp` command.
+LEAN_HELP = (
+    'List the tools in their lean variant: short descriptions and few arguments, about a quarter of the tokens '
+    '(default: PERPLEXITY_MCP_LEAN).'
+)
 
 
 def build_mcp_server(
@@ -65,6 +72,7 @@ def build_mcp_server(
     wait_seconds: float | None = None,
     spotlight: bool = True,
     max_answer_chars: int | None = None,
+    lean: bool | None = None,
 ) -> MCPServer[Any]:
     """The MCP server (an `mcp.server.mcpserver.MCPServer`) with the research tools, the skill and run resources.
 
@@ -79,11 +87,17 @@ def build_mcp_server(
         spotlight: Wrap web text in nonce delimiters marking it as data (on by default).
         max_answer_chars: Bound on the answer text a model reads (default 12 000); the full result is the
             `perplexity://runs/{response_id}` resource.
+        lean: List the tools' lean variant (short descriptions, few arguments, no output schema: about a quarter
+            of the tokens); default `PERPLEXITY_MCP_LEAN`, else the full list.
     """
     from ._tools import build_server
 
     return build_server(
-        researcher=researcher, wait_seconds=wait_seconds, spotlight=spotlight, max_answer_chars=max_answer_chars
+        researcher=researcher,
+        wait_seconds=wait_seconds,
+        spotlight=spotlight,
+        max_answer_chars=max_answer_chars,
+        lean=lean,
     )
 
 
@@ -99,6 +113,7 @@ def serve(
     emulator: bool = False,
     header_timeout: float | None = None,
     max_connections_per_client: int | None = None,
+    lean: bool | None = None,
 ) -> None:
     """Serve the research tools until stdin closes (stdio) or the process is stopped (http).
 
@@ -110,12 +125,23 @@ def serve(
     `PERPLEXITY_MCP_TOKENS_FILE`), read again when it changes. `allowed_hosts` (default
     `PERPLEXITY_MCP_ALLOWED_HOSTS`) adds `Host` names HTTP clients may use, e.g. behind a reverse proxy.
     `header_timeout` (default `PERPLEXITY_MCP_HEADER_TIMEOUT`, else 10 s) and `max_connections_per_client`
-    (default `PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT`, else 256) guard the HTTP server's connections. Exits 2 on
+    (default `PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT`, else 256) guard the HTTP server's connections. `lean`
+    (default `PERPLEXITY_MCP_LEAN`) lists the tools' lean variant. A waiting call that asked for progress hears at
+    least every `PERPLEXITY_MCP_HEARTBEAT_SECONDS` (15 by default), even from a run with no new step. Exits 2 on
     an unsafe or impossible configuration.
     """
     if find_spec('mcp') is None:
         sys.stderr.write(_MCP_MISSING)
         raise SystemExit(2)
+    from ..errors import ConfigurationError
+    from ..settings import mcp_heartbeat, mcp_lean
+
+    try:
+        lean = mcp_lean(lean)
+        mcp_heartbeat()  # refused here, before serving, rather than at the first call
+    except ConfigurationError as exc:
+        sys.stderr.write(f'Cannot serve MCP: {exc}\n')
+        raise SystemExit(2) from None
     if emulator:
         _use_emulator()
     elif not os.environ.get('PERPLEXITY_API_KEY'):
@@ -132,7 +158,7 @@ def serve(
             from ._stdio import serve_stdio
 
             stopped_by = serve_stdio(
-                wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS
+                wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS, lean=lean
             )
         elif transport in ('http', 'streamable-http'):
             from ._conns import ConnectionLimits
@@ -150,7 +176,7 @@ def serve(
             refuse_unsafe_bind(host, tokens)
             configure_tracing_quietly()
             drain = Drain()
-            server = build_server(wait_seconds=wait_seconds, drain=drain)
+            server = build_server(wait_seconds=wait_seconds, drain=drain, lean=lean)
             hosts = list(allowed_hosts or ()) or None
             stopped_by = run_http(
                 server, host=host, port=port, tokens=tokens, allowed_hosts=hosts, drain=drain, limits=limits
@@ -196,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help='HTTP: connections one client address may hold (default: PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT, 256).',
     )
+    parser.add_argument('--lean', action='store_true', default=None, help=LEAN_HELP)
     args = parser.parse_args(argv)
     serve(
         args.transport,
@@ -206,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         emulator=args.emulator,
         header_timeout=args.header_timeout,
         max_connections_per_client=args.max_connections_per_client,
+        lean=args.lean,
     )
     return 0
 
