@@ -34,6 +34,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .budget import Budget, BudgetWarning, Limits, SpendLine
+    from .capabilities import PerplexityResearch, PerplexitySearch
     from .client import PerplexityClient
     from .ledger import Ledger, RunRecord
     from .mcp.config import perplexity_mcp_config, perplexity_mcp_toolset
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from .researcher import Researcher, research
     from .results import Citation, Progress, ResearchResult, Source, Usage
     from .steps import Step
-    from .toolset import PerplexityToolset, ResearchProgress, collect_deferred
+    from .toolset import PerplexityToolset, ResearchProgress, ResearchStepEvent, collect_deferred, resolve_deferred
 
 __version__ = '0.1.0'
 
@@ -68,11 +69,14 @@ __all__ = (
     'PermissionDeniedError',
     'PerplexityClient',
     'PerplexityError',
+    'PerplexityResearch',
+    'PerplexitySearch',
     'PerplexityToolset',
     'Progress',
     'RateLimitError',
     'ResearchProgress',
     'ResearchResult',
+    'ResearchStepEvent',
     'ResearchTimeoutError',
     'Researcher',
     'RetiredEndpointError',
@@ -88,6 +92,7 @@ __all__ = (
     'perplexity_mcp_config',
     'perplexity_mcp_toolset',
     'research',
+    'resolve_deferred',
 )
 
 _LAZY = {
@@ -109,6 +114,10 @@ _LAZY = {
     'PerplexityToolset': '.toolset',
     'ResearchProgress': '.toolset',
     'collect_deferred': '.toolset',
+    'resolve_deferred': '.toolset',
+    'ResearchStepEvent': '.toolset',
+    'PerplexityResearch': '.capabilities',
+    'PerplexitySearch': '.capabilities',
     'perplexity_mcp_config': '.mcp.config',
     'perplexity_mcp_toolset': '.mcp.config',
     'build_mcp_server': '.mcp.server',

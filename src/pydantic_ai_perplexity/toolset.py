@@ -24,6 +24,7 @@ from typing import Any, Literal, cast
 try:
     from pydantic_ai import (
         CallDeferred,
+        CapabilityEvent,
         CustomEvent,
         FunctionToolset,
         ModelRetry,
@@ -56,6 +57,7 @@ __all__ = (
     'OnRefusal',
     'PerplexityToolset',
     'ResearchProgress',
+    'ResearchStepEvent',
     'collect_deferred',
     'resolve_deferred',
 )
@@ -75,6 +77,20 @@ class ResearchProgress(CustomEvent):
 
     response_id: str | None = None
     kind: str = ''
+    step: str = ''
+    searches: int = 0
+    results_seen: int = 0
+    pages_fetched: int = 0
+    elapsed_s: float = 0.0
+
+
+@dataclass(kw_only=True)
+class ResearchStepEvent(CapabilityEvent, namespace='perplexity', name='research_step'):
+    """`ResearchProgress` as the capabilities emit it (pydantic-ai wants capability events from capabilities):
+    the same fields, the step's kind as `step_kind`."""
+
+    response_id: str | None = None
+    step_kind: str = ''
     step: str = ''
     searches: int = 0
     results_seen: int = 0
@@ -161,6 +177,9 @@ class PerplexityToolset(FunctionToolset[Any]):
         self.defer = defer
         self.on_refusal = on_refusal
         self.max_answer_chars = max_answer_chars
+        #: Which event a research step is streamed as: `ResearchProgress` (an application's `CustomEvent`), or
+        #: `ResearchStepEvent` when a capability owns the toolset.
+        self.progress_events: Literal['custom', 'capability'] = 'custom'
         known = [spec.name for spec in tools.TOOLS]
         unknown = [name for name in include or () if name not in known]
         if unknown:
@@ -225,11 +244,11 @@ class PerplexityToolset(FunctionToolset[Any]):
 
     async def _research(self, ctx: RunContext[Any], args: Any) -> ToolReturn:
         fixed: dict[str, Any] = {'output_type': self.output_type, 'mcp_servers': self.mcp_servers or None}
-        result = await tools.research(self.researcher, args, on_progress=_emitter(ctx), **fixed)
+        result = await tools.research(self.researcher, args, on_progress=self._emitter(ctx), **fixed)
         return self._returned(result)
 
     async def _collect(self, ctx: RunContext[Any], args: Any) -> ToolReturn:
-        return self._returned(await tools.collect(self.researcher, args, on_progress=_emitter(ctx)))
+        return self._returned(await tools.collect(self.researcher, args, on_progress=self._emitter(ctx)))
 
     async def _cancel(self, ctx: RunContext[Any], args: Any) -> str:
         return await tools.cancel_text(self.researcher, args)
@@ -248,6 +267,38 @@ class PerplexityToolset(FunctionToolset[Any]):
         return await tools.cancel_text(self.researcher, tools.CANCEL.parse({'response_id': response_id}))
 
     # -- helpers -----------------------------------------------------------------------------------------------
+
+    def _emitter(self, ctx: RunContext[Any]) -> Any:
+        capability = self.progress_events == 'capability'
+
+        async def on_progress(step: Step) -> None:
+            p = step.progress
+            if capability:
+                await ctx.emit(
+                    ResearchStepEvent(
+                        response_id=step.response_id,
+                        step_kind=step.kind,
+                        step=step.detail,
+                        searches=p.searches,
+                        results_seen=p.results_seen,
+                        pages_fetched=p.pages_fetched,
+                        elapsed_s=p.elapsed_s,
+                    )
+                )
+                return
+            await ctx.emit(
+                ResearchProgress(
+                    response_id=step.response_id,
+                    kind=step.kind,
+                    step=step.detail,
+                    searches=p.searches,
+                    results_seen=p.results_seen,
+                    pages_fetched=p.pages_fetched,
+                    elapsed_s=p.elapsed_s,
+                )
+            )
+
+        return on_progress
 
     def _returned(self, result: ResearchResult) -> ToolReturn:
         if not result.done and self.defer:
@@ -300,24 +351,6 @@ def _rendered(spec: tools.ToolSpec, handler: _Handler, names: tools.ToolNames) -
     )
     tool.function_schema = replace(tool.function_schema, validator=cast('Any', _Lenient()))
     return tool
-
-
-def _emitter(ctx: RunContext[Any]) -> Any:
-    async def on_progress(step: Step) -> None:
-        progress = step.progress
-        await ctx.emit(
-            ResearchProgress(
-                response_id=step.response_id,
-                kind=step.kind,
-                step=step.detail,
-                searches=progress.searches,
-                results_seen=progress.results_seen,
-                pages_fetched=progress.pages_fetched,
-                elapsed_s=progress.elapsed_s,
-            )
-        )
-
-    return on_progress
 
 
 async def resolve_deferred(
