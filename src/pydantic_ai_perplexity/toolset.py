@@ -375,24 +375,15 @@ async def resolve_deferred(
     that are not research runs (no run id) are left out, for the application to answer.
     """
     if toolset is None:
-        own = Researcher(origin='toolset') if researcher is None else None
-        toolset = PerplexityToolset(researcher=researcher or own)
-        if own is not None:
-            async with own:
-                return await _resolve(toolset, requests, wait_seconds)
-    return await _resolve(toolset, requests, wait_seconds)
-
-
-async def _resolve(
-    toolset: PerplexityToolset, requests: DeferredToolRequests, wait_seconds: float | None
-) -> DeferredToolResults:
+        toolset = PerplexityToolset(researcher=researcher or Researcher(origin='toolset'))
     results = DeferredToolResults()
-    for call in requests.calls:
-        response_id = requests.metadata.get(call.tool_call_id, {}).get(RESPONSE_ID_KEY)
-        if not isinstance(response_id, str):
-            continue
-        result = await toolset.researcher.collect(response_id, wait_seconds=wait_seconds)
-        results.calls[call.tool_call_id] = toolset.tool_return(result)
+    async with toolset.researcher:  # shared: closes its client only when its last user leaves
+        for call in requests.calls:
+            response_id = requests.metadata.get(call.tool_call_id, {}).get(RESPONSE_ID_KEY)
+            if not isinstance(response_id, str):
+                continue
+            result = await toolset.researcher.collect(response_id, wait_seconds=wait_seconds)
+            results.calls[call.tool_call_id] = toolset.tool_return(result)
     return results
 
 
