@@ -155,13 +155,7 @@ async def test_a_prefix_renames_every_tool_the_model_is_told_about(emulator_env:
 
 async def test_a_prefixed_capability_names_its_tools_in_refusals_too(emulator_env: Emulator):
     research = PerplexityResearch(prefix='web', budget_usd=0.001)
-    model = FunctionModel(
-        lambda messages, info: ModelResponse(
-            parts=[TextPart('gave up')]
-            if returns(messages)
-            else [ToolCallPart('web_perplexity_research', {'query': 'q', 'effort': 'medium'})]
-        )
-    )
+    model, _ = follower(ToolCallPart('web_perplexity_research', {'query': 'q', 'effort': 'medium'}))
     result = await Agent(model, capabilities=[research]).run('go')
     [ret] = returns(result.all_messages())
     assert ret.outcome == 'failed' and 'Research refused' in ret.content
@@ -186,13 +180,7 @@ async def test_on_refusal_tells_the_application_and_the_model_still_reads_the_re
         heard.append(exc)
 
     research = PerplexityResearch(budget_usd=0.001, on_refusal=on_refusal)
-    model = FunctionModel(
-        lambda messages, info: ModelResponse(
-            parts=[TextPart('gave up')]
-            if returns(messages)
-            else [ToolCallPart('perplexity_research', {'query': 'q', 'effort': 'medium'})]
-        )
-    )
+    model, _ = follower(ToolCallPart('perplexity_research', {'query': 'q', 'effort': 'medium'}))
     result = await Agent(model, capabilities=[research]).run('go')
     [ret] = returns(result.all_messages())
     assert ret.outcome == 'failed' and 'Research refused' in ret.content
@@ -203,13 +191,7 @@ async def test_on_refusal_tells_the_application_and_the_model_still_reads_the_re
 
 async def test_on_refusal_raise_ends_the_agent_run_with_the_refusal(emulator_env: Emulator):
     research = PerplexityResearch(budget_usd=0.001, on_refusal='raise')
-    model = FunctionModel(
-        lambda messages, info: ModelResponse(
-            parts=[TextPart('should not get here')]
-            if returns(messages)
-            else [ToolCallPart('perplexity_research', {'query': 'q', 'effort': 'medium'})]
-        )
-    )
+    model, _ = follower(ToolCallPart('perplexity_research', {'query': 'q', 'effort': 'medium'}))
     with pytest.raises(BudgetExceededError) as caught:
         await Agent(model, capabilities=[research]).run('go')
     assert caught.value.cap_usd == pytest.approx(0.001)

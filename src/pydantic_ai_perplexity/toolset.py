@@ -14,6 +14,7 @@ Every tool name a model reads (instructions, descriptions, hand-offs, refusals) 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import json
 import os
@@ -96,6 +97,16 @@ class ResearchStepEvent(CapabilityEvent, namespace='perplexity', name='research_
     results_seen: int = 0
     pages_fetched: int = 0
     elapsed_s: float = 0.0
+
+    @classmethod
+    def of(cls, progress: ResearchProgress) -> ResearchStepEvent:
+        """The capability event of a `ResearchProgress`."""
+        fields = {f.name: getattr(progress, f.name) for f in dataclasses.fields(cls) if f.name in _STEP_FIELDS}
+        return cls(step_kind=progress.kind, **fields)
+
+
+#: The fields `ResearchProgress` and `ResearchStepEvent` share, by name.
+_STEP_FIELDS = ('response_id', 'step', 'searches', 'results_seen', 'pages_fetched', 'elapsed_s')
 
 
 class PerplexityToolset(FunctionToolset[Any]):
@@ -273,30 +284,16 @@ class PerplexityToolset(FunctionToolset[Any]):
 
         async def on_progress(step: Step) -> None:
             p = step.progress
-            if capability:
-                await ctx.emit(
-                    ResearchStepEvent(
-                        response_id=step.response_id,
-                        step_kind=step.kind,
-                        step=step.detail,
-                        searches=p.searches,
-                        results_seen=p.results_seen,
-                        pages_fetched=p.pages_fetched,
-                        elapsed_s=p.elapsed_s,
-                    )
-                )
-                return
-            await ctx.emit(
-                ResearchProgress(
-                    response_id=step.response_id,
-                    kind=step.kind,
-                    step=step.detail,
-                    searches=p.searches,
-                    results_seen=p.results_seen,
-                    pages_fetched=p.pages_fetched,
-                    elapsed_s=p.elapsed_s,
-                )
+            event = ResearchProgress(
+                response_id=step.response_id,
+                kind=step.kind,
+                step=step.detail,
+                searches=p.searches,
+                results_seen=p.results_seen,
+                pages_fetched=p.pages_fetched,
+                elapsed_s=p.elapsed_s,
             )
+            await ctx.emit(ResearchStepEvent.of(event) if capability else event)
 
         return on_progress
 
