@@ -411,10 +411,11 @@ async def test_a_prefixed_toolset_hands_off_and_defers_under_its_names(emulator:
     assert isinstance(first.output, DeferredToolRequests)
     [deferred] = first.output.calls
     assert deferred.tool_name == 'web_perplexity_research'
-    # Collected while still going: the hand-off the model reads names the collect tool it has.
-    results = await collect_deferred(toolset, first.output, wait_seconds=0)
-    [ret] = results.calls.values()
-    assert 'call perplexity_research_result with' in ret.return_value  # type: ignore[union-attr]
-    renamed = await resolve_deferred(first.output, toolset=toolset.prefixed('web').wrapped, wait_seconds=0)  # type: ignore[arg-type]
-    [ret] = renamed.calls.values()
-    assert 'call web_perplexity_research_result with' in ret.return_value  # type: ignore[union-attr]
+    # Collected while still going: the hand-off names the collect tool as the model has it, whoever resolves it.
+    for resolved in (
+        await collect_deferred(toolset, first.output, wait_seconds=0),
+        await resolve_deferred(first.output, researcher=toolset.researcher, wait_seconds=0),
+    ):
+        [ret] = resolved.calls.values()
+        text = ret.return_value  # type: ignore[union-attr]
+        assert 'still going' in text and 'call web_perplexity_research_result with' in text

@@ -98,6 +98,16 @@ class ToolNames:
         """The names after pydantic-ai's `PrefixedToolset(prefix)`: `{prefix}_{name}`."""
         return ToolNames(*(f'{prefix}_{name}' for name in self.all()))
 
+    def calling(self, tool_name: str) -> ToolNames:
+        """The names of the tools beside `tool_name`, a name a model called one of them by: the prefix it carries
+        (`web_perplexity_research` -> `web_...`) is the prefix of them all. `self` if it names none of them."""
+        for own in sorted(NAMES.all(), key=len, reverse=True):
+            if tool_name == own:
+                return NAMES
+            if tool_name.endswith(f'_{own}'):
+                return NAMES.prefixed(tool_name.removesuffix(f'_{own}'))
+        return self
+
     def all(self) -> tuple[str, ...]:
         """The five names, in the spec's order."""
         return (self.research, self.collect, self.cancel, self.list_runs, self.search)

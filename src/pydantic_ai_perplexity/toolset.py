@@ -302,11 +302,12 @@ class PerplexityToolset(FunctionToolset[Any]):
             raise CallDeferred(metadata={RESPONSE_ID_KEY: result.response_id, 'progress': result.progress.summary()})
         return self.tool_return(result)
 
-    def tool_return(self, result: ResearchResult) -> ToolReturn:
-        """A research result as the tool returns it: the model's text; the full result and its `{url, title}`
-        sources in the metadata, for an application to render citations from."""
+    def tool_return(self, result: ResearchResult, *, names: tools.ToolNames | None = None) -> ToolReturn:
+        """A research result as the tool returns it: the model's text (naming tools as `names`, default the
+        toolset's); the full result and its `{url, title}` sources in the metadata, for an application to render
+        citations from."""
         text = render.for_model(
-            result, spotlight=self.spotlight, max_answer_chars=self.max_answer_chars, names=self.names
+            result, spotlight=self.spotlight, max_answer_chars=self.max_answer_chars, names=names or self.names
         )
         meta = {'research_result': result, 'sources': render.source_refs(result.sources), 'untrusted': True}
         return ToolReturn(return_value=text, metadata=meta)
@@ -368,8 +369,9 @@ async def resolve_deferred(
         results = await resolve_deferred(result.output)
         result = await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
     ```
-    A run still going after `wait_seconds` is answered with its hand-off text, so the model can collect it. Calls
-    that are not research runs (no run id) are left out, for the application to answer.
+    A run still going after `wait_seconds` is answered with its hand-off text, naming the collect tool by the
+    prefix the deferred call carried, so the model can collect it. Calls that are not research runs (no run id) are
+    left out, for the application to answer.
     """
     if toolset is None:
         toolset = PerplexityToolset(researcher=researcher or Researcher(origin='toolset'))
@@ -380,7 +382,9 @@ async def resolve_deferred(
             if not isinstance(response_id, str):
                 continue
             result = await toolset.researcher.collect(response_id, wait_seconds=wait_seconds)
-            results.calls[call.tool_call_id] = toolset.tool_return(result)
+            # A run still going is handed back naming the collect tool as the model called this one (its prefix).
+            names = toolset.names.calling(call.tool_name)
+            results.calls[call.tool_call_id] = toolset.tool_return(result, names=names)
     return results
 
 
