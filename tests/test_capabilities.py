@@ -5,9 +5,13 @@ application hears of, and tool names that follow a prefix into every text the mo
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from pydantic import TypeAdapter
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import WebSearch
 from pydantic_ai.messages import (
@@ -20,7 +24,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.profiles import ModelProfile
-from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 
 from pydantic_ai_perplexity import (
     BudgetExceededError,
@@ -303,3 +307,43 @@ async def test_a_prefixed_search_capability(emulator_env: Emulator):
     assert [t.name for t in seen[0].function_tools] == ['web_perplexity_search']
     assert named_tools(seen[0].instructions or '') == {'web_perplexity_search'}
     assert returns(result.all_messages())[0].outcome == 'success'
+
+
+#: What another process runs: read deferred calls, resolve them from the environment alone, write the results.
+_RESOLVER = """
+import asyncio, sys
+from pathlib import Path
+from pydantic import TypeAdapter
+from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+from pydantic_ai_perplexity import resolve_deferred
+
+async def main():
+    requests = TypeAdapter(DeferredToolRequests).validate_json(Path(sys.argv[1]).read_bytes())
+    results = await resolve_deferred(requests, wait_seconds=30)
+    Path(sys.argv[2]).write_bytes(TypeAdapter(DeferredToolResults).dump_json(results))
+
+asyncio.run(main())
+"""
+
+
+async def test_another_process_resolves_the_deferred_calls_and_the_agent_resumes(
+    emulator_env: Emulator, tmp_path: Path
+):
+    research = PerplexityResearch(execution='external', wait_seconds=0.05, prefix='web')
+    agent = Agent(
+        scripted_research_model(effort='high', tool_prefix='web_'),
+        capabilities=[research],
+        output_type=[str, DeferredToolRequests],
+    )
+    first = await agent.run('How do solid-state batteries work? [[emulate: duration=60]]')
+    assert isinstance(first.output, DeferredToolRequests)
+    asked, answered = tmp_path / 'requests.json', tmp_path / 'results.json'
+    asked.write_bytes(TypeAdapter(DeferredToolRequests).dump_json(first.output))
+    with anyio.fail_after(120):
+        done = await anyio.run_process([sys.executable, '-c', _RESOLVER, str(asked), str(answered)], check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    results = TypeAdapter(DeferredToolResults).validate_json(answered.read_bytes())
+    second = await agent.run(message_history=first.all_messages(), deferred_tool_results=results)
+    assert isinstance(second.output, str) and 'Sources:' in second.output and 'https://' in second.output
+    creates = [r for r in emulator_env.requests if r.method == 'POST' and r.path.endswith('/v1/agent')]
+    assert len(creates) == 1  # the other process collected the run; nothing was researched twice
