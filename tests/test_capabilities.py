@@ -272,7 +272,8 @@ def search_model(seen: list[AgentInfo], tool: str = 'perplexity_search', *, nati
 async def test_search_capability_gives_one_tool_and_structured_sources(emulator_env: Emulator):
     seen: list[AgentInfo] = []
     result = await Agent(search_model(seen), capabilities=[PerplexitySearch()]).run('go')
-    assert [t.name for t in seen[0].function_tools] == ['perplexity_search']
+    [tool] = seen[0].function_tools
+    assert tool.name == 'perplexity_search' and named_tools(tool.description or '') == set()  # no research tool here
     instructions = seen[0].instructions or ''
     assert 'perplexity_search' in instructions and named_tools(instructions) == {'perplexity_search'}
     [ret] = returns(result.all_messages())
@@ -298,6 +299,7 @@ async def test_a_model_with_native_web_search_uses_its_own_and_not_the_fallback(
     await agent.run('go')
     assert [t.name for t in seen[0].function_tools] == []
     assert [type(t).__name__ for t in seen[0].model_request_parameters.native_tools] == ['WebSearchTool']
+    assert 'perplexity' not in (seen[0].instructions or '')  # nothing points the model at a tool it was not given
 
 
 async def test_a_prefixed_search_capability(emulator_env: Emulator):

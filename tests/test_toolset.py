@@ -394,6 +394,22 @@ async def test_source_records_hold_only_clean_values(emulator: Emulator):
     ]
 
 
+async def test_a_toolset_of_some_tools_never_names_the_others(emulator: Emulator):
+    seen: list[AgentInfo] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(info)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    toolset = toolset_for(emulator, include=['perplexity_research', 'perplexity_search'])
+    await Agent(FunctionModel(respond), toolsets=[toolset]).run('hi')
+    [info] = seen
+    assert sorted(t.name for t in info.function_tools) == ['perplexity_research', 'perplexity_search']
+    for text in [info.instructions or '', *(t.description or '' for t in info.function_tools)]:
+        assert 'perplexity_research_result' not in text and 'perplexity_research_list' not in text
+    assert 'perplexity_search for quick lookups' in (info.instructions or '')
+
+
 def test_include_names_only_tools_that_exist(emulator: Emulator):
     assert list(toolset_for(emulator, include=['perplexity_search']).tools) == ['perplexity_search']
     with pytest.raises(ValueError, match='include names no tool: perplexity_fetch'):

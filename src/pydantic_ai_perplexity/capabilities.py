@@ -192,17 +192,22 @@ class PerplexitySearch(AbstractCapability[Any]):
             spotlight=spotlight,
             ledger=False if researcher is None else None,
             include=[tools.SEARCH.name],
-            instructions=SEARCH_INSTRUCTIONS,
+            instructions='',  # the capability's: a `WebSearch` that uses a model's own search drops the tool
             researcher=researcher,
             http_client=http_client,
             id=toolset_id,
         )
-        #: The search tool as a toolset, e.g. for `WebSearch(local=...)`.
-        self.toolset: AbstractToolset[Any] = _exposed(search_only, prefix)[1]
+        named, exposed = _exposed(search_only, prefix)
+        self._instructions = named.names.say(SEARCH_INSTRUCTIONS)
+        #: The search tool as a toolset, e.g. for `WebSearch(local=...)` (its description is all the model needs).
+        self.toolset: AbstractToolset[Any] = exposed
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
         return None  # holds a live researcher (HTTP client): not built from a spec
+
+    def get_instructions(self) -> str:
+        return self._instructions
 
     def get_toolset(self) -> AbstractToolset[Any]:
         return self.toolset

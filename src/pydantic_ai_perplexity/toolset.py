@@ -18,6 +18,7 @@ import dataclasses
 import inspect
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
@@ -212,7 +213,10 @@ class PerplexityToolset(FunctionToolset[Any]):
         self.tools = {}
         for spec in tools.TOOLS:
             if spec.name in self.include:
-                self.add_tool(_rendered(spec, handlers[spec.name], self.names))
+                self.add_tool(_rendered(spec, handlers[spec.name], self.names, self._absent()))
+
+    def _absent(self) -> list[str]:
+        return [spec.name for spec in tools.TOOLS if spec.name not in self.include]
 
     def prefixed(self, prefix: str) -> PrefixedToolset[Any]:
         """The tools named `{prefix}_...`, and every text the model reads naming them so (same researcher)."""
@@ -222,8 +226,12 @@ class PerplexityToolset(FunctionToolset[Any]):
         return PrefixedToolset(renamed, prefix)
 
     async def get_instructions(self, ctx: RunContext[Any]) -> list[InstructionPart] | None:
-        """The tools' instructions, each tool named as the model knows it."""
-        return [InstructionPart(content=self.names.say(self.instructions_text), dynamic=False)]
+        """The tools' instructions, each tool named as the model knows it and none it lacks (none when
+        `instructions=''`)."""
+        if not self.instructions_text:
+            return None
+        text = self.names.say(_without_clauses_naming(self.instructions_text, self._absent()))
+        return [InstructionPart(content=text, dynamic=False)]
 
     async def __aenter__(self) -> PerplexityToolset:
         await self.researcher.__aenter__()
@@ -336,19 +344,41 @@ class _Lenient:
         return cast('dict[str, Any]', value) if isinstance(value, dict) else {_RAW: value}
 
 
-def _rendered(spec: tools.ToolSpec, handler: _Handler, names: tools.ToolNames) -> Tool[Any]:
-    """The pydantic-ai tool of a spec: its name, description (naming tools as the model knows them) and JSON
-    schema, arguments checked by the spec."""
+def _rendered(spec: tools.ToolSpec, handler: _Handler, names: tools.ToolNames, absent: Sequence[str]) -> Tool[Any]:
+    """The pydantic-ai tool of a spec: its name, description (naming tools as the model knows them, and none of the
+    `absent` ones) and JSON schema, arguments checked by the spec."""
 
     async def call(ctx: RunContext[Any], **raw: Any) -> Any:
         return await handler(ctx, spec.parse(raw[_RAW] if _RAW in raw else raw))
 
-    description = names.say(spec.description)
+    description = names.say(_without_clauses_naming(spec.description, absent))
     tool: Tool[Any] = Tool.from_schema(
         call, name=spec.name, description=description, json_schema=spec.schema, takes_ctx=True
     )
     tool.function_schema = replace(tool.function_schema, validator=cast('Any', _Lenient()))
     return tool
+
+
+#: Where one clause of a text ends: after a `.` or `;`, the whitespace (kept, to join the rest as written).
+_CLAUSE = re.compile(r'(?<=[.;])(\s+)')
+
+
+def _without_clauses_naming(text: str, absent: Sequence[str]) -> str:
+    """`text` without the clauses (sentences, `;` parts) that name a tool in `absent`: a model is never pointed at
+    a tool it does not have. A clause left ending in `;` before a dropped one ends the sentence instead."""
+    if not absent:
+        return text
+    parts = _CLAUSE.split(text)  # clause, whitespace, clause, ..., clause
+    kept: list[str] = []
+    for at in range(0, len(parts), 2):
+        clause, space = parts[at], parts[at + 1] if at + 1 < len(parts) else ''
+        if any(re.search(rf'\b{name}\b', clause) for name in absent):
+            if kept and kept[-1].rstrip().endswith(';'):
+                body = kept[-1].rstrip()
+                kept[-1] = body[:-1] + '.' + kept[-1][len(body) :]
+            continue
+        kept.append(clause + space)
+    return ''.join(kept).strip()
 
 
 async def resolve_deferred(
