@@ -72,8 +72,12 @@ class PerplexityResearch(AbstractCapability[Any]):
         output_type: A pydantic model or JSON schema research answers come back as.
         mcp_servers: Remote MCP servers Perplexity may call during research.
         max_answer_chars: Bound on the answer text the model sees; the full result is in the tool metadata.
+        api_key: Perplexity API key; defaults to `PERPLEXITY_API_KEY`.
+        base_url: API base URL (https, or http to loopback, e.g. the emulator).
         researcher: Share an existing `Researcher`.
+        http_client: An `httpx2.AsyncClient` to send requests with.
         toolset_id: The toolset's id (durable execution names its steps by it).
+        id, description, defer_loading: pydantic-ai's capability settings.
     """
 
     def __init__(
@@ -165,8 +169,12 @@ class PerplexitySearch(AbstractCapability[Any]):
     Args:
         prefix: Name the tool `{prefix}_perplexity_search`; the instructions follow.
         spotlight: Wrap web text in nonce delimiters marking it as data (on by default).
+        api_key: Perplexity API key; defaults to `PERPLEXITY_API_KEY`.
+        base_url: API base URL (https, or http to loopback, e.g. the emulator).
         researcher: Share an existing `Researcher` (e.g. `PerplexityResearch(...).toolset.researcher`).
+        http_client: An `httpx2.AsyncClient` to send requests with.
         toolset_id: The toolset's id (durable execution names its steps by it).
+        id, description, defer_loading: pydantic-ai's capability settings.
     """
 
     def __init__(
