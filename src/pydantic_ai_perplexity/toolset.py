@@ -14,7 +14,6 @@ Every tool name a model reads (instructions, descriptions, hand-offs, refusals) 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import inspect
 import json
 import os
@@ -102,8 +101,7 @@ class ResearchStepEvent(CapabilityEvent, namespace='perplexity', name='research_
     @classmethod
     def of(cls, progress: ResearchProgress) -> ResearchStepEvent:
         """The capability event of a `ResearchProgress`."""
-        fields = {f.name: getattr(progress, f.name) for f in dataclasses.fields(cls) if f.name in _STEP_FIELDS}
-        return cls(step_kind=progress.kind, **fields)
+        return cls(step_kind=progress.kind, **{name: getattr(progress, name) for name in _STEP_FIELDS})
 
 
 #: The fields `ResearchProgress` and `ResearchStepEvent` share, by name.
