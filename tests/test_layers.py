@@ -17,8 +17,8 @@ DOMAIN = {'results', 'steps', 'timeline'}
 PRESENTATION = {'render', 'display'}
 #: The research core and everything built on it: the ways in (toolset, MCP, CLI, notebooks, pipelines) and the tools.
 WAYS_IN = {
-    'researcher', 'reconcile', 'tools', 'toolset', 'mcp', 'cli', 'notebook', 'batch', 'durable', 'testing', 'doctor',
-    'emulator',
+    'researcher', 'reconcile', 'tools', 'toolset', 'capabilities', 'mcp', 'cli', 'notebook', 'batch', 'durable',
+    'testing', 'doctor', 'emulator',
 }  # fmt: skip
 #: Imports made inside a function that are part of the design: a result's and a timeline's notebook reprs.
 LAZY_ALLOWED = {('results', 'display'), ('timeline', 'display')}

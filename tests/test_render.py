@@ -366,3 +366,17 @@ def test_an_unknown_run_says_why_to_the_model():
     why = NotFoundError('x', status_code=400, reason="'x' is not a valid run id (run ids look like resp_ and a UUID)")
     text, fixable = render.error_for_model(why)
     assert fixable and text.startswith("No research run has that response_id: 'x' is not a valid run id")
+
+
+def test_tool_names_follow_a_prefix_into_texts_and_are_found_from_a_called_name():
+    from pydantic_ai_perplexity.render import NAMES
+
+    web = NAMES.prefixed('web')
+    assert web.collect == 'web_perplexity_research_result' and web.list_runs == 'web_perplexity_research_list'
+    assert web.say('use perplexity_research, then perplexity_research_result; not perplexity_researcher') == (
+        'use web_perplexity_research, then web_perplexity_research_result; not perplexity_researcher'
+    )
+    assert NAMES.calling('web_perplexity_research') == web
+    assert NAMES.calling('a_b_perplexity_research_result') == NAMES.prefixed('a_b')
+    assert NAMES.calling('perplexity_search') == NAMES
+    assert web.calling('something_else') == web

@@ -21,7 +21,13 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 
-from pydantic_ai_perplexity import PerplexityToolset, ResearchProgress, ResearchResult, collect_deferred
+from pydantic_ai_perplexity import (
+    PerplexityToolset,
+    ResearchProgress,
+    ResearchResult,
+    collect_deferred,
+    resolve_deferred,
+)
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.testing import scripted_research_model
 
@@ -350,3 +356,82 @@ async def test_a_refusal_points_the_model_at_an_effort_that_fits_and_never_retri
     assert ret.outcome == 'failed' and 'effort="low"' in ret.content
     assert 'Do not call perplexity_research again' not in ret.content and 'on_budget="tighten"' in ret.content
     assert [r for r in emulator.requests if r.method == 'POST'] == []
+
+
+async def test_results_carry_their_sources_as_url_and_title_records(emulator: Emulator):
+    toolset = toolset_for(emulator, effort='fast')
+    script = [
+        [call('perplexity_search', query='EU AI Act', max_results=3)],
+        [call('perplexity_research', query='EU AI Act')],
+        'ok',
+    ]
+    result = await Agent(scripted(script), toolsets=[toolset]).run('go')
+    search, research = returns(result.all_messages())
+    pages = search.metadata['search'].results  # type: ignore[index]
+    assert pages and search.metadata['sources'] == [{'title': p.title, 'url': p.url} for p in pages]  # type: ignore[index]
+    run = research.metadata['research_result']  # type: ignore[index]
+    assert run.sources and research.metadata['sources'] == [{'title': s.title, 'url': s.url} for s in run.sources]  # type: ignore[index]
+
+
+async def test_source_records_hold_only_clean_values(emulator: Emulator):
+    """A record carries what the model reads: a title on one line, an http(s) link or ''."""
+    from pydantic_ai_perplexity.client._models import SearchResponse
+
+    response = SearchResponse.model_validate(
+        {
+            'id': 's',
+            'results': [
+                {'title': 'A\nB <b>c</b>', 'url': 'javascript:alert(1)', 'snippet': ''},
+                {'title': 'ok', 'url': 'https://example.org/x', 'snippet': ''},
+            ],
+        }
+    )
+    from pydantic_ai_perplexity.render import source_refs
+
+    assert source_refs(response) == [
+        {'title': 'A B \u2039b\u203ac\u2039/b\u203a', 'url': ''},
+        {'title': 'ok', 'url': 'https://example.org/x'},
+    ]
+
+
+async def test_a_toolset_of_some_tools_never_names_the_others(emulator: Emulator):
+    seen: list[AgentInfo] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(info)
+        return ModelResponse(parts=[TextPart('ok')])
+
+    toolset = toolset_for(emulator, include=['perplexity_research', 'perplexity_search'])
+    await Agent(FunctionModel(respond), toolsets=[toolset]).run('hi')
+    [info] = seen
+    assert sorted(t.name for t in info.function_tools) == ['perplexity_research', 'perplexity_search']
+    for text in [info.instructions or '', *(t.description or '' for t in info.function_tools)]:
+        assert 'perplexity_research_result' not in text and 'perplexity_research_list' not in text
+    assert 'perplexity_search for quick lookups' in (info.instructions or '')
+
+
+def test_include_names_only_tools_that_exist(emulator: Emulator):
+    assert list(toolset_for(emulator, include=['perplexity_search']).tools) == ['perplexity_search']
+    with pytest.raises(ValueError, match='include names no tool: perplexity_fetch'):
+        toolset_for(emulator, include=['perplexity_fetch'])
+
+
+async def test_a_prefixed_toolset_hands_off_and_defers_under_its_names(emulator: Emulator):
+    toolset = toolset_for(emulator, wait_seconds=0.05, defer=True)
+    agent = Agent(
+        scripted_research_model(effort='high', tool_prefix='web_'),
+        toolsets=[toolset.prefixed('web')],
+        output_type=[str, DeferredToolRequests],
+    )
+    first = await agent.run('Deep question [[emulate: duration=200]]')
+    assert isinstance(first.output, DeferredToolRequests)
+    [deferred] = first.output.calls
+    assert deferred.tool_name == 'web_perplexity_research'
+    # Collected while still going: the hand-off names the collect tool as the model has it, whoever resolves it.
+    for resolved in (
+        await collect_deferred(toolset, first.output, wait_seconds=0),
+        await resolve_deferred(first.output, researcher=toolset.researcher, wait_seconds=0),
+    ):
+        [ret] = resolved.calls.values()
+        text = ret.return_value  # type: ignore[union-attr]
+        assert 'still going' in text and 'call web_perplexity_research_result with' in text

@@ -34,6 +34,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from .budget import Budget, BudgetWarning, Limits, SpendLine
+    from .capabilities import PerplexityResearch, PerplexitySearch
     from .client import PerplexityClient
     from .deep import perplexity_research_subagent
     from .ledger import Ledger, RunRecord
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from .researcher import Researcher, research, research_sync
     from .results import Citation, Progress, ResearchResult, Source, Usage
     from .steps import Step
-    from .toolset import PerplexityToolset, ResearchProgress, collect_deferred
+    from .toolset import PerplexityToolset, ResearchProgress, ResearchStepEvent, collect_deferred, resolve_deferred
 
 __version__ = '0.1.0'
 
@@ -70,11 +71,14 @@ __all__ = (
     'PermissionDeniedError',
     'PerplexityClient',
     'PerplexityError',
+    'PerplexityResearch',
+    'PerplexitySearch',
     'PerplexityToolset',
     'Progress',
     'RateLimitError',
     'ResearchProgress',
     'ResearchResult',
+    'ResearchStepEvent',
     'ResearchTimeoutError',
     'Researcher',
     'RetiredEndpointError',
@@ -92,6 +96,7 @@ __all__ = (
     'perplexity_research_subagent',
     'research',
     'research_sync',
+    'resolve_deferred',
     'use_emulator_if_no_key',
 )
 
@@ -116,6 +121,10 @@ _LAZY = {
     'PerplexityToolset': '.toolset',
     'ResearchProgress': '.toolset',
     'collect_deferred': '.toolset',
+    'resolve_deferred': '.toolset',
+    'ResearchStepEvent': '.toolset',
+    'PerplexityResearch': '.capabilities',
+    'PerplexitySearch': '.capabilities',
     'perplexity_mcp_config': '.mcp.config',
     'perplexity_mcp_toolset': '.mcp.config',
     'perplexity_research_subagent': '.deep',

@@ -16,6 +16,7 @@ import re
 import secrets
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
@@ -42,7 +43,9 @@ __all__ = (
     'DEFAULT_MAX_SOURCES',
     'MAX_FIELD_CHARS',
     'MAX_URL_CHARS',
+    'NAMES',
     'Spotlight',
+    'ToolNames',
     'answer_with_source_numbers',
     'error_for_model',
     'for_model',
@@ -52,6 +55,7 @@ __all__ = (
     'safe_url',
     'sanitize',
     'search_for_model',
+    'source_refs',
     'structured_for_model',
 )
 
@@ -74,6 +78,51 @@ _ANGLE_RUN = re.compile(r'<{2,}|>{2,}')
 _KEEP_CONTROLS = frozenset('\n\t')
 # What a URL may hold as it is (RFC 3986 reserved and unreserved, and `%`); anything else is percent-encoded.
 _URL_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789' + "-._~:/?#[]@!$&'()*+,;=%")
+
+
+@dataclass(frozen=True)
+class ToolNames:
+    """The names a model calls the research tools by: `tools.py`'s, or those a wrapper (`.prefixed('web')`) gave.
+
+    Every model-facing text that names a tool (instructions, descriptions, hand-offs, refusals) takes its names
+    from here, so a model is never told to call a tool it does not have.
+    """
+
+    research: str = 'perplexity_research'
+    collect: str = 'perplexity_research_result'
+    cancel: str = 'perplexity_research_cancel'
+    list_runs: str = 'perplexity_research_list'
+    search: str = 'perplexity_search'
+
+    def prefixed(self, prefix: str) -> ToolNames:
+        """The names after pydantic-ai's `PrefixedToolset(prefix)`: `{prefix}_{name}`."""
+        return ToolNames(*(f'{prefix}_{name}' for name in self.all()))
+
+    def calling(self, tool_name: str) -> ToolNames:
+        """The names of the tools beside `tool_name`, a name a model called one of them by: the prefix it carries
+        (`web_perplexity_research` -> `web_...`) is the prefix of them all. `self` if it names none of them."""
+        for own in sorted(NAMES.all(), key=len, reverse=True):
+            if tool_name == own:
+                return NAMES
+            if tool_name.endswith(f'_{own}'):
+                return NAMES.prefixed(tool_name.removesuffix(f'_{own}'))
+        return self
+
+    def all(self) -> tuple[str, ...]:
+        """The five names, in the spec's order."""
+        return (self.research, self.collect, self.cancel, self.list_runs, self.search)
+
+    def say(self, text: str) -> str:
+        """`text` (written with the spec's names) with each tool named as the model knows it."""
+        if self == NAMES:
+            return text
+        renamed = dict(zip(NAMES.all(), self.all(), strict=True))
+        return _NAME.sub(lambda m: renamed[m.group(0)], text)
+
+
+#: The spec's own names (no wrapper).
+NAMES = ToolNames()
+_NAME = re.compile(r'\b(?:' + '|'.join(sorted(map(re.escape, NAMES.all()), key=len, reverse=True)) + r')\b')
 
 
 def sanitize(text: str) -> str:
@@ -232,10 +281,11 @@ def for_model(
     spotlight: bool = True,
     max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     max_sources: int = DEFAULT_MAX_SOURCES,
+    names: ToolNames | None = None,
 ) -> str:
     """A finished run as a model should read it: the answer, numbered sources, one status line."""
     if not result.done:
-        return handoff_for_model(result)
+        return handoff_for_model(result, names=names)
     spot = Spotlight(spotlight)
     answer, cut = _bounded(answer_with_source_numbers(result), max_answer_chars)
     lines: list[str] = []
@@ -261,12 +311,13 @@ def for_model(
     return '\n'.join(lines)
 
 
-def handoff_for_model(result: ResearchResult) -> str:
-    """A run still going: its id, elapsed time and progress counts (never page text), and what to call next."""
+def handoff_for_model(result: ResearchResult, *, names: ToolNames | None = None) -> str:
+    """A run still going: its id, elapsed time and progress counts (never page text), and what to call next
+    (the collect tool by the name the model knows it, `names`)."""
     p = result.progress
     return (
         f'The research run is still going (status: {plain(result.status)}, {p.elapsed_s:.0f}s so far; '
-        f'{p.summary()}). Nothing is lost: call perplexity_research_result with '
+        f'{p.summary()}). Nothing is lost: call {_names(names).collect} with '
         f'response_id="{plain(result.response_id)}"{_poll_argument(result)} '
         'to wait for and collect the answer.'
         + (f' (emulated: {_EMULATED}.)' if result.emulated else '')
@@ -285,6 +336,7 @@ def structured_for_model(
     spotlight: bool = True,
     max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     max_sources: int = DEFAULT_MAX_SOURCES,
+    names: ToolNames | None = None,
 ) -> dict[str, Any]:
     """The same bounded, spotlighted result as fields (MCP `structuredContent`); stands alone without the text."""
     spot = Spotlight(spotlight)
@@ -305,7 +357,7 @@ def structured_for_model(
         out['notes'] = [plain(note) for note in result.notes]
     if not result.done:
         out['progress'] = result.progress.summary()
-        out['next'] = f'perplexity_research_result(response_id="{out["response_id"]}"{_poll_argument(result, ", ")})'
+        out['next'] = f'{_names(names).collect}(response_id="{out["response_id"]}"{_poll_argument(result, ", ")})'
         if result.poll is not None:
             out['poll'] = result.poll
         return out
@@ -318,7 +370,7 @@ def structured_for_model(
     shown = [s for s in result.sources if s.cited] + [s for s in result.sources if not s.cited]
     # Fields carry clean data (the answer is the one spotlighted block): a title on one line, an http(s) URL or ''.
     out['sources'] = [
-        {'n': s.n, 'title': plain(s.title), 'url': safe_url(s.url), 'cited': s.cited}
+        {'n': s.n, **_source_ref(s.url, s.title), 'cited': s.cited}
         for s in sorted(shown[:max_sources], key=lambda s: s.n)
     ]
     if result.orphan_markers:
@@ -328,6 +380,21 @@ def structured_for_model(
     if result.data is not None:
         out['data'] = result.data
     return out
+
+
+def source_refs(items: Sequence[Source] | SearchResponse) -> list[dict[str, str]]:
+    """Every source of a run, or every page of a search, as `{url, title}` records an application renders as
+    citations (tool-return metadata): a title on one line, an http(s) URL or ''. A run's are in `[n]` order."""
+    pages = items.results if not isinstance(items, Sequence) else items
+    return [_source_ref(page.url, page.title) for page in pages]
+
+
+def _source_ref(url: str | None, title: str | None) -> dict[str, str]:
+    return {'title': plain(title), 'url': safe_url(url)}
+
+
+def _names(names: ToolNames | None) -> ToolNames:
+    return names or NAMES
 
 
 def search_for_model(
@@ -383,21 +450,24 @@ def _age(seconds: float) -> str:
     return f'{int(seconds // 86400)}d'
 
 
-def error_for_model(exc: PerplexityError) -> tuple[str, bool]:
+def error_for_model(exc: PerplexityError, *, names: ToolNames | None = None) -> tuple[str, bool]:
     """What a model reads for a failed call, and whether it can fix the call itself (then it should retry).
+
+    Tools are named as the model knows them (`names`).
 
     A bad argument, an unknown id or a request the API rejected is the model's to fix; budget, key, configuration
     and API failures are not, and must not invite a retry that could pay for a run again. The same words reach the
     model in-process (`ModelRetry` / `ToolFailed`) and over MCP (`isError`).
     """
     detail = plain(str(exc), _MAX_FAILURE_CHARS)  # may quote the API's own words
+    tool = _names(names)
     match exc:
         case InvalidArgumentError():
             return detail, True
         case NotFoundError():
             why = f': {exc.reason}' if exc.reason else ' (or it expired)'
             return (
-                f'No research run has that response_id{why}. Check the id, or call perplexity_research_list to see '
+                f'No research run has that response_id{why}. Check the id, or call {tool.list_runs} to see '
                 'recent runs.',
                 True,
             )
@@ -406,12 +476,12 @@ def error_for_model(exc: PerplexityError) -> tuple[str, bool]:
         case BudgetExceededError() if exc.fits:
             deepest = exc.fits[-1][0]
             return (
-                f'Research refused: {detail} If a shallower run is enough, call perplexity_research again with '
+                f'Research refused: {detail} If a shallower run is enough, call {tool.research} again with '
                 f'effort="{deepest}" (or a cheaper one); do not retry the same call.',
                 False,
             )
         case BudgetExceededError():
-            return f'Research refused: {detail} Do not call perplexity_research again in this task.', False
+            return f'Research refused: {detail} Do not call {tool.research} again in this task.', False
         case ConfigurationError() | AuthenticationError() | PermissionDeniedError():
             return f'Research is not available: {detail}', False
         case _:

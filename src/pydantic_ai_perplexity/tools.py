@@ -30,6 +30,7 @@ from .options import (
     describe_invalid,
     option_fields,
 )
+from .render import NAMES, ToolNames
 
 if TYPE_CHECKING:
     from .client._models import SearchResponse
@@ -39,10 +40,12 @@ if TYPE_CHECKING:
 __all__ = (
     'INSTRUCTIONS',
     'LEAN_TOOLS',
+    'NAMES',
     'TOOLS',
     'Hints',
     'ResearchOut',
     'SourceOut',
+    'ToolNames',
     'ToolSpec',
     'cancel_text',
     'collect',
@@ -276,7 +279,7 @@ def _lean_schema(schema: dict[str, Any], shown: Mapping[str, str]) -> dict[str, 
 
 
 RESEARCH = ToolSpec(
-    name='perplexity_research',
+    name=NAMES.research,
     description="""\
 Research a question on the live web with Perplexity: it searches, reads pages and writes a cited answer.
 
@@ -289,7 +292,7 @@ hand back a `response_id` while still going: that is normal; collect the answer 
     structured=True,
 )
 COLLECT = ToolSpec(
-    name='perplexity_research_result',
+    name=NAMES.collect,
     description="""\
 Wait for and collect a research run that was handed back still going, by its `response_id`.
 
@@ -300,19 +303,19 @@ call again with it. Each wait is a step forward, not a loop, however many it tak
     structured=True,
 )
 CANCEL = ToolSpec(
-    name='perplexity_research_cancel',
+    name=NAMES.cancel,
     description='Cancel a research run that is still going, so it stops (and stops costing). It cannot be undone.',
     hints=Hints('Cancel a research run', read_only=False, open_world=True, destructive=True, idempotent=True),
     args=CancelArgs,
 )
 LIST = ToolSpec(
-    name='perplexity_research_list',
+    name=NAMES.list_runs,
     description='List recent research runs (newest first) with their id, status, age, cost and question.',
     hints=Hints('List research runs', read_only=True, open_world=False),
     args=ListArgs,
 )
 SEARCH = ToolSpec(
-    name='perplexity_search',
+    name=NAMES.search,
     description="""\
 Search the web with Perplexity's Search API: ranked pages (title, url, date, snippet), no synthesis.
 

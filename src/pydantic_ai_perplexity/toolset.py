@@ -4,13 +4,20 @@ The five tools share one `Researcher` (so one HTTP client, one ledger, one budge
 rendering of `render.py`, exactly as the MCP server does. A long run never turns into a timeout that would
 invite the model to pay for it again: at the wait budget the tool returns a hand-off with the run's
 `response_id`, to be collected with `perplexity_research_result`, or (with `defer=True`) ends the agent run
-with a deferred tool call that `collect_deferred` answers later.
+with a deferred tool call that `resolve_deferred` answers later, from this process or another.
+
+Every tool name a model reads (instructions, descriptions, hand-offs, refusals) is the name it calls the tool by:
+`.prefixed('web')` renames them all. A budget refusal reaches the model as text and the application through
+`on_refusal`.
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
@@ -18,6 +25,7 @@ from typing import Any, Literal, cast
 try:
     from pydantic_ai import (
         CallDeferred,
+        CapabilityEvent,
         CustomEvent,
         FunctionToolset,
         ModelRetry,
@@ -26,8 +34,9 @@ try:
         ToolFailed,
         ToolReturn,
     )
+    from pydantic_ai.messages import InstructionPart
     from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
-    from pydantic_ai.toolsets import ToolsetTool
+    from pydantic_ai.toolsets import PrefixedToolset, ToolsetTool
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     from .errors import install_hint
 
@@ -38,13 +47,28 @@ from pydantic import BaseModel
 from . import render, tools
 from .budget import Budget
 from .client._params import McpTool
-from .errors import PerplexityError
+from .errors import BudgetExceededError, PerplexityError
 from .ledger import Ledger, OnBudget
 from .researcher import Researcher
 from .results import ResearchResult
 from .steps import Step
 
-__all__ = ('PerplexityToolset', 'ResearchProgress', 'collect_deferred')
+__all__ = (
+    'RESPONSE_ID_KEY',
+    'OnRefusal',
+    'PerplexityToolset',
+    'ResearchProgress',
+    'ResearchStepEvent',
+    'collect_deferred',
+    'resolve_deferred',
+)
+
+#: The key of a deferred research call's run id in `DeferredToolRequests.metadata[tool_call_id]`.
+RESPONSE_ID_KEY = 'response_id'
+
+#: What the application hears of a budget refusal: a callback (sync or async) given the `BudgetExceededError`,
+#: or `'raise'` to end `agent.run` with it. Either way nothing was started or billed.
+OnRefusal = Callable[[BudgetExceededError], Awaitable[None] | None] | Literal['raise']
 
 
 @dataclass(kw_only=True)
@@ -59,6 +83,29 @@ class ResearchProgress(CustomEvent):
     results_seen: int = 0
     pages_fetched: int = 0
     elapsed_s: float = 0.0
+
+
+@dataclass(kw_only=True)
+class ResearchStepEvent(CapabilityEvent, namespace='perplexity', name='research_step'):
+    """`ResearchProgress` as the capabilities emit it (pydantic-ai wants capability events from capabilities):
+    the same fields, the step's kind as `step_kind`."""
+
+    response_id: str | None = None
+    step_kind: str = ''
+    step: str = ''
+    searches: int = 0
+    results_seen: int = 0
+    pages_fetched: int = 0
+    elapsed_s: float = 0.0
+
+    @classmethod
+    def of(cls, progress: ResearchProgress) -> ResearchStepEvent:
+        """The capability event of a `ResearchProgress`."""
+        return cls(step_kind=progress.kind, **{name: getattr(progress, name) for name in _STEP_FIELDS})
+
+
+#: The fields `ResearchProgress` and `ResearchStepEvent` share, by name.
+_STEP_FIELDS = ('response_id', 'step', 'searches', 'results_seen', 'pages_fetched', 'elapsed_s')
 
 
 class PerplexityToolset(FunctionToolset[Any]):
@@ -85,7 +132,13 @@ class PerplexityToolset(FunctionToolset[Any]):
         ledger: A `Ledger`, a path for one, or `False` for none; default under `PERPLEXITY_STATE_DIR`.
         output_type: A pydantic model or JSON schema: research answers come back as that structure.
         mcp_servers: Remote MCP servers (Agent API `mcp` tools) Perplexity may call during research.
-        defer: End the agent run with a deferred call instead of a hand-off when a run outlasts the wait.
+        defer: End the agent run with a deferred call instead of a hand-off when a run outlasts the wait; the run
+            id is under `RESPONSE_ID_KEY` in the call's metadata, and `resolve_deferred` answers it.
+        on_refusal: Tell the application of a budget refusal (the model reads it as text either way): a callback
+            given the `BudgetExceededError`, or `'raise'` to end `agent.run` with it.
+        include: Only these of the five tools (by their spec names, e.g. `['perplexity_search']`).
+        instructions: The instructions to give instead of the default (tool names as in `tools.py`; each is said
+            as the model knows the tool).
         max_answer_chars: Bound on the answer text the model sees; the full result is in the tool metadata.
         lean: Show the tools' lean variant (short descriptions, few arguments: about a quarter of the tokens sent
             with every model request); calls are checked and run exactly as in the full one.
@@ -109,13 +162,16 @@ class PerplexityToolset(FunctionToolset[Any]):
         output_type: type[BaseModel] | dict[str, Any] | None = None,
         mcp_servers: Sequence[McpTool] | None = None,
         defer: bool = False,
+        on_refusal: OnRefusal | None = None,
+        include: Sequence[str] | None = None,
+        instructions: str | None = None,
         max_answer_chars: int = render.DEFAULT_MAX_ANSWER_CHARS,
         researcher: Researcher | None = None,
         http_client: Any = None,
         id: str = 'perplexity',
         lean: bool = False,
     ) -> None:
-        super().__init__(id=id, max_retries=2, instructions=tools.INSTRUCTIONS)
+        super().__init__(id=id, max_retries=2)
         self.researcher = researcher or Researcher(
             api_key=api_key,
             base_url=base_url,
@@ -132,7 +188,23 @@ class PerplexityToolset(FunctionToolset[Any]):
         self.output_type = output_type
         self.mcp_servers = list(mcp_servers or ())
         self.defer = defer
+        self.on_refusal = on_refusal
         self.max_answer_chars = max_answer_chars
+        #: Which event a research step is streamed as: `ResearchProgress` (an application's `CustomEvent`), or
+        #: `ResearchStepEvent` when a capability owns the toolset.
+        self.progress_events: Literal['custom', 'capability'] = 'custom'
+        known = [spec.name for spec in tools.TOOLS]
+        unknown = [name for name in include or () if name not in known]
+        if unknown:
+            raise ValueError(f'include names no tool: {", ".join(unknown)}; the tools are {", ".join(known)}.')
+        self.include = tuple(include) if include is not None else tuple(known)
+        self.instructions_text = instructions if instructions is not None else tools.INSTRUCTIONS
+        #: The names the model calls the tools by (changed by `prefixed`).
+        self.names = tools.NAMES
+        self.lean = lean
+        self._add_tools()
+
+    def _add_tools(self) -> None:
         handlers: dict[str, _Handler] = {
             tools.RESEARCH.name: self._research,
             tools.COLLECT.name: self._collect,
@@ -140,8 +212,28 @@ class PerplexityToolset(FunctionToolset[Any]):
             tools.LIST.name: self._list,
             tools.SEARCH.name: self._search,
         }
-        for spec in tools.tool_specs(lean=lean):
-            self.add_tool(_rendered(spec, handlers[spec.name]))
+        self.tools = {}
+        for spec in tools.tool_specs(lean=self.lean):
+            if spec.name in self.include:
+                self.add_tool(_rendered(spec, handlers[spec.name], self.names, self._absent()))
+
+    def _absent(self) -> list[str]:
+        return [spec.name for spec in tools.TOOLS if spec.name not in self.include]
+
+    def prefixed(self, prefix: str) -> PrefixedToolset[Any]:
+        """The tools named `{prefix}_...`, and every text the model reads naming them so (same researcher)."""
+        renamed = copy.copy(self)
+        renamed.names = self.names.prefixed(prefix)
+        renamed._add_tools()
+        return PrefixedToolset(renamed, prefix)
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> list[InstructionPart] | None:
+        """The tools' instructions, each tool named as the model knows it and none it lacks (none when
+        `instructions=''`)."""
+        if not self.instructions_text:
+            return None
+        text = self.names.say(_without_clauses_naming(self.instructions_text, self._absent()))
+        return [InstructionPart(content=text, dynamic=False)]
 
     async def __aenter__(self) -> PerplexityToolset:
         await self.researcher.__aenter__()
@@ -159,17 +251,25 @@ class PerplexityToolset(FunctionToolset[Any]):
         """Every tool's errors, mapped in one place: the model reads `render.error_for_model`'s words."""
         try:
             return await super().call_tool(name, tool_args, ctx, tool)
+        except BudgetExceededError as exc:
+            if isinstance(self.on_refusal, str):  # 'raise'
+                raise
+            if self.on_refusal is not None:
+                heard = self.on_refusal(exc)
+                if inspect.isawaitable(heard):
+                    await heard
+            raise ToolFailed(render.error_for_model(exc, names=self.names)[0]) from exc
         except PerplexityError as exc:
-            text, fixable = render.error_for_model(exc)
+            text, fixable = render.error_for_model(exc, names=self.names)
             raise (ModelRetry(text) if fixable else ToolFailed(text)) from exc
 
     async def _research(self, ctx: RunContext[Any], args: Any) -> ToolReturn:
         fixed: dict[str, Any] = {'output_type': self.output_type, 'mcp_servers': self.mcp_servers or None}
-        result = await tools.research(self.researcher, args, on_progress=_emitter(ctx), **fixed)
+        result = await tools.research(self.researcher, args, on_progress=self._emitter(ctx), **fixed)
         return self._returned(result)
 
     async def _collect(self, ctx: RunContext[Any], args: Any) -> ToolReturn:
-        return self._returned(await tools.collect(self.researcher, args, on_progress=_emitter(ctx)))
+        return self._returned(await tools.collect(self.researcher, args, on_progress=self._emitter(ctx)))
 
     async def _cancel(self, ctx: RunContext[Any], args: Any) -> str:
         return await tools.cancel_text(self.researcher, args)
@@ -180,7 +280,8 @@ class PerplexityToolset(FunctionToolset[Any]):
     async def _search(self, ctx: RunContext[Any], args: Any) -> ToolReturn:
         response = await tools.search(self.researcher, args)
         text = render.search_for_model(response, spotlight=self.spotlight)
-        return ToolReturn(return_value=text, metadata={'search': response, 'untrusted': True})
+        meta = {'search': response, 'sources': render.source_refs(response), 'untrusted': True}
+        return ToolReturn(return_value=text, metadata=meta)
 
     async def perplexity_research_cancel(self, response_id: str) -> str:
         """Cancel a run, as the `perplexity_research_cancel` tool does; the text a model would read."""
@@ -188,11 +289,38 @@ class PerplexityToolset(FunctionToolset[Any]):
 
     # -- helpers -----------------------------------------------------------------------------------------------
 
+    def _emitter(self, ctx: RunContext[Any]) -> Any:
+        capability = self.progress_events == 'capability'
+
+        async def on_progress(step: Step) -> None:
+            p = step.progress
+            event = ResearchProgress(
+                response_id=step.response_id,
+                kind=step.kind,
+                step=step.detail,
+                searches=p.searches,
+                results_seen=p.results_seen,
+                pages_fetched=p.pages_fetched,
+                elapsed_s=p.elapsed_s,
+            )
+            await ctx.emit(ResearchStepEvent.of(event) if capability else event)
+
+        return on_progress
+
     def _returned(self, result: ResearchResult) -> ToolReturn:
         if not result.done and self.defer:
-            raise CallDeferred(metadata={'response_id': result.response_id, 'progress': result.progress.summary()})
-        text = render.for_model(result, spotlight=self.spotlight, max_answer_chars=self.max_answer_chars)
-        return ToolReturn(return_value=text, metadata={'research_result': result, 'untrusted': True})
+            raise CallDeferred(metadata={RESPONSE_ID_KEY: result.response_id, 'progress': result.progress.summary()})
+        return self.tool_return(result)
+
+    def tool_return(self, result: ResearchResult, *, names: tools.ToolNames | None = None) -> ToolReturn:
+        """A research result as the tool returns it: the model's text (naming tools as `names`, default the
+        toolset's); the full result and its `{url, title}` sources in the metadata, for an application to render
+        citations from."""
+        text = render.for_model(
+            result, spotlight=self.spotlight, max_answer_chars=self.max_answer_chars, names=names or self.names
+        )
+        meta = {'research_result': result, 'sources': render.source_refs(result.sources), 'untrusted': True}
+        return ToolReturn(return_value=text, metadata=meta)
 
 
 _Handler = Callable[[RunContext[Any], Any], Awaitable[Any]]
@@ -218,59 +346,82 @@ class _Lenient:
         return cast('dict[str, Any]', value) if isinstance(value, dict) else {_RAW: value}
 
 
-def _rendered(spec: tools.ToolSpec, handler: _Handler) -> Tool[Any]:
-    """The pydantic-ai tool of a spec: its name, description and JSON schema, arguments checked by the spec."""
+def _rendered(spec: tools.ToolSpec, handler: _Handler, names: tools.ToolNames, absent: Sequence[str]) -> Tool[Any]:
+    """The pydantic-ai tool of a spec: its name, description (naming tools as the model knows them, and none of the
+    `absent` ones) and JSON schema, arguments checked by the spec."""
 
     async def call(ctx: RunContext[Any], **raw: Any) -> Any:
         return await handler(ctx, spec.parse(raw[_RAW] if _RAW in raw else raw))
 
+    description = names.say(_without_clauses_naming(spec.description, absent))
     tool: Tool[Any] = Tool.from_schema(
-        call, name=spec.name, description=spec.description, json_schema=spec.schema, takes_ctx=True
+        call, name=spec.name, description=description, json_schema=spec.schema, takes_ctx=True
     )
     tool.function_schema = replace(tool.function_schema, validator=cast('Any', _Lenient()))
     return tool
 
 
-def _emitter(ctx: RunContext[Any]) -> Any:
-    async def on_progress(step: Step) -> None:
-        progress = step.progress
-        await ctx.emit(
-            ResearchProgress(
-                response_id=step.response_id,
-                kind=step.kind,
-                step=step.detail,
-                searches=progress.searches,
-                results_seen=progress.results_seen,
-                pages_fetched=progress.pages_fetched,
-                elapsed_s=progress.elapsed_s,
-            )
-        )
+#: Where one clause of a text ends: after a `.` or `;`, the whitespace (kept, to join the rest as written).
+_CLAUSE = re.compile(r'(?<=[.;])(\s+)')
 
-    return on_progress
+
+def _without_clauses_naming(text: str, absent: Sequence[str]) -> str:
+    """`text` without the clauses (sentences, `;` parts) that name a tool in `absent`: a model is never pointed at
+    a tool it does not have. A clause left ending in `;` before a dropped one ends the sentence instead."""
+    if not absent:
+        return text
+    parts = _CLAUSE.split(text)  # clause, whitespace, clause, ..., clause
+    kept: list[str] = []
+    for at in range(0, len(parts), 2):
+        clause, space = parts[at], parts[at + 1] if at + 1 < len(parts) else ''
+        if any(re.search(rf'\b{name}\b', clause) for name in absent):
+            if kept and kept[-1].rstrip().endswith(';'):
+                body = kept[-1].rstrip()
+                kept[-1] = body[:-1] + '.' + kept[-1][len(body) :]
+            continue
+        kept.append(clause + space)
+    return ''.join(kept).strip()
+
+
+async def resolve_deferred(
+    requests: DeferredToolRequests,
+    *,
+    toolset: PerplexityToolset | None = None,
+    researcher: Researcher | None = None,
+    wait_seconds: float | None = None,
+) -> DeferredToolResults:
+    """Wait for the research runs behind deferred calls and build the results to resume the agent with.
+
+    Works from any process: each call's run id is in its metadata (`RESPONSE_ID_KEY`), and the run is collected
+    from the API (and recorded in the ledger) by `researcher`, `toolset`'s, or one made from the environment.
+
+    ```python
+    result = await agent.run(question, output_type=[str, DeferredToolRequests])
+    if isinstance(result.output, DeferredToolRequests):
+        results = await resolve_deferred(result.output)
+        result = await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    ```
+    A run still going after `wait_seconds` is answered with its hand-off text, naming the collect tool by the
+    prefix the deferred call carried, so the model can collect it. Calls that are not research runs (no run id) are
+    left out, for the application to answer.
+    """
+    if toolset is None:
+        toolset = PerplexityToolset(researcher=researcher or Researcher(origin='toolset'))
+    results = DeferredToolResults()
+    async with toolset.researcher:  # shared: closes its client only when its last user leaves
+        for call in requests.calls:
+            response_id = requests.metadata.get(call.tool_call_id, {}).get(RESPONSE_ID_KEY)
+            if not isinstance(response_id, str):
+                continue
+            result = await toolset.researcher.collect(response_id, wait_seconds=wait_seconds)
+            # A run still going is handed back naming the collect tool as the model called this one (its prefix).
+            names = toolset.names.calling(call.tool_name)
+            results.calls[call.tool_call_id] = toolset.tool_return(result, names=names)
+    return results
 
 
 async def collect_deferred(
     toolset: PerplexityToolset, requests: DeferredToolRequests, *, wait_seconds: float | None = None
 ) -> DeferredToolResults:
-    """Wait for the research runs behind deferred calls and build the results to resume the agent with.
-
-    ```python
-    result = await agent.run(question, output_type=[str, DeferredToolRequests])
-    if isinstance(result.output, DeferredToolRequests):
-        results = await collect_deferred(toolset, result.output)
-        result = await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
-    ```
-    A run still going after `wait_seconds` is answered with its hand-off text, so the model can collect it.
-    """
-    results = DeferredToolResults()
-    for call in requests.calls:
-        meta = requests.metadata.get(call.tool_call_id, {})
-        response_id = meta.get('response_id')
-        if not isinstance(response_id, str):
-            continue
-        result = await toolset.researcher.collect(response_id, wait_seconds=wait_seconds)
-        text = render.for_model(result, spotlight=toolset.spotlight, max_answer_chars=toolset.max_answer_chars)
-        results.calls[call.tool_call_id] = ToolReturn(
-            return_value=text, metadata={'research_result': result, 'untrusted': True}
-        )
-    return results
+    """`resolve_deferred` with `toolset`'s researcher and rendering (kept for existing code)."""
+    return await resolve_deferred(requests, toolset=toolset, wait_seconds=wait_seconds)

@@ -98,14 +98,19 @@ async def one_workflow(directory: Path, mode: str) -> None:
     from dbos import DBOS, SetWorkflowID
 
     tracer = trace.get_tracer('durable_worker')
-    if mode == 'agent':
+    if mode in ('agent', 'capability'):
         from pydantic_ai import Agent
         from pydantic_ai.durable_exec.dbos import DBOSDurability
 
-        from pydantic_ai_perplexity import PerplexityToolset
+        from pydantic_ai_perplexity import PerplexityResearch, PerplexityToolset
 
-        toolset = PerplexityToolset(ledger=directory / 'ledger.sqlite3')
-        agent = Agent(scripted_model(), name='researcher', toolsets=[toolset], capabilities=[DBOSDurability()])
+        ledger = directory / 'ledger.sqlite3'
+        if mode == 'capability':  # the same research through the PerplexityResearch capability
+            capabilities: list[Any] = [PerplexityResearch(ledger=ledger), DBOSDurability()]
+            agent = Agent(scripted_model(), name='researcher', capabilities=capabilities)
+        else:
+            toolset = PerplexityToolset(ledger=ledger)
+            agent = Agent(scripted_model(), name='researcher', toolsets=[toolset], capabilities=[DBOSDurability()])
 
         @DBOS.workflow(name='ask')
         async def ask(question: str) -> str:

@@ -29,12 +29,13 @@ def emu() -> Iterator[Emulator]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('mode', ['agent', 'pipeline'])
+@pytest.mark.parametrize('mode', ['agent', 'capability', 'pipeline'])
 def test_a_worker_killed_while_research_is_in_flight_collects_the_same_run(
     mode: str, emu: Emulator, tmp_path: Path
 ) -> None:
-    # The agent researches two questions at once (parallel tool calls); the pipeline one.
-    expected = 2 if mode == 'agent' else 1
+    # The agent (with the toolset or the capability) researches two questions at once (parallel tool calls); the
+    # pipeline one.
+    expected = 1 if mode == 'pipeline' else 2
     first = worker(mode, tmp_path, emu)
     try:
         response_ids = wait_for(

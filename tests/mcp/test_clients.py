@@ -112,8 +112,33 @@ async def test_pydantic_ai_agent_researches_through_the_stdio_toolset(
     assert '[1]' in str(result.output)
 
 
-async def test_the_stdio_toolset_degrades_to_no_tools_when_the_server_cannot_start() -> None:
+async def test_the_stdio_toolset_fails_the_agent_run_loudly_when_the_server_cannot_start() -> None:
     toolset = perplexity_mcp_toolset(command=sys.executable, args=['-c', 'raise SystemExit(3)'], init_timeout=10)
+    seen: list[list[str]] = []
+
+    def model(messages: list[Any], info: Any) -> Any:
+        from pydantic_ai.messages import ModelResponse, TextPart
+
+        seen.append([t.name for t in info.function_tools])
+        return ModelResponse(parts=[TextPart('ran without research')])
+
+    from pydantic_ai.models.function import FunctionModel
+
+    from pydantic_ai_perplexity import ConfigurationError
+
+    with anyio.fail_after(DEADLINE), pytest.raises(ConfigurationError) as caught:
+        await Agent(FunctionModel(model), toolsets=[toolset]).run('anything')
+    message = str(caught.value)
+    assert 'Perplexity MCP server did not start' in message and 'optional=True' in message
+    assert seen == []  # the model was never asked without its research tools
+
+
+async def test_an_optional_stdio_toolset_degrades_to_no_tools_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    toolset = perplexity_mcp_toolset(
+        command=sys.executable, args=['-c', 'raise SystemExit(3)'], init_timeout=10, optional=True
+    )
     seen: list[list[str]] = []
 
     def model(messages: list[Any], info: Any) -> Any:
@@ -124,9 +149,13 @@ async def test_the_stdio_toolset_degrades_to_no_tools_when_the_server_cannot_sta
 
     from pydantic_ai.models.function import FunctionModel
 
-    with anyio.fail_after(DEADLINE):
-        result = await Agent(FunctionModel(model), toolsets=[toolset]).run('anything')
+    agent = Agent(FunctionModel(model), toolsets=[toolset])
+    with anyio.fail_after(DEADLINE), caplog.at_level('WARNING', logger='pydantic_ai_perplexity.mcp'):
+        async with agent:  # entered twice (the agent, then the run): still one warning
+            result = await agent.run('anything')
     assert result.output == 'no research tools today' and seen == [[]]
+    warnings = [r for r in caplog.records if r.name == 'pydantic_ai_perplexity.mcp']
+    assert len(warnings) == 1 and 'unavailable' in warnings[0].getMessage()
 
 
 async def test_pydantic_deep_registry_probe_skills_and_agent(

@@ -10,6 +10,8 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import InstructionPart
 from pydantic_ai.toolsets import ToolsetTool
 
+from ..errors import ConfigurationError
+
 __all__ = ('PerplexityMCPToolset',)
 
 _log = logging.getLogger('pydantic_ai_perplexity.mcp')
@@ -17,24 +19,38 @@ _PAID = frozenset({'perplexity_research'})
 
 
 class PerplexityMCPToolset(MCPToolset[Any]):
-    """An `MCPToolset` that degrades to no tools when the server cannot start, and never re-runs a paid call.
+    """An `MCPToolset` that fails loudly when the server cannot start, and never re-runs a paid call.
 
-    - A server that fails to start or answer contributes no tools (logged once per failure); the agent runs on
-      with its other tools, and the next entry tries again.
+    - A server that fails to start ends the agent run with a `ConfigurationError` saying why, unless `optional`:
+      then it contributes no tools (one warning, until it starts again); the agent runs on with its other tools,
+      and the next entry tries again.
     - A protocol-level failure of `perplexity_research` (which pydantic-ai would turn into a retry prompt)
       becomes a terminal `ToolFailed` pointing at `perplexity_research_list`, since the run may have started
       and a retry would bill a second one. Tool errors are already terminal (`tool_error_behavior='failed'`).
     """
 
     _down: int = 0
+    _warned: bool = False
+    #: Run the agent on without the tools when the server cannot start (else fail the run).
+    optional: bool = False
 
     async def __aenter__(self) -> Self:
         try:
-            return await super().__aenter__()
+            entered = await super().__aenter__()
         except Exception as exc:
+            if not self.optional:
+                raise ConfigurationError(
+                    f'The Perplexity MCP server did not start: {_reason(exc)}. Check it with '
+                    '`pydantic-ai-perplexity doctor`, or pass optional=True to perplexity_mcp_toolset() to run '
+                    'the agent on without research tools.'
+                ) from exc
             self._down += 1
-            _log.warning('Perplexity MCP server unavailable; continuing without its tools: %s', _reason(exc))
+            if not self._warned:
+                self._warned = True
+                _log.warning('Perplexity MCP server unavailable; continuing without its tools: %s', _reason(exc))
             return self
+        self._warned = False
+        return entered
 
     async def __aexit__(self, *args: Any) -> bool | None:
         if self._down:
@@ -48,6 +64,12 @@ class PerplexityMCPToolset(MCPToolset[Any]):
         try:
             return await super().get_tools(ctx)
         except Exception as exc:
+            if not self.optional:
+                raise ConfigurationError(
+                    f'The Perplexity MCP server did not list its tools: {_reason(exc)}. Check it with '
+                    '`pydantic-ai-perplexity doctor`, or pass optional=True to perplexity_mcp_toolset() to run '
+                    'the agent on without research tools.'
+                ) from exc
             _log.warning('Perplexity MCP server did not list its tools; continuing without them: %s', _reason(exc))
             return {}
 

@@ -228,6 +228,7 @@ def perplexity_mcp_toolset(
     command: str | None = None,
     args: Sequence[str] | None = None,
     keep_alive: bool = False,
+    optional: bool = False,
     id: str = SERVER_NAME,
     **toolset_kwargs: Any,
 ) -> PerplexityMCPToolset:
@@ -238,7 +239,8 @@ def perplexity_mcp_toolset(
       two minutes, so a call always answers (result or hand-off) before the client gives up on it.
     - Errors are terminal (`tool_error_behavior='failed'`) and a failed research call is never turned into a retry
       prompt, so nothing invites the model to pay for the same run twice.
-    - A server that cannot start contributes no tools instead of failing the agent run.
+    - A server that cannot start fails the agent run with a `ConfigurationError` saying why; with `optional=True`
+      it contributes no tools instead (one warning) and the agent runs on without research.
     - The key is `api_key`, else `PERPLEXITY_API_KEY` from this process, given to the child only.
     - `keep_alive=False`: the server process ends when the toolset is exited (e.g. at the end of `async with agent`).
 
@@ -267,13 +269,15 @@ def perplexity_mcp_toolset(
         keep_alive=keep_alive,
     )
     toolset_kwargs.setdefault('tool_error_behavior', 'failed')
-    return PerplexityMCPToolset(
+    toolset = PerplexityMCPToolset(
         transport,
         id=id,
         init_timeout=init_timeout,
         read_timeout=read_timeout if read_timeout is not None else budget + 120.0,
         **toolset_kwargs,
     )
+    toolset.optional = optional
+    return toolset
 
 
 # -- client snippets ---------------------------------------------------------------------------------------------
