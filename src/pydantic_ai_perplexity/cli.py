@@ -968,7 +968,8 @@ def jobs_cancel(response_id: str) -> None:
 def doctor(as_json: bool) -> None:
     """Check the setup: key, base URL, API, models, settings, ledger, tracing. Exit status 1 if any check fails.
 
-    Each line says pass or FAIL, what was found and, for a failure, how to fix it.
+    Each line says pass or FAIL, what was found and, for a failure, how to fix it. When the base URL answers as an
+    emulator, the API checks and the summary say so (and `--json` marks them `"emulator": true`).
 
     \b
     Examples:
@@ -1005,6 +1006,8 @@ def doctor(as_json: bool) -> None:
     else:
         failed = sum(not c.ok for c in checks)
         summary = f'{len(checks) - failed} passed, {failed} failed.'
+        if any(c.emulator for c in checks):
+            summary += ' The API checks ran against an emulator, not Perplexity.'
         if _colour(sys.stderr):
             click.echo(click.style(summary, fg='red' if failed else 'green', bold=True), err=True)
         else:

@@ -207,7 +207,18 @@ def test_doctor_passes_against_the_emulator_and_says_how_to_fix_each_failure(emu
         'tracing',
     }
     assert str(tmp_path) in checks['ledger writable']
-    assert good.stderr.strip() == '8 passed, 0 failed.'
+    # Eight passes against an emulator must not read as a working Perplexity setup: it says what answered.
+    assert good.stderr.strip() == '8 passed, 0 failed. The API checks ran against an emulator, not Perplexity.'
+    assert 'an emulator answered (x-pplx-emulator header), not Perplexity' in checks['API reachable']
+    assert 'by the emulator, not Perplexity' in checks['key accepted']
+    as_json = run_each(
+        (
+            ('doctor', '--json'),
+            base | {'PERPLEXITY_API_KEY': emulator.api_key, 'PERPLEXITY_BASE_URL': emulator.base_url},
+        )
+    )[0]
+    marked = {c['name']: c['emulator'] for c in json.loads(as_json.stdout)}
+    assert marked['API reachable'] is True and marked['key accepted'] is True and marked['tracing'] is False
 
     checks = _checks(no_key.stdout)
     assert no_key.returncode == 1
