@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .render import answer_with_source_numbers
 from .results import MARKER, marker_refs
+from .steps import plural
 from .timeline import LANES
 
 if TYPE_CHECKING:
@@ -210,7 +211,7 @@ def result_to_html(result: ResearchResult) -> str:
         else ''
     )
     question = f'<p>{badge}<strong>{esc(result.query or "")}</strong></p>' if result.query or badge else ''
-    counts = f'{len(result.cited_sources)} of {len(result.sources)} sources cited'
+    counts = f'{len(result.cited_sources)} of {plural(len(result.sources), "source")} cited'
     return (
         f'{_STYLE}<div class="pplx-result {NO_MATH}">{question}{error}'
         f'<div class="pplx-answer">{_linked_answer(result)}</div>{orphans}{table}'
@@ -307,6 +308,6 @@ def timeline_steps_html(steps: Sequence[TimelineStep]) -> str:
     )
     head = ''.join(f'<th{_LEFT}>{name}</th>' for name in ('at', 'kind', 'step'))
     return (
-        f'<details class="pplx-steps {NO_MATH}"><summary>{len(steps)} steps</summary>'
+        f'<details class="pplx-steps {NO_MATH}"><summary>{plural(len(steps), "step")}</summary>'
         f'<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></details>'
     )
