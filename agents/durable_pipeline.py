@@ -167,7 +167,7 @@ if __name__ == '__main__':
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('question')
     parser.add_argument('--model', help='a pydantic-ai model name, e.g. openai:gpt-5.4 (default: offline script)')
-    parser.add_argument('--system-db', help='DBOS system database URL (default: durable_pipeline.sqlite3 in the state directory)')
+    parser.add_argument('--system-db', help='DBOS system database URL (default: in the state directory)')
     args = parser.parse_args()
 
     from pydantic_ai_perplexity.tracing import configure_tracing
