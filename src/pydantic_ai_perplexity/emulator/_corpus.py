@@ -24,6 +24,7 @@ __all__ = (
     'SEARCH_WEB_PRICE',
     'Document',
     'ModelInfo',
+    'best_sentences',
     'domain_matches',
     'relevance',
     'search_corpus',
@@ -58,8 +59,9 @@ def _doc(url: str, title: str, snippet: str, published: str, updated: str, text:
     return Document(url=url, title=title, snippet=snippet, date=published, last_updated=updated, text=text)
 
 
-#: The invented pages. Topics: the EU AI Act, Python typing and async, renewable energy, space exploration,
-#: nutrition and sleep, quantum computing, electric vehicles, and AI agents.
+#: The invented pages. Topics: the EU AI Act, Python typing and async, renewable energy (and perovskite solar
+#: cells), space exploration, nutrition and sleep (and jet lag), quantum computing, electric vehicles and batteries,
+#: computing awards, and AI agents.
 CORPUS: tuple[Document, ...] = (
     # --- EU AI Act
     _doc(
@@ -106,6 +108,16 @@ CORPUS: tuple[Document, ...] = (
         'Signing a code is voluntary but gives providers a presumption of conformity.',
     ),
     # --- Python typing, pydantic, async
+    _doc(
+        'https://docs.python.org/3/whatsnew/3.14.html',
+        "What's New In Python 3.14",
+        'The Python 3.14 release: deferred annotations, template strings and a supported free-threaded build.',
+        '2025-10-07',
+        '2026-02-03',
+        'The Python 3.14 release changed how annotations are evaluated: they are now deferred until first read. '
+        'It adds template string literals, t-strings, which give the parts of a string to the code that renders it. '
+        'The free-threaded build, without the global interpreter lock, became officially supported in this release.',
+    ),
     _doc(
         'https://docs.python.org/3/library/asyncio.html',
         'asyncio — Asynchronous I/O',
@@ -189,6 +201,18 @@ CORPUS: tuple[Document, ...] = (
         'Sales in Europe depend strongly on subsidies and on the price of electricity relative to gas. '
         'Installer shortages slow adoption in several countries.',
     ),
+    _doc(
+        'https://www.nrel.gov/pv/perovskite-solar-cells.html',
+        'Perovskite solar cells: efficiency and stability',
+        'Perovskite cells rival silicon in efficiency; their stability outdoors is the open problem.',
+        '2025-02-11',
+        '2026-08-27',
+        'Perovskite solar cells reached efficiencies close to those of silicon cells within a decade of research. '
+        'Their main weakness is stability: moisture, heat and light degrade the perovskite layer over time. '
+        'Encapsulation and more stable compositions have extended the lifetimes of test cells to thousands of '
+        'hours. '
+        'Tandem cells stack a perovskite layer on silicon to convert more of the spectrum.',
+    ),
     # --- Space exploration
     _doc(
         'https://science.nasa.gov/mission/webb/',
@@ -271,6 +295,19 @@ CORPUS: tuple[Document, ...] = (
         'Whole grains are preferred over refined grains. '
         'Water, tea or coffee are better drinks than sugary beverages.',
     ),
+    _doc(
+        'https://www.cdc.gov/yellow-book/hcp/travel-air-sea/jet-lag.html',
+        'Jet lag: the body clock, light and melatonin',
+        'Melatonin taken near bedtime at the destination can ease jet lag, most of all after flights east.',
+        '2025-04-23',
+        '2026-03-05',
+        'Jet lag happens when the body clock is out of step with local time after a flight across several time '
+        'zones. '
+        'Melatonin taken close to bedtime at the destination can reduce jet lag, especially after eastward flights. '
+        'Bright light at the right time of day shifts the body clock faster than melatonin alone. '
+        'Melatonin is a hormone the body makes in the evening; supplements are sold over the counter in some '
+        'countries and need a prescription in others.',
+    ),
     # --- Quantum computing
     _doc(
         'https://www.nature.com/articles/quantum-error-correction-milestone',
@@ -324,6 +361,18 @@ CORPUS: tuple[Document, ...] = (
         'Solid-state batteries promise higher energy density but are not yet produced at scale.',
     ),
     _doc(
+        'https://www.nature.com/articles/solid-state-batteries-explained',
+        'How solid-state batteries work',
+        'A solid-state battery replaces the liquid electrolyte of a lithium-ion cell with a solid one.',
+        '2025-10-02',
+        '2026-07-15',
+        'A solid-state battery replaces the flammable liquid electrolyte of a lithium-ion cell with a solid '
+        'electrolyte, such as a ceramic, a glass or a polymer. '
+        'The solid electrolyte makes a lithium-metal anode possible, which stores more energy per kilogram. '
+        'Carmakers test solid-state cells for electric vehicles, but thin, defect-free solid layers are still hard '
+        'to make at low cost, so they are not yet produced at scale.',
+    ),
+    _doc(
         'https://www.theverge.com/transportation/ev-charging-networks',
         'The state of EV charging networks',
         'Fast-charging networks are growing, but reliability and payment remain common complaints.',
@@ -332,6 +381,17 @@ CORPUS: tuple[Document, ...] = (
         'Public fast chargers are growing quickly along major highways. '
         'Drivers still report broken chargers and confusing payment systems. '
         'A common plug standard is simplifying charging in North America.',
+    ),
+    _doc(
+        'https://amturing.acm.org/about-the-award',
+        'About the A.M. Turing Award | ACM',
+        'The ACM A.M. Turing Award honours lasting contributions to computing; it is announced each spring.',
+        '2024-03-05',
+        '2026-04-02',
+        "The ACM's Turing Award is given each year for contributions of lasting importance to computing. "
+        'It is often called the highest honour in computer science and carries a prize of one million US dollars. '
+        'The ACM announces each award in the spring, and this page names no winner: check the ACM news page for '
+        'the latest award.',
     ),
     # --- AI agents, LLMs, tooling
     _doc(
@@ -517,6 +577,15 @@ _INDEX = _Index(CORPUS)
 def relevance(query: str) -> dict[str, float]:
     """The BM25 score of each corpus page that matches `query`, by URL (pages that do not match are absent)."""
     return {CORPUS[i].url: score for score, i in _INDEX.matches(query)}
+
+
+def best_sentences(doc: Document, query: str, n: int) -> list[str]:
+    """The `n` sentences of `doc` holding the most of the query's terms, in page order (the first ones on a tie):
+    an answer on solid-state batteries quotes the page's solid-state sentence, not its opening line."""
+    wanted = set(_stems(query))
+    sentences = doc.sentences
+    ranked = sorted(range(len(sentences)), key=lambda i: (-len(wanted & set(_stems(sentences[i]))), i))
+    return [sentences[i] for i in sorted(ranked[:n])]
 
 
 def domain_matches(domain: str, pattern: str) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
-from ._corpus import Document, relevance, search_corpus
+from ._corpus import Document, best_sentences, relevance, search_corpus
 from ._faults import Directives, StatusFault
 from ._models import EFFORT_MODELS, FETCH_READER_MODEL, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
 from ._validation import (
@@ -636,7 +636,7 @@ def _citations(query: str, plan: _Plan) -> tuple[list[Cited], Cited | None]:
     relevant = [doc for score, doc in ranked if score * 3 >= top]
     cited: list[Cited] = []
     for doc in relevant[: plan.level.bullets]:
-        sentences = doc.sentences[: 2 if doc.url in fetched_urls else 1] or [doc.snippet]
+        sentences = best_sentences(doc, query, 2 if doc.url in fetched_urls else 1) or [doc.snippet]
         cited.append(Cited(by_url[doc.url], doc.title, sentences))
     return cited, injected
 
