@@ -139,4 +139,4 @@ def test_every_question_the_docs_ask_is_answered_on_its_topic(client: httpx2.Cli
     assert len(keys & sentences) * 2 >= len(keys), (keys, text)
     for n in cited:
         page = found[n]
-        assert keys & key_terms(f"{page['title']} {page['snippet']}"), (question, page['title'])
+        assert keys & key_terms(f'{page["title"]} {page["snippet"]}'), (question, page['title'])
