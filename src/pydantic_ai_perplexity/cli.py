@@ -1334,6 +1334,12 @@ def mcp(
     is_flag=True,
     help='Allow a --host that other machines can reach. The key is then never printed: give it with --api-key.',
 )
+@click.option(
+    '--corpus',
+    type=click.Path(file_okay=False),
+    envvar='PERPLEXITY_EMULATOR_CORPUS',
+    help='Search the pages in DIR (*.md with url:/title: front matter, or *.json) instead of the built-in ones.',
+)
 def emulator(
     host: str,
     port: int,
@@ -1343,6 +1349,7 @@ def emulator(
     replay: str | None,
     upstream: str,
     allow_remote: bool,
+    corpus: str | None,
 ) -> None:
     """Run the offline Perplexity API emulator on loopback, for tests and demos without a key.
 
@@ -1352,6 +1359,7 @@ def emulator(
       PERPLEXITY_BASE_URL=http://127.0.0.1:8787 PERPLEXITY_API_KEY=<printed key> pydantic-ai-perplexity research "q"
       pydantic-ai-perplexity emulator --record tests/recordings   # then use your real key against it
       pydantic-ai-perplexity emulator --replay tests/recordings
+      pydantic-ai-perplexity emulator --corpus my-pages/          # your own pages to search, for your tests
       PERPLEXITY_EMULATOR_API_KEY=<a key> pydantic-ai-perplexity emulator --host 0.0.0.0 --allow-remote
     """
     from .emulator import serve
@@ -1368,8 +1376,9 @@ def emulator(
             replay=replay,
             upstream=upstream,
             allow_remote=allow_remote,
+            corpus=corpus,
         )
-    except ValueError as exc:  # an unsafe setting, or a replay directory holding a file it cannot serve
+    except ValueError as exc:  # an unsafe setting, or a replay or corpus directory holding a file it cannot serve
         _err(f'Error: {exc}')
         sys.exit(2)
 

@@ -8,24 +8,34 @@ merely look plausible).
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
+from pathlib import Path
+from typing import Any, cast
 from urllib.parse import urlsplit
 
+from ._files import list_names, open_folder, read_inside
 from ._models import EFFORT_MODELS, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
 
 __all__ = (
     'CORPUS',
+    'DEFAULT_CORPUS',
     'EFFORT_MODELS',
     'FETCH_URL_PRICE',
+    'MAX_CORPUS_PAGE_BYTES',
     'MODELS',
     'SEARCH_WEB_PRICE',
+    'Corpus',
+    'CorpusError',
     'Document',
     'ModelInfo',
     'best_sentences',
     'domain_matches',
+    'load_corpus',
     'relevance',
     'search_corpus',
     'terms',
@@ -522,8 +532,11 @@ def _stems(text: str) -> list[str]:
     return [_stem(t) for t in terms(text)]
 
 
-class _Index:
-    """A BM25 index of the corpus; title terms count `_TITLE_WEIGHT` times (a one-field BM25F)."""
+class Corpus:
+    """Pages and their BM25 index; title terms count `_TITLE_WEIGHT` times (a one-field BM25F).
+
+    The built-in one is `DEFAULT_CORPUS`; `load_corpus` makes one of a folder of the user's pages.
+    """
 
     def __init__(self, docs: tuple[Document, ...]) -> None:
         self.docs = docs
@@ -571,12 +584,13 @@ class _Index:
         return sorted(((s, i) for s, i in scored if s >= best / 4), key=lambda pair: (-pair[0], pair[1]))
 
 
-_INDEX = _Index(CORPUS)
+#: The built-in corpus (`CORPUS`, indexed), used unless an emulator is given its own.
+DEFAULT_CORPUS = Corpus(CORPUS)
 
 
-def relevance(query: str) -> dict[str, float]:
+def relevance(query: str, corpus: Corpus = DEFAULT_CORPUS) -> dict[str, float]:
     """The BM25 score of each corpus page that matches `query`, by URL (pages that do not match are absent)."""
-    return {CORPUS[i].url: score for score, i in _INDEX.matches(query)}
+    return {corpus.docs[i].url: score for score, i in corpus.matches(query)}
 
 
 def best_sentences(doc: Document, query: str, n: int) -> list[str]:
@@ -649,6 +663,7 @@ def search_corpus(
     updated_before: str | None = None,
     limit: int = 10,
     fill: bool = True,
+    corpus: Corpus = DEFAULT_CORPUS,
 ) -> list[Document]:
     """The corpus pages that match `query`, best first (BM25), honouring domain (`-x` denies) and date filters.
 
@@ -658,7 +673,7 @@ def search_corpus(
     """
     allow = [p for p in domain_filter or () if not p.startswith('-')]
     deny = [p[1:] for p in domain_filter or () if p.startswith('-')]
-    matched = [CORPUS[i] for _, i in _INDEX.matches(query)]
+    matched = [corpus.docs[i] for _, i in corpus.matches(query)]
     docs = [doc for doc in matched if _passes(doc, allow, deny, after, before, updated_after, updated_before)]
     if fill and matched and allow and len(docs) < limit:
         pool = [p.casefold().removeprefix('www.') for p in allow if not any(domain_matches(p, d) for d in deny)]
@@ -667,3 +682,116 @@ def search_corpus(
             docs.append(_synthetic(pool[n % len(pool)], query, n // len(pool)))
             n += 1
     return docs[:limit]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A user's corpus: a folder of pages
+
+#: The most one page file may hold, and the most page files a folder may hold.
+MAX_CORPUS_PAGE_BYTES = 1024 * 1024
+_MAX_CORPUS_FILES = 10_000
+#: The most characters a page's title, snippet and text may have.
+_MAX_TITLE = 500
+_MAX_TEXT = 200_000
+_FRONT_MATTER = re.compile(r'\A---\r?\n(.*?)\r?\n---\r?\n?(.*)\Z', re.DOTALL)
+
+
+class CorpusError(ValueError):
+    """A corpus folder or page the emulator will not serve; the message names the file and says why."""
+
+
+def load_corpus(directory: str | os.PathLike[str]) -> Corpus:
+    """The pages of `directory` as a corpus: every `*.json` and `*.md` file in it, each checked now, not when served.
+
+    A JSON file holds one page or a list of pages, each an object with `url`, `title` and `text` (and optionally
+    `snippet`, `date`, `last_updated` as YYYY-MM-DD). A Markdown file is one page: front matter between `---` lines
+    with `url:` and `title:` (and optionally `snippet:`, `date:`, `last_updated:`), then the text. Only regular files
+    directly inside the folder are read (as for a replay folder), each at most `MAX_CORPUS_PAGE_BYTES`.
+
+    Raises:
+        CorpusError: the folder is missing or holds no page, or a file is refused (naming it and saying why).
+    """
+    path = Path(directory)
+    dir_fd = open_folder(path, 'corpus folder', CorpusError)
+    docs: list[Document] = []
+    try:
+        names = list_names(dir_fd, ('.json', '.md'))
+        if len(names) > _MAX_CORPUS_FILES:
+            raise CorpusError(f'corpus folder {path} holds {len(names)} pages, over {_MAX_CORPUS_FILES}')
+        for name in names:
+            raw = read_inside(dir_fd, name, MAX_CORPUS_PAGE_BYTES, CorpusError)
+            try:
+                text = raw.decode('utf-8')
+            except UnicodeDecodeError:
+                raise CorpusError(f'{name}: is not UTF-8 text') from None
+            docs.extend(_json_pages(name, text) if name.endswith('.json') else [_markdown_page(name, text)])
+    finally:
+        os.close(dir_fd)
+    if not docs:
+        raise CorpusError(f'corpus folder {path} holds no page (*.json or *.md files with url, title and text)')
+    urls: set[str] = set()
+    for doc in docs:
+        if doc.url in urls:
+            raise CorpusError(f'two pages have the URL {doc.url}; keep one of them')
+        urls.add(doc.url)
+    return Corpus(tuple(docs))
+
+
+def _json_pages(name: str, text: str) -> list[Document]:
+    try:
+        data: Any = json.loads(text)
+    except RecursionError:
+        raise CorpusError(f'{name}: JSON nested too deeply') from None
+    except ValueError as exc:
+        raise CorpusError(f'{name}: is not valid JSON ({exc})') from None
+    items: list[Any] = cast('list[Any]', data) if isinstance(data, list) else [data]
+    pages: list[Document] = []
+    for n, item in enumerate(items):
+        where = f'{name}' if not isinstance(data, list) else f'{name}[{n}]'
+        if not isinstance(item, dict):
+            raise CorpusError(f'{where}: a page is an object with url, title and text')
+        page = cast('dict[str, Any]', item)
+        pages.append(_page(where, {k: v for k, v in page.items() if isinstance(v, str)}, set(page)))
+    return pages
+
+
+def _markdown_page(name: str, text: str) -> Document:
+    found = _FRONT_MATTER.match(text)
+    if found is None:
+        raise CorpusError(f'{name}: a Markdown page starts with front matter between --- lines (url:, title:)')
+    fields: dict[str, str] = {}
+    for line in found.group(1).splitlines():
+        key, sep, value = line.partition(':')
+        if line.strip() and not sep:
+            raise CorpusError(f'{name}: front matter line {line.strip()[:40]!r} is not "key: value"')
+        if sep:
+            fields[key.strip()] = value.strip()
+    fields['text'] = found.group(2)
+    return _page(name, fields, set(fields))
+
+
+def _page(where: str, fields: dict[str, str], keys: set[str]) -> Document:
+    """A page from its fields, each checked: a refusal names the page and the field."""
+    unknown = keys - {'url', 'title', 'text', 'snippet', 'date', 'last_updated'}
+    if unknown:
+        raise CorpusError(f'{where}: unknown field {sorted(unknown)[0]!r} (a page has url, title, text, snippet, date)')
+    for key in ('url', 'title', 'text'):
+        if not fields.get(key, '').strip():
+            raise CorpusError(f'{where}: "{key}" is missing or empty (a page needs url, title and text)')
+    url = fields['url'].strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ('http', 'https') or not parts.hostname or any(c.isspace() for c in url):
+        raise CorpusError(f'{where}: "url" {url[:80]!r} is not an http(s) URL with a host')
+    title, text = ' '.join(fields['title'].split()), ' '.join(fields['text'].split())
+    if len(title) > _MAX_TITLE or len(text) > _MAX_TEXT:
+        raise CorpusError(f'{where}: the title (at most {_MAX_TITLE}) or text (at most {_MAX_TEXT}) is too long')
+    dates: dict[str, str] = {}
+    for key in ('date', 'last_updated'):
+        value = fields.get(key, '').strip() or '2026-01-01'
+        try:
+            date.fromisoformat(value)
+        except ValueError:
+            raise CorpusError(f'{where}: "{key}" {value[:40]!r} is not a date (YYYY-MM-DD)') from None
+        dates[key] = value
+    snippet = ' '.join(fields.get('snippet', '').split()) or text[:200]
+    return _doc(url, title, snippet, dates['date'], dates['last_updated'], text)
