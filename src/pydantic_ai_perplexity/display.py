@@ -370,11 +370,11 @@ def timeline_to_html(bars: Sequence[Bar], *, total_s: float, title: str) -> str:
     ticks: list[str] = []
     tick = 0.0
     while tick <= total + 1e-9:
-        ticks.append(f'<span style="position:absolute;left:{pct(tick)};top:2px">{tick:g} s</span>')
+        ticks.append(f'<span style="position:absolute;left:{pct(tick)};top:2px;font-size:.85em">{tick:g} s</span>')
         tick = round(tick + step, 6)
     rows.append(
         f'<div style="white-space:nowrap"><span style="{label}"></span><span style="{track};border-bottom:0;'
-        f'border-top:1px solid #888;color:#555;font-size:.85em">{"".join(ticks)}</span></div>'
+        f'border-top:1px solid #888;color:#555">{"".join(ticks)}</span></div>'
     )
     return (
         f'<div class="pplx-timeline {NO_MATH}" style="font-family:system-ui,sans-serif;font-size:12px;'
