@@ -10,8 +10,9 @@ The kill-and-resume story (the emulator in its own process, so it outlives the p
     uv run python agents/durable_pipeline.py "How do heat pumps work?"   # kill -9 it while it researches
     uv run python agents/durable_pipeline.py "How do heat pumps work?"   # resumes: the same runs, no new creates
 
-The steps of `agents/traced_pipeline.py`, each checkpointed by DBOS (in a SQLite file here; give `--system-db
-postgresql://...` to share the team's PostgreSQL):
+The steps of `agents/traced_pipeline.py`, each checkpointed by DBOS (in `durable_pipeline.sqlite3` in the state
+directory, beside the ledger, so the checkout stays clean; give `--system-db postgresql://...` to share the team's
+PostgreSQL):
 
 1. **plan**: the planner agent splits the question (a step: its plan is checkpointed);
 2. **research**: every sub-question at once with `durable_research()`, a *start* step (the run's id is
@@ -56,6 +57,7 @@ from traced_pipeline import (
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity.durable import durable_research
 from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.ledger import default_ledger_path
 
 tracer = trace.get_tracer('durable_pipeline')
 
@@ -127,12 +129,19 @@ def workflow_id(question: str) -> str:
     return 'durable-pipeline-' + hashlib.sha256(question.encode()).hexdigest()[:16]
 
 
+def default_system_db() -> str:
+    """DBOS's checkpoints in the state directory beside the ledger (PERPLEXITY_STATE_DIR), never in the checkout."""
+    state_dir = default_ledger_path().parent
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return f'sqlite:///{state_dir / "durable_pipeline.sqlite3"}'
+
+
 async def main(question: str, model: str | None = None, *, system_db: str | None = None) -> Report:
     """Launch DBOS (recovering a pipeline cut short), run or attach to this question's workflow; the report."""
     global RESEARCHER
     config: DBOSConfig = {
         'name': 'durable-pipeline',
-        'system_database_url': system_db or 'sqlite:///durable_pipeline.sqlite3',
+        'system_database_url': system_db or default_system_db(),
         'log_level': 'WARNING',
     }
     async with perplexity_endpoint() as endpoint:
@@ -158,7 +167,7 @@ if __name__ == '__main__':
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('question')
     parser.add_argument('--model', help='a pydantic-ai model name, e.g. openai:gpt-5.4 (default: offline script)')
-    parser.add_argument('--system-db', help='DBOS system database URL (default: sqlite:///durable_pipeline.sqlite3)')
+    parser.add_argument('--system-db', help='DBOS system database URL (default: in the state directory)')
     args = parser.parse_args()
 
     from pydantic_ai_perplexity.tracing import configure_tracing

@@ -1,14 +1,18 @@
 """The notebooks as a person sees them: executed, rendered in JupyterLab and in nbconvert's HTML by headless Chromium.
 
 Each notebook in `notebooks/` runs offline (the emulator and a scripted model, as `tests/notebooks` runs them), then
-is shown twice in Debian's `chromium` (driven by Playwright, with no browser of its own): as nbconvert's HTML page
-and in a real JupyterLab server on loopback, the notebook trusted as if you had run it yourself. In both, the rendered
-DOM of every output is checked:
+is shown three times in Debian's `chromium` (driven by Playwright, with no browser of its own): as nbconvert's HTML
+page, in a real JupyterLab server on loopback with the notebook trusted as if you had run it yourself, and there again
+untrusted, as a notebook someone else executed (`nbconvert --execute`) opens: JupyterLab then sanitizes the HTML
+(no `<style>`, no SVG). In all three, the rendered DOM of every output is checked:
 
 - no MathJax element inside any output (a `$` pair in a cost line or a table must never be typeset as LaTeX);
 - trace trees in monospace, left-aligned, one line per row (nothing wraps);
 - our tables left-aligned, the answer's Markdown bullets real `<li>` items;
-- numbers formatted as numbers (no `4.0` for a count).
+- numbers formatted as numbers (no `4.0` for a count);
+- untrusted: the sanitizer ran (no `<style>` left in our outputs), yet the timeline is still a picture (bars of
+  their own width in lanes, not text run together), the emulated badge still a coloured badge, the markers still
+  superscripts.
 
 `--screenshots docs/notebooks` writes the PNGs the README shows (a few outputs per notebook, from JupyterLab).
 Run: `uv run --frozen --group render python scripts/render_notebooks.py [--screenshots docs/notebooks]`; it exits 1
@@ -49,6 +53,13 @@ SHOTS = {
 }
 #: The notebooks that show our own HTML (03 shows pandas tables and a plot).
 EXPECT_OURS = {'01_research_quickstart', '02_deep_agent'}
+#: What each notebook must still show when opened untrusted (CSS selectors of our outputs).
+EXPECT_UNTRUSTED = {
+    '01_research_quickstart': ['.pplx-timeline', '.pplx-result', '.pplx-emulated'],
+    '02_deep_agent': ['.pplx-trace-comparison'],
+}
+#: True when a trusted JupyterLab page shows a `<style>` in an output: the untrusted check's probe can tell them apart.
+_HAS_STYLE_JS = "r => [...r.querySelectorAll('.jp-OutputArea-output')].some(o => o.querySelector('style'))"
 SHOT_MAX_HEIGHT = 420
 DEADLINE_S = 120.0
 
@@ -104,6 +115,39 @@ CHECKS_JS = r"""
       if (words.some((w, i) => words.indexOf(w) !== i && /budget|refus|exceed/.test(w)))
         problems.push(`an error that says it twice: "${error}"`);
     }
+  }
+  return [...new Set(problems)];
+}
+"""
+
+
+# Runs in the page of an untrusted notebook: what must survive JupyterLab's sanitizer.
+UNTRUSTED_JS = r"""
+(root, expected) => {
+  const problems = [];
+  const outputs = [...root.querySelectorAll('.jp-OutputArea-output')];
+  if (outputs.some(o => o.querySelector('style')))
+    problems.push('a <style> survived: the notebook was not shown untrusted');
+  for (const selector of expected)
+    if (!root.querySelector('.jp-OutputArea-output ' + selector)) problems.push(`no ${selector} rendered`);
+  const timelines = [...root.querySelectorAll('.jp-OutputArea-output .pplx-timeline')];
+  const results = [...root.querySelectorAll('.jp-OutputArea-output .pplx-result')];
+  for (const t of timelines) {
+    const bars = [...t.querySelectorAll('.pplx-step')].map(b => b.getBoundingClientRect());
+    if (bars.length < 2) problems.push(`a timeline with ${bars.length} bars`);
+    if (bars.some(b => b.width < 2 || b.height < 3)) problems.push('a timeline bar with no size');
+    if (new Set(bars.map(b => Math.round(b.left))).size < 2) problems.push('timeline bars not placed in time');
+    const rows = [...t.children].filter(c => c.tagName === 'DIV');
+    if (rows.some(r => r.getBoundingClientRect().height > 40)) problems.push('a timeline row wraps into text');
+  }
+  for (const r of results) {
+    const badge = r.querySelector('.pplx-emulated');
+    if (badge && ['rgba(0, 0, 0, 0)', 'transparent'].includes(getComputedStyle(badge).backgroundColor))
+      problems.push('the emulated badge lost its colour');
+    const cites = [...r.querySelectorAll('.pplx-cite')];
+    if (!cites.length) problems.push('a result without markers');
+    if (cites.some(c => !c.closest('sup') && getComputedStyle(c).verticalAlign !== 'super'))
+      problems.push('a marker that is not a superscript');
   }
   return [...new Set(problems)];
 }
@@ -269,6 +313,9 @@ def render(executed: list[Path], html_dir: Path, lab: Lab, shots: Path | None) -
             panel = page.locator('.jp-NotebookPanel:visible .jp-Notebook').first
             found = panel.evaluate(CHECKS_JS, ours)
             problems += [f'{notebook.stem}, JupyterLab: {p}' for p in found]
+            if '.pplx-result' in EXPECT_UNTRUSTED.get(notebook.stem, []) and not panel.evaluate(_HAS_STYLE_JS):
+                problems.append(f'{notebook.stem}, JupyterLab: no <style> when trusted, so untrusted proves nothing')
+            problems += [f'{notebook.stem}, JupyterLab untrusted: {p}' for p in _untrusted(page, lab, notebook, ours)]
             print(f'rendered {notebook.stem} ({time.perf_counter() - began:.0f} s)')
             if shots is not None:
                 page.add_style_tag(content='.jp-Toast-Container, .Toastify { display: none !important; }')
@@ -278,6 +325,24 @@ def render(executed: list[Path], html_dir: Path, lab: Lab, shots: Path | None) -
                     _shoot(page, target, shots / f'{notebook.stem}-{name}.png')
         browser.close()
     return problems
+
+
+def _untrusted(page: Any, lab: Lab, notebook: Path, ours: bool) -> list[str]:
+    """Open an unsigned copy of `notebook` (as one executed elsewhere arrives) in JupyterLab; the problems found."""
+    import nbformat
+
+    copy = notebook.parent / 'untrusted' / notebook.name
+    copy.parent.mkdir(exist_ok=True)
+    node = nbformat.read(notebook, as_version=4)
+    # Another digest than the signed notebook's (its metadata is not signed; its cells are), and never signed.
+    node.cells.append(nbformat.v4.new_markdown_cell('A copy executed elsewhere, opened untrusted.'))
+    nbformat.write(node, copy)
+    page.goto(f'{lab.base}/lab/tree/untrusted/{copy.name}?token={lab.token}&reset')
+    page.wait_for_selector('.jp-Notebook .jp-OutputArea-output', timeout=DEADLINE_S * 1000)
+    _settled(page, _COUNT_JS)
+    panel = page.locator('.jp-NotebookPanel:visible .jp-Notebook').first
+    expected = EXPECT_UNTRUSTED.get(notebook.stem, [])
+    return list(panel.evaluate(CHECKS_JS, ours)) + list(panel.evaluate(UNTRUSTED_JS, expected))
 
 
 def main() -> None:
@@ -302,7 +367,7 @@ def main() -> None:
     for problem in problems:
         print(f'FAIL {problem}')
     took = time.perf_counter() - started
-    print(f'{len(problems)} problems in {len(executed)} notebooks, each rendered twice ({took:.0f} s)')
+    print(f'{len(problems)} problems in {len(executed)} notebooks, each rendered three times ({took:.0f} s)')
     sys.exit(1 if problems else 0)
 
 

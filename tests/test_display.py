@@ -21,7 +21,9 @@ def test_markdown_bullets_numbers_headings_and_bold_become_html():
     assert parser.errors == [] and parser.stack == []
     assert '<h5>Summary</h5>' in page and '<strong>matters</strong>' in page
     assert re.search(
-        r'<ul><li>First point <a class="pplx-cite"[^>]*>\[2\]</a>\.</li><li>Second point goes on\.</li></ul>', page
+        r'<ul><li>First point <sup><a class="pplx-cite"[^>]*>\[2\]</a></sup>\.</li>'
+        r'<li>Second point goes on\.</li></ul>',
+        page,
     )
     assert '<ol><li>One</li><li>Two</li></ol>' in page
     assert '- First' not in page and 'pre-wrap' not in page
@@ -82,3 +84,39 @@ def test_the_cost_shows_input_with_cache_output_and_each_tool():
     assert 'fetch_url 1 call $0.0035)' in footer.group(1)
     assert re.search(r'<a class="pplx-cite" href="https://a.example/pep8" title="PEP 8">\[1\]</a>', page)
     assert 'class="pplx-orphan"' not in page
+
+
+def _untrusted(page: str) -> str:
+    """Untrusted HTML as JupyterLab keeps it (its sanitizer): `<style>` blocks dropped, `<svg>` and its parts
+    dropped with their text kept; tags, `class`, `title` and inline `style` stay."""
+    page = re.sub(r'<style>.*?</style>', '', page, flags=re.DOTALL)
+    return re.sub(r'</?(?:svg|rect|path|line|text|title|g)\b[^>]*>', '', page)
+
+
+def test_a_result_keeps_its_badge_and_superscript_markers_in_an_untrusted_notebook():
+    result = make_result(answer='- First point [1].\n- Second point [2].')
+    result.emulated = True
+    page = _untrusted(result_to_html(result))
+    badge = re.search(r'<span class="pplx-emulated"[^>]*style="([^"]*)"[^>]*>emulated</span>', page)
+    assert badge and 'background-color:#fde68a' in badge.group(1) and 'border-radius' in badge.group(1)
+    assert len(re.findall(r'<sup><a class="pplx-cite" href="https://[^"]+"[^>]*>\[\d\]</a></sup>', page)) == 2
+
+
+def test_the_timeline_in_a_notebook_is_made_of_what_an_untrusted_notebook_keeps():
+    from pydantic_ai_perplexity.timeline import Timeline
+
+    timeline = Timeline('How do heat pumps work?')
+    timeline.steps = [
+        TimelineStep(elapsed_s=0.1, kind='search', detail='searching: heat pumps', queries=('heat pumps',), ref=1),
+        TimelineStep(elapsed_s=0.4, kind='results', detail='found 3 results', ref=1),
+        TimelineStep(elapsed_s=0.6, kind='answer', detail='writing the answer'),
+    ]
+    timeline.end_s, timeline.status = 1.0, 'completed'
+    page = timeline._repr_html_()
+    assert _untrusted(page) == page  # nothing a sanitizer drops, so nothing runs together
+    search = re.search(r'<div class="pplx-step pplx-search" title="([^"]*)" style="([^"]*)"', page)
+    assert search and search.group(1).startswith('heat pumps → found 3 results')
+    assert 'left:10.00%' in search.group(2) and 'width:30.00%' in search.group(2)
+    assert re.search(r'>How do heat pumps work\? · completed — 1\.0 s<', page)
+    markdown = timeline._repr_markdown_()
+    assert '| 0.40 s | results | found 3 results |' in markdown.splitlines()

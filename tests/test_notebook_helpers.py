@@ -33,7 +33,14 @@ async def test_the_timeline_of_a_real_run_has_every_kind_of_step(emulator: Emula
     assert [b.lane for b in bars if b.lane == 'search'] == ['search'] * result.progress.searches
     assert all(b.start_s <= b.end_s <= timeline.elapsed_s for b in bars)
     assert bars[0].lane == 'run' and bars[0].label == 'completed'
-    assert '<svg' in timeline._repr_html_() and 'writing the answer' in timeline._repr_html_()
+    # In a notebook: inline-styled boxes (kept by an untrusted notebook's sanitizer, unlike SVG), a bar per step.
+    page = timeline._repr_html_()
+    assert 'class="pplx-timeline' in page and '<svg' not in page and '<style' not in page
+    assert page.count('class="pplx-step pplx-search"') == result.progress.searches
+    assert 'writing the answer' in page and '<svg' in timeline.to_svg()
+    markdown = timeline._repr_markdown_()
+    assert markdown.startswith(f'**{timeline.title} · completed**') and '| at | kind | step |' in markdown
+    assert markdown.count('\n| ') == len(timeline.steps) + 1  # the header row and a row per step
 
 
 async def test_live_progress_prints_one_line_per_step_without_a_notebook(emulator: Emulator):

@@ -146,7 +146,7 @@ def test_stream_fixture_events_parse_and_track_progress():
     assert events[8].item == {**(events[8].item or {}), 'content': None}
     reducer = StepReducer()
     steps = [s.detail for e in events if (s := reducer.observe(e)) is not None and s.shown]
-    assert steps == ['searching: AI Act start', 'found 1 results', 'writing the answer']
+    assert steps == ['searching: AI Act start', 'found 1 result', 'writing the answer']
     assert reducer.progress.searches == 1 and reducer.progress.results_seen == 1
     final = events[-1].response_
     assert final is not None and final.done

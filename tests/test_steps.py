@@ -8,7 +8,7 @@ from typing import Any
 
 from live_shapes import fetch_item, running, search_item
 from pydantic_ai_perplexity.client._models import AgentEvent, parse_event, parse_response
-from pydantic_ai_perplexity.steps import Step, StepReducer
+from pydantic_ai_perplexity.steps import Progress, Step, StepReducer
 
 FIXTURES = Path(__file__).parent / 'fixtures'
 
@@ -32,7 +32,7 @@ def test_the_fixture_stream_becomes_typed_steps_with_counts_and_the_run_id():
     shown = [s for s in steps if s.shown]
     assert [(s.kind, s.detail) for s in shown] == [
         ('search', 'searching: AI Act start'),
-        ('results', 'found 1 results'),
+        ('results', 'found 1 result'),
         ('answer', 'writing the answer'),
     ]
     search, results, _ = shown
@@ -160,3 +160,11 @@ def test_a_polled_running_snapshot_makes_shown_steps_of_what_it_found_so_far():
     assert reducer.snapshot(later, live=True) == []  # counted once
     quiet = StepReducer('resp_2').snapshot(later)  # a late snapshot: counted, not shown, not described
     assert [(s.shown, s.detail) for s in quiet] == [(False, ''), (False, '')]
+
+
+def test_counts_read_right_for_one_and_for_many():
+    """A person reads `1 result`, never `1 results`: every count the progress line shows agrees with its number."""
+    one = Progress(searches=1, results_seen=1, pages_fetched=1, mcp_calls=1, answer_chars=1)
+    assert one.summary() == '1 search, 1 result, 1 page fetched, 1 remote tool call, 1 answer character'
+    many = Progress(searches=2, results_seen=0, pages_fetched=3, mcp_calls=2, answer_chars=40)
+    assert many.summary() == '2 searches, 0 results, 3 pages fetched, 2 remote tool calls, 40 answer characters'

@@ -12,9 +12,10 @@ bidi marks, private use, surrogates, line/paragraph separators), keeping newline
 from __future__ import annotations
 
 import re
+import textwrap
 import unicodedata
 
-__all__ = ('STRIPPED_CATEGORIES', 'for_terminal', 'json_for_terminal', 'line_for_terminal')
+__all__ = ('STRIPPED_CATEGORIES', 'for_terminal', 'json_for_terminal', 'line_for_terminal', 'wrap_for_terminal')
 
 #: Unicode categories stripped from untrusted text, for models (`render.sanitize`) and terminals alike: controls,
 #: format characters (zero-width, bidi marks, tags), private use, surrogates, line and paragraph separators.
@@ -61,3 +62,40 @@ def json_for_terminal(text: str) -> str:
         return f'\\u{code:04x}'
 
     return ''.join(ch if _visible(ch, _MULTILINE_KEEP) else escape(ch) for ch in text)
+
+
+#: A line's lead that its wrapped continuation lines align under: indentation, a quote mark, a list bullet.
+_LEAD = re.compile(r'^(\s*(?:>\s*)*(?:[-*+]\s+|\d+[.)]\s+)?)')
+
+
+def wrap_for_terminal(text: str, width: int, *, keep_indented: bool = False) -> str:
+    """`text` wrapped at spaces to `width` columns, so the terminal never splits a word.
+
+    A word longer than the width (a URL, a run id) stays whole on a line of its own, to be copied; a list item's or a
+    quote's continuation lines align under its text; code blocks and table rows are left as they are, and so are
+    indented lines with `keep_indented` (in a notice, they are commands to copy whole).
+    """
+    out: list[str] = []
+    fenced = False
+    for line in text.split('\n'):
+        if line.lstrip().startswith(('```', '~~~')):
+            fenced = not fenced
+        kept = fenced or line.lstrip().startswith(('```', '~~~', '|')) or (keep_indented and line[:1].isspace())
+        if kept or len(line) <= width:
+            out.append(line)
+            continue
+        lead = _LEAD.match(line)
+        first = lead.group(1) if lead else ''
+        rest = re.sub(r'[^>\s]', ' ', first)  # `- ` continues as `  `, `> ` as `> `
+        out.extend(
+            textwrap.wrap(
+                line[len(first) :],
+                width=max(width, len(first) + 1),
+                initial_indent=first,
+                subsequent_indent=rest,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+            or [line]
+        )
+    return '\n'.join(out)

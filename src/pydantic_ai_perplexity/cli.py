@@ -15,7 +15,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
@@ -24,7 +24,7 @@ import click
 
 if TYPE_CHECKING:
     from .ledger import Ledger, RunRecord
-    from .results import ResearchResult
+    from .results import ResearchResult, Source
     from .steps import Step
 
 STATUSES = (
@@ -33,22 +33,45 @@ STATUSES = (
 )  # fmt: skip
 #: Exit status of `research` / `jobs wait` when the run ended failed, incomplete or cancelled.
 EXIT_RUN_FAILED = 1
+#: Exit status of `research --strict` / `jobs wait --strict` when the run completed without finding a single source.
+EXIT_FOUND_NOTHING = 3
 
 _CONTEXT = {'help_option_names': ['-h', '--help'], 'max_content_width': 110}
 
 
-def _err(message: str) -> None:
-    """A notice on stderr, without the escape sequences or invisible characters a caller or a page may have put in."""
-    from ._terminal import for_terminal
+def _width(stream: Any) -> int | None:
+    """The columns of the terminal `stream` writes to (COLUMNS first, as rich has it), or None when it is not one:
+    piped text is never wrapped."""
+    if not stream.isatty():
+        return None
+    if (columns := os.environ.get('COLUMNS', '')).isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError):
+        return 80
 
-    click.echo(for_terminal(message), err=True)
+
+def _err(message: str, *, colour: str | None = None) -> None:
+    """A notice on stderr, without the escape sequences or invisible characters a caller or a page may have put in;
+    on a terminal, wrapped at spaces to its width (and in `colour` unless NO_COLOR)."""
+    from ._terminal import for_terminal, wrap_for_terminal
+
+    text = for_terminal(message)
+    width = _width(sys.stderr)
+    if width is not None:
+        text = wrap_for_terminal(text, width, keep_indented=True)
+    click.echo(click.style(text, fg=colour) if colour and _colour(sys.stderr) else text, err=True)
 
 
-def _out(text: str) -> None:
-    """A result on stdout, made safe for a terminal the same way (newlines and tabs kept)."""
-    from ._terminal import for_terminal
+def _out(text: str, *, wrap: bool = False) -> None:
+    """A result on stdout, made safe for a terminal the same way (newlines and tabs kept); with `wrap`, on a terminal
+    wrapped at spaces to its width, never splitting a word, a URL or an id."""
+    from ._terminal import for_terminal, wrap_for_terminal
 
-    click.echo(for_terminal(text))
+    text = for_terminal(text)
+    width = _width(sys.stdout) if wrap else None
+    click.echo(wrap_for_terminal(text, width) if width is not None else text)
 
 
 def _out_json(text: str) -> None:
@@ -271,15 +294,15 @@ BURST_GAP_S = 0.5
 class _StepDisplay:
     """Research progress on stderr: a live rich display on a terminal, one plain line per step otherwise.
 
+    The live line is the spinner, the timer (first, so a narrow terminal never cuts it), the current step and the
+    counts, fitted to the width; the question is not repeated (the first step, `searching: ...`, says it).
+
     For a run started earlier (`run_created_at`, the API's `created_at`, as `jobs wait` gives it), steps are timed
     from the run's start, in whole seconds (the API's clock has no finer grain), and the steps its stream replays in
     one burst when it opens are marked `earlier`, with no time: nothing says when they happened.
     """
 
-    def __init__(self, title: str, *, run_created_at: float | None = None) -> None:
-        from ._terminal import line_for_terminal
-
-        self.title = line_for_terminal(title)
+    def __init__(self, *, run_created_at: float | None = None) -> None:
         self.live = sys.stderr.isatty()
         self.started = time.monotonic()
         self.run_created_at = run_created_at
@@ -295,22 +318,34 @@ class _StepDisplay:
 
             self._bar = Progress(
                 SpinnerColumn(),
-                TextColumn('{task.description}'),
-                TextColumn('{task.fields[counts]}', style='dim'),
                 TimeElapsedColumn(),
+                TextColumn('{task.description}'),
                 console=Console(stderr=True),
                 transient=True,
             )
             self._bar.start()
-            self._task = self._bar.add_task(self._describe('starting'), total=None, counts='')
+            self._task = self._bar.add_task(self._describe('starting', ''), total=None)
         return self
 
-    def _describe(self, step: str) -> str:
+    def _describe(self, step: str, counts: str) -> str:
+        """The step and the counts in the room the spinner and the timer leave: the step gives way first, then the
+        counts; each cut ends in `…`."""
+        from rich.cells import cell_len
         from rich.markup import escape
+        from rich.text import Text
 
-        title = self.title if len(self.title) <= 40 else self.title[:39] + '…'
-        step = step if len(step) <= 50 else step[:49] + '…'
-        return f'[bold]{escape(title)}[/] {escape(step)}'
+        room = self._bar.console.width - 12  # spinner, timer (0:00:00) and the spaces between the columns
+        if counts and cell_len(counts) + 17 > room:
+            counts = ''  # too narrow for both: the step alone
+        if counts:
+            room -= cell_len(counts) + 2
+
+        def fit(text: str, width: int) -> str:
+            cut = Text(text)
+            cut.truncate(max(width, 1), overflow='ellipsis')
+            return cut.plain
+
+        return f'{escape(fit(step, room))}  [dim]{escape(counts)}[/]' if counts else escape(fit(step, room))
 
     def _when(self, step: Step) -> str:
         """When the step happened, 7 characters: seconds since the wait (or the run) started, or `earlier`."""
@@ -334,7 +369,7 @@ class _StepDisplay:
             from rich.text import Text
 
             self._bar.console.print(Text.assemble((f'{when} ', 'dim'), detail))
-            self._bar.update(self._task, description=self._describe(detail), counts=progress.summary())
+            self._bar.update(self._task, description=self._describe(detail, progress.summary()))
         else:
             _err(f'  [{when}] {detail}')
 
@@ -352,7 +387,14 @@ class _StepDisplay:
             took = (result.completed_at - result.created_at).total_seconds()
             line = f'{result.status} in {took:.0f}s (waited {elapsed:.1f}s here): {result.progress.summary()}'
         if self._bar is not None:
-            self._bar.console.print(f'[green]✓[/] {line}' if result.status == 'completed' else f'[red]✗[/] {line}')
+            mark = (
+                '[red]✗[/]'
+                if result.status != 'completed'
+                else '[yellow]![/]'
+                if _found_nothing(result)
+                else '[green]✓[/]'
+            )
+            self._bar.console.print(f'{mark} {line}')
         else:
             _err(line)
 
@@ -445,6 +487,11 @@ def _mcp_server(value: str) -> dict[str, str]:
     help='Answer from a run of the same question and options that finished within this many seconds (not billed).',
 )
 @click.option('--json', 'as_json', is_flag=True, help='Print the full result as JSON.')
+@click.option(
+    '--strict',
+    is_flag=True,
+    help='Exit with status 3 when the run completed but found nothing (not a single source).',
+)
 def research(
     question: str,
     schema: Path | None,
@@ -458,12 +505,14 @@ def research(
     no_wait: bool,
     reuse_within: float | None,
     as_json: bool,
+    strict: bool,
     **given: Any,
 ) -> None:
     """Research QUESTION and print the cited answer, numbered sources and cost.
 
     A run still going after the wait (PERPLEXITY_WAIT_SECONDS, default 600 s) is not lost: its id is printed,
-    and `jobs wait ID` collects it. The exit status is 1 when the run failed or was cut short.
+    and `jobs wait ID` collects it. The exit status is 1 when the run failed or was cut short. A run that found
+    nothing (no source at all) says so in a yellow line; with --strict it exits with status 3.
 
     \b
     Examples:
@@ -502,7 +551,7 @@ def research(
         ) as researcher:
             if no_wait:
                 return await researcher.start(question, request_id=key, **options)
-            with _StepDisplay(question) as display:
+            with _StepDisplay() as display:
                 result = await researcher.run(
                     question,
                     on_progress=display,
@@ -524,7 +573,7 @@ def research(
     except Exception as exc:
         _fail(exc)
         return
-    _print_outcome(result, as_json=as_json, builtin_emulator=emulated)
+    _print_outcome(result, as_json=as_json, builtin_emulator=emulated, strict=strict)
 
 
 def _bound_to(key: str) -> str | None:
@@ -560,11 +609,28 @@ def _interrupted(response_id: str | None, *, emulated: bool, collecting: bool = 
     sys.exit(EXIT_INTERRUPTED)
 
 
-def _print_outcome(result: ResearchResult, *, as_json: bool, builtin_emulator: bool = False) -> None:
-    """Print a result (`research`, `jobs wait`); a run that ended other than `completed` exits `EXIT_RUN_FAILED`."""
+def _found_nothing(result: ResearchResult) -> bool:
+    """Whether a completed run found not a single source: its answer rests on no page."""
+    return result.status == 'completed' and not result.sources
+
+
+def _print_outcome(
+    result: ResearchResult, *, as_json: bool, builtin_emulator: bool = False, strict: bool = False
+) -> None:
+    """Print a result (`research`, `jobs wait`); a run that ended other than `completed` exits `EXIT_RUN_FAILED`, one
+    that found nothing says so in yellow, and exits `EXIT_FOUND_NOTHING` when `strict`."""
     _print_result(result, as_json=as_json, builtin_emulator=builtin_emulator)
     if result.done and result.status != 'completed':
         sys.exit(EXIT_RUN_FAILED)
+    if _found_nothing(result):
+        _err(
+            'Found nothing: the run completed without a single source, so the answer rests on no page. Rephrase the '
+            'question or widen the search (--recency, --domain).'
+            + ('' if strict else ' With --strict this exits with status 3.'),
+            colour='yellow',
+        )
+        if strict:
+            sys.exit(EXIT_FOUND_NOTHING)
 
 
 def _print_result(result: ResearchResult, *, as_json: bool, builtin_emulator: bool = False) -> None:
@@ -584,23 +650,45 @@ def _print_result(result: ResearchResult, *, as_json: bool, builtin_emulator: bo
     if result.data is not None:
         _out_json(json.dumps(result.data, indent=2, ensure_ascii=False))
     else:
-        _out(answer_with_source_numbers(result))
+        _out(answer_with_source_numbers(result), wrap=True)
     if result.sources:
         _out('\nSources:')
-        rows = [
-            {'#': f'[{s.n}]', 'source': s.title or s.domain, 'url': s.url, 'cited': 'yes' if s.cited else 'no'}
-            for s in result.sources
-        ]
-        _table(rows, flexible=('source', 'url'))
+        _print_sources(result.sources)
     if result.orphan_markers:
-        _out(f'\nMarkers pointing at no source: {", ".join(result.orphan_markers)}')
+        _out(f'\nMarkers pointing at no source: {", ".join(result.orphan_markers)}', wrap=True)
     if note := tightened_note(result):
-        _out(f'\n{note}')
+        _out(f'\n{note}', wrap=True)
     for note in result.notes:
-        _out(f'\n{note}')
+        _out(f'\n{note}', wrap=True)
     cost = f'${result.cost_usd:.4f}' if result.cost_usd is not None else 'cost unknown'
     status = f'{result.status} · emulated' if result.emulated else result.status  # never taken for a real answer
-    _out(f'\n{status} · {result.effort or "-"} · {result.model or "-"} · {cost} · {result.response_id}')
+    _out('\n' + _joined([status, result.effort or '-', result.model or '-', cost, result.response_id]))
+
+
+def _print_sources(sources: Sequence[Source]) -> None:
+    """The numbered sources, each its title (wrapped, marked when not cited) and, on its own line, the URL whole: a
+    URL is never cut, so it can be copied."""
+    from ._terminal import line_for_terminal
+
+    for s in sources:
+        title = line_for_terminal(s.title or s.domain) + ('' if s.cited else '  (not cited)')
+        _out(f'[{s.n}] {title}', wrap=True)
+        _out(f'    {line_for_terminal(s.url)}')
+
+
+def _joined(parts: list[str], sep: str = ' · ') -> str:
+    """`parts` joined by `sep`; on a terminal, a line breaks between parts, never inside one (a model, a run id)."""
+    width = _width(sys.stdout)
+    if width is None:
+        return sep.join(parts)
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines[-1] += sep.rstrip()
+            lines.append(part)
+    return '\n'.join(lines)
 
 
 def _handoff_notice(result: ResearchResult, *, builtin_emulator: bool = False) -> None:
@@ -662,12 +750,10 @@ def _table(
     *,
     flexible: tuple[str, ...],
     right: tuple[str, ...] = (),
-    narrow_drop: tuple[str, ...] = (),
 ) -> None:
     """Rows under a header row on stdout, with rich. On a terminal it fits the width: the `flexible` columns give up
-    room (in order, each down to 12 characters) and a cell too long ends in `…`, so no word is broken across lines
-    (below 100 columns the `narrow_drop` columns are left out); piped, nothing is cut. Cells are made terminal-safe
-    first."""
+    room (in order, each down to 12 characters) and a cell too long ends in `…`, so no word is broken across lines;
+    piped, nothing is cut. Cells are made terminal-safe first."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
@@ -676,7 +762,7 @@ def _table(
 
     tty = sys.stdout.isatty()
     console = Console(highlight=False, soft_wrap=False, width=None if tty else 1_000_000)
-    names = [n for n in rows[0] if not (tty and console.width < 100 and n in narrow_drop)]
+    names = list(rows[0])
     widths = {n: max(len(n), *(len(line_for_terminal(row[n])) for row in rows)) for n in names}
     room = console.width - 2 * (len(names) - 1)
     for name in (n for n in flexible if n in widths):  # in order: the first gives up its room first
@@ -730,7 +816,45 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
         }
         for r in records
     ]
-    _table(rows, flexible=('question',), right=('cost',), narrow_drop=('started', 'effort'))
+    width = _width(sys.stdout)
+    fixed = sum(max(len(n), *(len(row[n]) for row in rows)) + 2 for n in rows[0] if n != 'question')
+    if width is None or width - fixed >= _MIN_QUESTION_ON_ONE_LINE:
+        _table(rows, flexible=('question',), right=('cost',))
+    else:
+        _runs_on_two_lines(rows, width)
+
+
+#: `jobs list` puts each run on one line when its question gets at least this many columns there, else on two.
+_MIN_QUESTION_ON_ONE_LINE = 60
+
+
+def _runs_on_two_lines(rows: list[dict[str, str]], width: int) -> None:
+    """Runs as a terminal narrower than one line per run shows them: the id (whole, to be copied), status and cost,
+    then, indented, the date, the effort and as much of the question as the width leaves (ending in `…`)."""
+    from rich.text import Text
+
+    from ._terminal import line_for_terminal
+
+    cells = [{name: line_for_terminal(value) for name, value in row.items()} for row in rows]
+    size = {name: max(len(name), *(len(row[name]) for row in cells)) for name in cells[0]}
+
+    def first(run: str, status: str, cost: str) -> str:
+        return f'{run:<{size["run"]}}  {status:<{size["status"]}}  {cost:>{size["cost"]}}'.rstrip()
+
+    def second(started: str, effort: str, question: str) -> str:
+        lead = f'  {started:<{size["started"]}}  {effort:<{size["effort"]}}  '
+        cut = Text(question)
+        cut.truncate(max(width - len(lead), 1), overflow='ellipsis')
+        if cut.plain != question and ' ' in cut.plain:  # cut between words, not inside one
+            return lead + cut.plain[:-1].rsplit(' ', 1)[0].rstrip(' ,;:') + '…'
+        return (lead + cut.plain).rstrip()
+
+    bold = _colour(sys.stdout)
+    for line in (first('run', 'status', 'cost'), second('started', 'effort', 'question')):
+        click.echo(click.style(line, bold=True) if bold else line)
+    for row in cells:
+        click.echo(first(row['run'], row['status'], row['cost']))
+        click.echo(second(row['started'], row['effort'], row['question']))
 
 
 @jobs.command('show', context_settings=_CONTEXT)
@@ -739,7 +863,9 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
 def jobs_show(response_id: str, as_json: bool) -> None:
     """One run as the ledger has it (refreshed from the API first if it has not ended and a key is set).
 
-    A run still going lists what it found so far (its searches and the pages it read), from the API's snapshot.
+    A run still going lists what it found so far (its searches and the pages it read), from the API's snapshot; a
+    finished one shows its answer and numbered sources, which the API keeps (the ledger does not): with the key the
+    run was started with, on the API it ran on.
 
     \b
     Examples:
@@ -757,7 +883,8 @@ def jobs_show(response_id: str, as_json: bool) -> None:
     from .reconcile import UNFINISHED
     from .results import Usage
 
-    so_far = _found_so_far(record.response_id) if record.status in UNFINISHED else None
+    snapshot = _snapshot(record)
+    so_far = snapshot if snapshot is not None and not snapshot.done and record.status in UNFINISHED else None
     fields = [
         ('run', record.response_id),
         ('status', f'{record.status} (emulated: not Perplexity)' if record.emulated else record.status),
@@ -789,15 +916,43 @@ def jobs_show(response_id: str, as_json: bool) -> None:
             _out(f'  [{source.n}] {title}{read} — {line_for_terminal(source.url)}')
         if len(so_far.sources) > _SHOWN_SO_FAR:
             _out(f'  (+{len(so_far.sources) - _SHOWN_SO_FAR} more)')
+    if record.status in UNFINISHED:
+        return
+    if snapshot is None or not snapshot.done:
+        _out(f'{"answer:":<10}{_no_answer_here(record)}', wrap=True)
+        return
+    from .render import answer_with_source_numbers
+
+    if snapshot.data is not None:
+        _out('\n' + json.dumps(snapshot.data, indent=2, ensure_ascii=False))
+    else:
+        _out('\n' + (answer_with_source_numbers(snapshot) or '(no answer)'), wrap=True)
+    if snapshot.sources:
+        _out('\nSources:')
+        _print_sources(snapshot.sources)
+    if _found_nothing(snapshot):
+        _err(
+            'Found nothing: the run completed without a single source, so the answer rests on no page.', colour='yellow'
+        )
+
+
+def _no_answer_here(record: RunRecord) -> str:
+    """Why `jobs show` has no answer for a finished run: the ledger keeps none, and the API could not be asked."""
+    where = f'the emulator at {record.api} keeps it while it runs' if record.emulated else 'the API keeps it'
+    return (
+        f'not kept in the ledger; {where}: export the key the run was started with (and PERPLEXITY_BASE_URL if it '
+        'ran elsewhere) and run this again.'
+    )
 
 
 #: At most this many sources of a running run are listed by `jobs show`.
 _SHOWN_SO_FAR = 10
 
 
-def _found_so_far(response_id: str) -> ResearchResult | None:
-    """A running run's snapshot read as a result (its searches and fetched pages so far), when a key is set; None if
-    it cannot be asked (no key, the API unreachable within 5 s) or it has ended meanwhile."""
+def _snapshot(record: RunRecord) -> ResearchResult | None:
+    """The run as the API has it now, read as a result: what a running run found so far, or a finished run's answer
+    and sources. None if it cannot be asked: no key, the run went to another API than the configured one (its id is
+    never sent elsewhere), or the API did not answer within 5 s."""
     if not os.environ.get('PERPLEXITY_API_KEY', '').strip():
         return None
     import anyio
@@ -808,8 +963,10 @@ def _found_so_far(response_id: str) -> ResearchResult | None:
     async def go() -> ResearchResult | None:
         with anyio.move_on_after(5.0):
             async with PerplexityClient() as client:
-                snapshot = await client.retrieve(response_id)
-            return None if snapshot.done else ResearchResult.from_response(snapshot)
+                if record.api is not None and client.api != record.api:
+                    return None
+                snapshot = await client.retrieve(record.response_id)
+            return ResearchResult.from_response(snapshot)
         return None
 
     try:
@@ -912,10 +1069,16 @@ def jobs_spend(caller: str | None, include_emulated: bool, as_json: bool) -> Non
     help='Give up waiting after this many seconds.',
 )
 @click.option('--json', 'as_json', is_flag=True, help='Print the full result as JSON.')
-def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
+@click.option(
+    '--strict',
+    is_flag=True,
+    help='Exit with status 3 when the run completed but found nothing (not a single source).',
+)
+def jobs_wait(response_id: str, timeout: float, as_json: bool, strict: bool) -> None:
     """Wait for a run (showing its progress) and print its result, as `research` does.
 
-    A run still going at the timeout prints its id again; nothing is cancelled.
+    A run still going at the timeout prints its id again; nothing is cancelled. Exit status as for `research`:
+    1 when the run failed or was cut short, 3 with --strict when it found nothing.
 
     \b
     Examples:
@@ -930,7 +1093,7 @@ def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
         async with Researcher(origin='cli', wait_seconds=timeout) as researcher:
             # The run's start as the API has it: its steps are timed from there, not from this wait.
             created_at = (await researcher.client.retrieve(response_id)).created_at
-            with _StepDisplay(response_id, run_created_at=created_at or None) as display:
+            with _StepDisplay(run_created_at=created_at or None) as display:
                 result = await researcher.collect(response_id, on_progress=display)
             if result.done:
                 display.summary(result)
@@ -943,7 +1106,7 @@ def jobs_wait(response_id: str, timeout: float, as_json: bool) -> None:
     except Exception as exc:
         _fail(exc)
         return
-    _print_outcome(result, as_json=as_json)
+    _print_outcome(result, as_json=as_json, strict=strict)
 
 
 @jobs.command('cancel', context_settings=_CONTEXT)
@@ -982,7 +1145,8 @@ def jobs_cancel(response_id: str) -> None:
 def doctor(as_json: bool) -> None:
     """Check the setup: key, base URL, API, models, settings, ledger, tracing. Exit status 1 if any check fails.
 
-    Each line says pass or FAIL, what was found and, for a failure, how to fix it.
+    Each line says pass or FAIL, what was found and, for a failure, how to fix it. When the base URL answers as an
+    emulator, the API checks and the summary say so (and `--json` marks them `"emulator": true`).
 
     \b
     Examples:
@@ -1019,6 +1183,8 @@ def doctor(as_json: bool) -> None:
     else:
         failed = sum(not c.ok for c in checks)
         summary = f'{len(checks) - failed} passed, {failed} failed.'
+        if any(c.emulator for c in checks):
+            summary += ' The API checks ran against an emulator, not Perplexity.'
         if _colour(sys.stderr):
             click.echo(click.style(summary, fg='red' if failed else 'green', bold=True), err=True)
         else:
@@ -1197,6 +1363,12 @@ def mcp(
     is_flag=True,
     help='Allow a --host that other machines can reach. The key is then never printed: give it with --api-key.',
 )
+@click.option(
+    '--corpus',
+    type=click.Path(file_okay=False),
+    envvar='PERPLEXITY_EMULATOR_CORPUS',
+    help='Search the pages in DIR (*.md with url:/title: front matter, or *.json) instead of the built-in ones.',
+)
 def emulator(
     host: str,
     port: int,
@@ -1206,6 +1378,7 @@ def emulator(
     replay: str | None,
     upstream: str,
     allow_remote: bool,
+    corpus: str | None,
 ) -> None:
     """Run the offline Perplexity API emulator on loopback, for tests and demos without a key.
 
@@ -1215,6 +1388,7 @@ def emulator(
       PERPLEXITY_BASE_URL=http://127.0.0.1:8787 PERPLEXITY_API_KEY=<printed key> pydantic-ai-perplexity research "q"
       pydantic-ai-perplexity emulator --record tests/recordings   # then use your real key against it
       pydantic-ai-perplexity emulator --replay tests/recordings
+      pydantic-ai-perplexity emulator --corpus my-pages/          # your own pages to search, for your tests
       PERPLEXITY_EMULATOR_API_KEY=<a key> pydantic-ai-perplexity emulator --host 0.0.0.0 --allow-remote
     """
     from .emulator import serve
@@ -1231,8 +1405,9 @@ def emulator(
             replay=replay,
             upstream=upstream,
             allow_remote=allow_remote,
+            corpus=corpus,
         )
-    except ValueError as exc:  # an unsafe setting, or a replay directory holding a file it cannot serve
+    except ValueError as exc:  # an unsafe setting, or a replay or corpus directory holding a file it cannot serve
         _err(f'Error: {exc}')
         sys.exit(2)
 

@@ -1,5 +1,11 @@
 """How results look to people: Markdown and HTML of a run (answer with linked markers, sources, cost) and the
-SVG of its timeline. Nothing here is read by a model: model-facing text, with spotlighting, is in `render.py`.
+picture of its timeline. Nothing here is read by a model: model-facing text, with spotlighting, is in `render.py`.
+
+The HTML reads the same in an untrusted notebook (one executed elsewhere, e.g. by `nbconvert --execute`): there
+JupyterLab still shows `text/html` (its HTML renderer counts as safe and ranks before Markdown) but sanitizes it,
+dropping `<style>` blocks and `<svg>` (keeping the SVG's text, run together). So what must survive is in tags and
+inline `style` attributes it keeps: markers in `<sup>`, the emulated badge styled inline, the timeline drawn with
+inline-styled boxes (`timeline_to_html`), not SVG. Each display object also has a `text/markdown` form.
 
 Notebook reprs (`ResearchResult._repr_html_`, `Timeline._repr_html_`) import this module when they are called, so
 the domain modules never import their presentation at import time.
@@ -14,13 +20,21 @@ from typing import TYPE_CHECKING
 
 from .render import answer_with_source_numbers
 from .results import MARKER, marker_refs
+from .steps import plural
 from .timeline import LANES
 
 if TYPE_CHECKING:
     from .results import ResearchResult, Source
     from .timeline import Bar, TimelineStep
 
-__all__ = ('result_to_html', 'result_to_markdown', 'timeline_steps_html', 'timeline_to_svg')
+__all__ = (
+    'result_to_html',
+    'result_to_markdown',
+    'timeline_steps_html',
+    'timeline_steps_markdown',
+    'timeline_to_html',
+    'timeline_to_svg',
+)
 
 
 def _footer(result: ResearchResult, *, cost: bool = True) -> str:
@@ -130,14 +144,16 @@ def _linked_text(text: str, by_id: Mapping[int, Source]) -> str:
         for written, number in marker_refs(m.group(0)):  # a group such as [7, 9] links each of its sources
             source = by_id.get(number)
             if source is None:
-                out.append(f'<span class="pplx-orphan" title="points at no source">[{esc(written)}]</span>')
+                out.append(f'<sup><span class="pplx-orphan" title="points at no source">[{esc(written)}]</span></sup>')
                 continue
             href = _safe_href(source.url)
             title = esc(source.title or source.domain, quote=True)
             if href is None:
-                out.append(f'<span class="pplx-cite" title="{title}">[{source.n}]</span>')
+                out.append(f'<sup><span class="pplx-cite" title="{title}">[{source.n}]</span></sup>')
             else:
-                out.append(f'<a class="pplx-cite" href="{esc(href, quote=True)}" title="{title}">[{source.n}]</a>')
+                out.append(
+                    f'<sup><a class="pplx-cite" href="{esc(href, quote=True)}" title="{title}">[{source.n}]</a></sup>'
+                )
     out.append(_text_html(text[last:]))
     return ''.join(out)
 
@@ -161,17 +177,19 @@ def _cost_html(result: ResearchResult) -> str:
 _STYLE = (
     '<style>.pplx-result{font-family:system-ui,sans-serif;line-height:1.45;max-width:60em}'
     '.pplx-answer{margin:.3em 0 .8em}.pplx-answer p{margin:.4em 0}.pplx-answer ul,.pplx-answer ol{margin:.3em 0}'
-    '.pplx-cite{text-decoration:none;font-size:.85em;vertical-align:super}'
-    '.pplx-orphan{color:#b00;font-size:.85em;vertical-align:super}'
+    '.pplx-cite{text-decoration:none}.pplx-orphan{color:#b00}'
     '.pplx-sources{border-collapse:collapse;font-size:.9em}'
     '.pplx-result .pplx-sources td,.pplx-result .pplx-sources th{padding:.15em .6em;text-align:left;'
     'border-bottom:1px solid #ddd}'
-    '.pplx-uncited{opacity:.6}.pplx-footer{color:#555;font-size:.85em}.pplx-error{color:#b00}'
-    '.pplx-emulated{display:inline-block;padding:0 .5em;border-radius:.6em;background:#fde68a;color:#713f12;'
-    'font-size:.8em;font-weight:600}</style>'
+    '.pplx-uncited{opacity:.6}.pplx-footer{color:#555;font-size:.85em}.pplx-error{color:#b00}</style>'
 )
 #: The badge of a result an emulator answered (the built-in one or a replayed recording): never a real answer.
-_EMULATED_BADGE = '<span class="pplx-emulated" title="answered by an emulator, not Perplexity">emulated</span>'
+#: Styled inline, so an untrusted notebook (whose `<style>` is dropped) still shows a badge, not a stray word.
+_EMULATED_BADGE = (
+    '<span class="pplx-emulated" title="answered by an emulator, not Perplexity" style="display:inline-block;'
+    'padding:0 .5em;border-radius:.6em;background-color:#fde68a;color:#713f12;font-size:.8em;font-weight:600">'
+    'emulated</span>'
+)
 
 
 def result_to_html(result: ResearchResult) -> str:
@@ -210,7 +228,7 @@ def result_to_html(result: ResearchResult) -> str:
         else ''
     )
     question = f'<p>{badge}<strong>{esc(result.query or "")}</strong></p>' if result.query or badge else ''
-    counts = f'{len(result.cited_sources)} of {len(result.sources)} sources cited'
+    counts = f'{len(result.cited_sources)} of {plural(len(result.sources), "source")} cited'
     return (
         f'{_STYLE}<div class="pplx-result {NO_MATH}">{question}{error}'
         f'<div class="pplx-answer">{_linked_answer(result)}</div>{orphans}{table}'
@@ -307,6 +325,76 @@ def timeline_steps_html(steps: Sequence[TimelineStep]) -> str:
     )
     head = ''.join(f'<th{_LEFT}>{name}</th>' for name in ('at', 'kind', 'step'))
     return (
-        f'<details class="pplx-steps {NO_MATH}"><summary>{len(steps)} steps</summary>'
+        f'<details class="pplx-steps {NO_MATH}"><summary>{plural(len(steps), "step")}</summary>'
         f'<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></details>'
     )
+
+
+def timeline_to_html(bars: Sequence[Bar], *, total_s: float, title: str) -> str:
+    """The timeline's picture as HTML boxes with inline styles: a row per lane, a bar per step over a time axis.
+
+    The same picture as `timeline_to_svg`, drawn with what an untrusted notebook keeps (`div`s and inline `style`
+    with percentages), so it stays a picture there; each bar carries its step as a hover title.
+    """
+    esc = html.escape
+    lanes = [(key, name) for key, name in LANES if any(b.lane == key for b in bars)]
+    total = max(total_s, max((b.end_s for b in bars), default=0.0), 0.001)
+
+    def pct(seconds: float) -> str:
+        return f'{100 * min(max(seconds, 0.0), total) / total:.2f}%'
+
+    label = 'display:inline-block;width:8em;text-align:right;padding-right:.6em;vertical-align:top'
+    track = 'display:inline-block;position:relative;width:36em;max-width:70%;height:22px;border-bottom:1px solid #eee'
+    rows: list[str] = []
+    if not any(b.lane != 'run' for b in bars):
+        rows.append(
+            '<div style="color:#555;padding-left:8.6em">no research steps were streamed (the wait polled)</div>'
+        )
+    for key, name in lanes:
+        boxes: list[str] = []
+        for bar in (b for b in bars if b.lane == key):
+            colour = _LANE_COLOURS.get(key, '#888') if bar.ok else _FAILED_COLOUR
+            tip = esc(f'{bar.label} ({bar.start_s:.2f} to {bar.end_s:.2f} s)', quote=True)
+            thin = key == 'run'  # the whole run: a thin bar behind the steps
+            width = f'width:{pct(bar.end_s - bar.start_s)};min-width:6px' if bar.end_s > bar.start_s else 'width:8px'
+            boxes.append(
+                f'<div class="pplx-step pplx-{key}" title="{tip}" style="position:absolute;left:{pct(bar.start_s)};'
+                f'{width};top:{"9px" if thin else "3px"};height:{"5px" if thin else "16px"};border-radius:3px;'
+                f'background-color:{colour};opacity:0.85"></div>'
+            )
+        rows.append(
+            f'<div style="white-space:nowrap"><span style="{label}">{esc(name)}</span>'
+            f'<span style="{track}">{"".join(boxes)}</span></div>'
+        )
+    step = _tick_step(total)
+    ticks: list[str] = []
+    tick = 0.0
+    while tick <= total + 1e-9:
+        ticks.append(f'<span style="position:absolute;left:{pct(tick)};top:2px;font-size:.85em">{tick:g} s</span>')
+        tick = round(tick + step, 6)
+    rows.append(
+        f'<div style="white-space:nowrap"><span style="{label}"></span><span style="{track};border-bottom:0;'
+        f'border-top:1px solid #888;color:#555">{"".join(ticks)}</span></div>'
+    )
+    return (
+        f'<div class="pplx-timeline {NO_MATH}" style="font-family:system-ui,sans-serif;font-size:12px;'
+        f'text-align:left;margin:.3em 0"><div style="font-weight:bold;margin-bottom:.3em">{esc(_clip(title, 90))} '
+        f'— {total_s:.1f} s</div>{"".join(rows)}</div>'
+    )
+
+
+def _cell(text: str) -> str:
+    """Text fit for a Markdown table cell: one line, its `|` escaped."""
+    return ' '.join(text.split()).replace('|', '\\|')
+
+
+def timeline_steps_markdown(steps: Sequence[TimelineStep], *, title: str, total_s: float) -> str:
+    """The timeline as Markdown, for front ends that show `text/markdown`: a title line and a table of the steps."""
+    lines = [
+        f'**{title}** — {total_s:.1f} s, {plural(len(steps), "step")}',
+        '',
+        '| at | kind | step |',
+        '|---|---|---|',
+    ]
+    lines += [f'| {s.elapsed_s:.2f} s | {s.kind} | {_cell(s.detail)} |' for s in steps]
+    return '\n'.join(lines)

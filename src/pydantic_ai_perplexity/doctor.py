@@ -12,13 +12,16 @@ import importlib.util
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .client import PerplexityClient
 
 __all__ = ('Check', 'run_checks')
+
+#: What the API checks say when the base URL answered as an emulator: passing them proves nothing about Perplexity.
+EMULATOR_NOTE = 'an emulator answered (x-pplx-emulator header), not Perplexity: answers are canned'
 
 _LOW_DISK_BYTES = 1 << 20  # below this a ledger write (a WAL frame or two per run) may fail
 
@@ -31,6 +34,8 @@ class Check:
     ok: bool
     detail: str = ''
     fix: str = ''
+    #: Whether what answered this check is an emulator (its `x-pplx-emulator` header), not Perplexity.
+    emulator: bool = False
 
     def line(self) -> str:
         """`[pass] name: detail` or `[FAIL] name: detail — fix: …`."""
@@ -99,7 +104,10 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
                 reachable = False
             else:
                 example = ', '.join(m.id for m in models[:3])
-                report(Check('API reachable', True, f'{len(models)} models listed, e.g. {example}'))
+                listed = f'{len(models)} model{"" if len(models) == 1 else "s"} listed, e.g. {example}'
+                if client.emulated:
+                    listed = f'{EMULATOR_NOTE}; {listed}'
+                report(Check('API reachable', True, listed, emulator=bool(client.emulated)))
                 reachable = True
             if key_problem:
                 report(Check('key accepted', False, 'not checked', 'fix PERPLEXITY_API_KEY first'))
@@ -108,7 +116,10 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
             elif not reachable:
                 report(Check('key accepted', False, 'not checked', 'make the API reachable first'))
             else:
-                report(await _key_check(client))
+                check = await _key_check(client)
+                if client.emulated:
+                    check = replace(check, detail=check.detail or 'by the emulator, not Perplexity', emulator=True)
+                report(check)
 
     report(_settings_check())
     report(_ledger_check())

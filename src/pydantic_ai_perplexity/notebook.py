@@ -174,6 +174,11 @@ class LiveProgress:
             f'<ul style="margin:.2em 0;list-style:none;padding-left:.5em">{more}{items}</ul></div>'
         )
 
+    def _repr_markdown_(self) -> str:
+        steps = self.timeline.steps[-self.show_steps :]
+        lines = [f'⚠ {w.message}' for w in self.warnings] + [self._summary(), '']
+        return '\n'.join(lines + [f'- `{s.elapsed_s:6.1f} s` {s.detail}' for s in steps])
+
     def __str__(self) -> str:
         return self._summary()
 
@@ -469,6 +474,14 @@ class SpanTree:
     def _repr_html_(self) -> str:
         return self.to_html()
 
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def to_markdown(self) -> str:
+        """The tree as Markdown: its title, then its lines in a code block (monospace, aligned, never wrapped)."""
+        fence = '````' if any('```' in line for line in self.lines()) else '```'
+        return f'**{self.title}** ({len(self.spans)} spans)\n\n{fence}\n' + '\n'.join(self.lines()) + f'\n{fence}'
+
     def to_html(self) -> str:
         """The tree as an HTML fragment (a titled `<pre>` block, monospace and left-aligned in any front end)."""
         esc = html.escape
@@ -494,6 +507,12 @@ class _Comparison:
         return '\n\n'.join(f'== {name} ==\n{tree}' for name, tree in self.trees.items())
 
     __repr__ = __str__
+
+    def _repr_markdown_(self) -> str:
+        return '\n\n'.join(
+            tree.to_markdown().replace(f'**{tree.title}**', f'**{name}**: {tree.title}', 1)
+            for name, tree in self.trees.items()
+        )
 
     def _repr_html_(self) -> str:
         # Side by side in flex boxes, not table cells (which front ends right-align); one under the other when narrow.

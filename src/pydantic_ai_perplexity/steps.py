@@ -33,7 +33,7 @@ from .client._models import (
     field_of,
 )
 
-__all__ = ('Progress', 'Step', 'StepKind', 'StepReducer')
+__all__ = ('Progress', 'Step', 'StepKind', 'StepReducer', 'plural')
 
 StepKind = Literal['search', 'results', 'fetch', 'fetched', 'mcp', 'answer', 'status', 'other']
 """What a step is: a search sent, its results, pages asked for, pages fetched, a remote MCP tool, the answer, the
@@ -65,13 +65,13 @@ class Progress(BaseModel):
 
     def summary(self) -> str:
         """One line, e.g. `3 searches, 24 results, 5 pages fetched`."""
-        parts = [f'{self.searches} search{"es" if self.searches != 1 else ""}', f'{self.results_seen} results']
+        parts = [plural(self.searches, 'search', 'searches'), plural(self.results_seen, 'result')]
         if self.pages_fetched or self.fetch_failures:
-            parts.append(f'{self.pages_fetched} page{"s" if self.pages_fetched != 1 else ""} fetched')
+            parts.append(f'{plural(self.pages_fetched, "page")} fetched')
         if self.mcp_calls:
-            parts.append(f'{self.mcp_calls} remote tool call{"s" if self.mcp_calls != 1 else ""}')
+            parts.append(plural(self.mcp_calls, 'remote tool call'))
         if self.answer_chars:
-            parts.append(f'{self.answer_chars} answer characters')
+            parts.append(plural(self.answer_chars, 'answer character'))
         return ', '.join(parts)
 
 
@@ -150,8 +150,9 @@ class _McpSpecifics(TypedDict, total=False):
     item_type: str
 
 
-def _plural(n: int, word: str) -> str:
-    return f'{n} {word}{"s" if n != 1 else ""}'
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """A count with its noun, singular for exactly one: `1 result`, `3 results`, `2 searches` (`many` if irregular)."""
+    return f'{n} {word if n == 1 else (many or word + "s")}'
 
 
 def _urls(entries: Sequence[object] | None) -> tuple[str, ...]:
@@ -242,7 +243,7 @@ class StepReducer:
         self._ended['search'] += 1
         return self._step(
             'results',
-            f'found {len(results)} results',
+            f'found {plural(len(results), "result")}',
             ref=ref,
             end=True,
             queries=queries,
@@ -254,7 +255,7 @@ class StepReducer:
         urls = tuple(event.urls or ())
         ref = self._ref()
         self._fetches.append((ref, urls))
-        return self._step('fetch', f'fetching {_plural(len(urls), "page")}', ref=ref, urls=urls)
+        return self._step('fetch', f'fetching {plural(len(urls), "page")}', ref=ref, urls=urls)
 
     def _on_fetch_results(self, event: AgentEvent) -> Step:
         contents = event.contents or []
@@ -265,7 +266,7 @@ class StepReducer:
         self._ended['fetch'] += 1
         return self._step(
             'fetched',
-            f'fetched {_plural(len(contents), "page")}',
+            f'fetched {plural(len(contents), "page")}',
             ref=ref,
             end=True,
             urls=urls,
@@ -326,7 +327,7 @@ class StepReducer:
                 p.results_seen += len(item.results)
                 return self._step(
                     'results',
-                    f'found {len(item.results)} results' if polled else '',
+                    f'found {plural(len(item.results), "result")}' if polled else '',
                     shown=polled,
                     ref=self._ref(),
                     end=True,
@@ -340,7 +341,7 @@ class StepReducer:
                     return None
                 self._ended['fetch'] += 1
                 p.pages_fetched += len(item.contents)
-                detail = f'fetched {_plural(len(item.contents), "page")}' if polled else ''
+                detail = f'fetched {plural(len(item.contents), "page")}' if polled else ''
                 return self._step('fetched', detail, shown=polled, ref=self._ref(), end=True,
                                   urls=_urls(item.contents), item_type=kind)  # fmt: skip
             case MessageItem():

@@ -3,7 +3,8 @@
 A `Timeline` is an `on_progress` callback: pass it to `research(...)`, `Researcher.run(...)` or `collect(...)` and
 it records every `Step` with when it happened. They are the same typed steps the tracing records on the
 `perplexity.research` span (as events by default, as child spans with `PERPLEXITY_TRACE_STEPS=spans`), so the
-picture and the trace agree. It renders itself as an inline SVG (`to_svg()`, and in notebooks `_repr_html_`).
+picture and the trace agree. It renders itself as an inline SVG (`to_svg()`) and, in notebooks, as inline-styled HTML
+that an untrusted notebook keeps (`to_html()`), with a Markdown table of its steps besides (`to_markdown()`).
 
 ```python
 timeline = Timeline()
@@ -152,15 +153,31 @@ class Timeline:
         """The picture: one lane per kind of step, a bar per step over a time axis (an SVG document fragment)."""
         from .display import timeline_to_svg  # presentation, imported when used: no import-time cycle
 
+        return timeline_to_svg(self.bars(), total_s=self.elapsed_s, title=self._title(), width=width)
+
+    def _title(self) -> str:
         title = self.title or 'Research timeline'
-        if self.status:
-            title = f'{title} · {self.status}'
-        return timeline_to_svg(self.bars(), total_s=self.elapsed_s, title=title, width=width)
+        return f'{title} · {self.status}' if self.status else title
+
+    def to_html(self) -> str:
+        """The picture as inline-styled HTML (it survives an untrusted notebook's sanitizer), then the steps."""
+        from .display import timeline_steps_html, timeline_to_html
+
+        return timeline_to_html(self.bars(), total_s=self.elapsed_s, title=self._title()) + timeline_steps_html(
+            self.steps
+        )
+
+    def to_markdown(self) -> str:
+        """The steps as a Markdown table under a title line."""
+        from .display import timeline_steps_markdown
+
+        return timeline_steps_markdown(self.steps, title=self._title(), total_s=self.elapsed_s)
 
     def _repr_html_(self) -> str:
-        from .display import timeline_steps_html
+        return self.to_html()
 
-        return self.to_svg() + timeline_steps_html(self.steps)
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
 
     def __repr__(self) -> str:
         return f'Timeline({len(self.steps)} steps, {self.elapsed_s:.1f}s)'

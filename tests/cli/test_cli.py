@@ -46,8 +46,8 @@ def test_research_without_a_key_prints_the_answer_on_stdout_and_progress_on_stde
 
     answer, _, rest = text.stdout.partition('\nSources:\n')
     markers = set(re.findall(r'\[(\d+)\]', answer))
-    assert rest.splitlines()[0].split() == ['#', 'source', 'url', 'cited']  # a table with a header row
-    listed = dict(re.findall(r'^\[(\d+)\]\s+.+?\s+(https://\S+)\s+(?:yes|no)$', rest, flags=re.MULTILINE))
+    # Each source: `[n] title` (marked when not cited), then its URL whole on a line of its own, to be copied.
+    listed = dict(re.findall(r'^\[(\d+)\] .+\n    (https://\S+)$', rest, flags=re.MULTILINE))
     assert markers and markers <= set(listed)
     footer = text.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r'completed · emulated · low · openai/gpt-6-luna · \$\d+\.\d{4} · resp_[\w-]+', footer)
@@ -207,7 +207,18 @@ def test_doctor_passes_against_the_emulator_and_says_how_to_fix_each_failure(emu
         'tracing',
     }
     assert str(tmp_path) in checks['ledger writable']
-    assert good.stderr.strip() == '8 passed, 0 failed.'
+    # Eight passes against an emulator must not read as a working Perplexity setup: it says what answered.
+    assert good.stderr.strip() == '8 passed, 0 failed. The API checks ran against an emulator, not Perplexity.'
+    assert 'an emulator answered (x-pplx-emulator header), not Perplexity' in checks['API reachable']
+    assert 'by the emulator, not Perplexity' in checks['key accepted']
+    as_json = run_each(
+        (
+            ('doctor', '--json'),
+            base | {'PERPLEXITY_API_KEY': emulator.api_key, 'PERPLEXITY_BASE_URL': emulator.base_url},
+        )
+    )[0]
+    marked = {c['name']: c['emulator'] for c in json.loads(as_json.stdout)}
+    assert marked['API reachable'] is True and marked['key accepted'] is True and marked['tracing'] is False
 
     checks = _checks(no_key.stdout)
     assert no_key.returncode == 1
@@ -341,7 +352,7 @@ def test_research_budget_day_refuses_and_names_the_flag(tmp_path: Path):
     assert 'Budget(' not in refused.stderr
 
 
-def test_jobs_show_lists_what_a_running_run_found_and_the_billed_parts_of_a_finished_one(tmp_path: Path):
+def test_jobs_show_lists_what_a_running_run_found_and_the_answer_and_billed_parts_of_a_finished_one(tmp_path: Path):
     """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09: a
     running run's retrieve carries the search and fetch items reached so far (the emulator's `partial_output`)."""
     import time
@@ -372,6 +383,20 @@ def test_jobs_show_lists_what_a_running_run_found_and_the_billed_parts_of_a_fini
         billed = re.search(r'^billed:\s+(.+)$', finished.stdout, re.MULTILINE)
         assert billed is not None and 'input $' in billed.group(1) and 'search_web ' in billed.group(1)
         assert 'found:' not in finished.stdout and re.search(r'^sources:\s+\d+ \(\d+ cited\)$', finished.stdout, re.M)
+        # A finished run shows its answer and numbered sources as `research` printed them, each URL whole.
+        answer = quick.stdout.split('\nSources:\n')[0].strip()
+        urls = re.findall(r'^    (https://\S+)$', quick.stdout, re.MULTILINE)
+        assert answer and answer in finished.stdout and '\nSources:\n[1] ' in finished.stdout
+        assert urls and re.findall(r'^    (https://\S+)$', finished.stdout, re.MULTILINE) == urls
+        # Without the key, the answer is not made up or left silently out: it says where it is kept.
+        no_key = {k: v for k, v in env.items() if k != 'PERPLEXITY_API_KEY'}
+        (keyless,) = run_all(('jobs', 'show', quick_id), env=no_key)
+        assert keyless.returncode == 0 and 'Sources:' not in keyless.stdout
+        assert re.search(
+            rf'^answer:\s+not kept in the ledger; the emulator at {emu.base_url.removeprefix("http://")}',
+            keyless.stdout,
+            re.M,
+        )
 
 
 def test_jobs_cancel_says_plainly_what_happened(emulator: Emulator, tmp_path: Path):

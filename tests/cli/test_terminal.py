@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,27 +87,100 @@ LONG_QUESTION = (
 )
 
 
-@pytest.mark.parametrize('width', [80, 120])
-def test_jobs_list_is_a_table_with_a_header_that_never_breaks_a_word(ledger_with_runs: dict[str, str], width: int):
-    with Terminal([CLI, 'jobs', 'list'], env=ledger_with_runs, width=width) as term:
-        screen = term.wait_for('[exit 0]')
-    lines = [line for line in screen.splitlines() if line.strip()][:-1]  # the rows, without the exit line
-    header, *rows = lines
-    assert header.split()[:2] == ['run', 'status'] and header.split()[-1] == 'question'
-    assert len(rows) == 2 and all(len(line) <= width for line in lines)
-    for row in rows:  # one line per run: the id whole, the question whole or ending in …
-        assert re.match(r'resp_[\w-]{20,} ', row)
-    long_row = next(row for row in rows if 'What does' in row)  # 80 columns leave it 'What does the E…'
-    assert long_row.endswith((LONG_QUESTION, '…'))
-    assert (width == 120) == ('started' in header)  # narrow terminals leave out the date and the effort
+def _lines(screen: str) -> list[str]:
+    """The screen's lines up to the exit line, trailing blanks dropped (capture-pane -J: as the program wrote them)."""
+    return screen.split('[exit ', 1)[0].rstrip('\n').splitlines()
+
+
+def test_jobs_list_shows_date_status_effort_cost_and_more_of_the_question_on_wider_terminals(
+    ledger_with_runs: dict[str, str],
+):
+    shown: dict[int, str] = {}
+    for width in (80, 120):
+        with Terminal([CLI, 'jobs', 'list'], env=ledger_with_runs, width=width) as term:
+            lines = _lines(term.wait_for('[exit 0]'))
+        assert all(len(line) <= width for line in lines), (width, lines)
+        # Two lines per run: the id (whole, to copy), status and cost; then the date, the effort and the question.
+        assert lines[0].split() == ['run', 'status', 'cost'] and lines[1].split() == ['started', 'effort', 'question']
+        rows = lines[2:]
+        assert len(rows) == 4
+        for first, second in zip(rows[::2], rows[1::2], strict=True):
+            assert re.fullmatch(r'resp_[\w-]{36}  completed +emulated', first), first
+            assert re.match(r'  \d{4}-\d\d-\d\d \d\d:\d\d  fast +\S', second), second
+        long_row = next(row for row in rows if 'What does' in row)
+        question = long_row.split('fast', 1)[1].strip()
+        assert question.endswith('…') and LONG_QUESTION.startswith(question[:-1])
+        assert LONG_QUESTION[len(question) - 1] == ' '  # cut between words, never inside one
+        shown[width] = question
+    assert len(shown[120]) > len(shown[80]) + 30  # a wider terminal shows more of the question
+
+
+def _piped_answer(env: dict[str, str], question: str) -> str:
+    """The answer as `research` prints it piped: never wrapped (what a terminal shows must be the same words)."""
+    done = subprocess.run([CLI, 'research', question, '--effort', 'fast'], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 @pytest.mark.parametrize('width', [80, 120])
-def test_the_sources_are_a_table_whose_cells_never_wrap(ledger_with_runs: dict[str, str], width: int):
+def test_research_wraps_the_answer_between_words_and_prints_every_url_whole(
+    ledger_with_runs: dict[str, str], width: int
+):
+    piped = _piped_answer(ledger_with_runs, LONG_QUESTION)
     with Terminal([CLI, 'research', LONG_QUESTION, '--effort', 'fast'], env=ledger_with_runs, width=width) as term:
-        screen = term.wait_for('[exit 0]')
-    table = screen.split('Sources:\n', 1)[1].split('\n\n', 1)[0].splitlines()
-    assert table[0].split() == ['#', 'source', 'url', 'cited']
-    for row in table[1:]:
-        assert len(row) <= width and re.match(r'\[\d+\] ', row) and re.search(r' (yes|no)$', row)
-        assert re.search(r' https://\S+ ', row)  # the URL whole, or ending in … on a narrow terminal
+        lines = _lines(term.wait_for('[exit 0]'))
+    # Nothing the terminal had to wrap itself (that splits words): every line fits as written.
+    assert all(len(line) <= width for line in lines), [line for line in lines if len(line) > width]
+    screen = '\n'.join(lines)
+    answer = screen.split('searching', 1)[1].split('\n', 1)[1]  # after the progress lines
+    answer = answer[answer.index('Here is') :].split('\nSources:\n')[0]
+    # The same words as piped, only the line breaks moved: no word, marker or id was split.
+    assert answer.split() == piped.split('\nSources:\n')[0].split()
+    urls = re.findall(r'^    (https://\S+)$', piped, re.MULTILINE)
+    assert urls
+    for url in urls:  # each URL whole on a line of its own, to be copied
+        assert f'    {url}' in lines
+    assert not any('…' in line for line in lines if 'https://' in line)
+    footer = screen.rsplit('\n\n', 1)[1]
+    [run_id] = re.findall(r'\bresp_[\w-]+', footer)
+    assert len(run_id) == len('resp_') + 36 and run_id in footer.split()  # the id whole
+
+
+@pytest.mark.parametrize('width', [80, 120])
+def test_the_live_progress_line_keeps_its_timer_and_says_the_question_once(tmp_path: Path, width: int):
+    env = _env(tmp_path) | {'PERPLEXITY_EMULATOR_TIME_SCALE': '0.05'}
+    question = LONG_QUESTION.replace('?', ' [[emulate: duration=200]]?')
+    timer = re.compile(r'^\S \d:\d\d:\d\d (.+)$')  # spinner, elapsed time, then the step and the counts
+    with Terminal([CLI, 'research', question, '--effort', 'high'], env=env, width=width) as term:
+        end = time.monotonic() + 60
+        while True:  # poll (with a deadline) until the live line shows a step after the first search
+            live = [m for line in _lines(term.screen()) if (m := timer.match(line))]
+            if live and 'search' in live[-1].group(1):
+                break
+            assert time.monotonic() < end, term.screen()
+            time.sleep(0.05)
+        line = live[-1].group(0)
+        assert len(line) <= width, line
+        assert line.count(LONG_QUESTION[:25]) <= 1  # the step says it (searching: ...); no title repeats it
+        assert '[exit 0]' in term.wait_for('[exit ')
+
+
+def test_a_run_that_found_nothing_says_so_in_yellow_and_strict_makes_it_fail(tmp_path: Path):
+    env = _env(tmp_path) | {'PERPLEXITY_EMULATOR_TIME_SCALE': '0.01'}
+    question = 'What is the airspeed velocity of an unladen zorblax?'
+    with Terminal([CLI, 'research', question, '--effort', 'fast'], env=env, width=80) as term:
+        screen = term.wait_for('[exit ')
+        coloured = term.screen_with_colours()
+    assert '[exit 0]' in screen and '✓' not in screen  # not the green mark of a success
+    assert re.search(r'\x1b\[33m!', coloured) and re.search(r'\x1b\[33mFound nothing: ', coloured)
+    strict = subprocess.run(
+        [CLI, 'research', question, '--effort', 'fast', '--strict'], capture_output=True, text=True, env=env
+    )
+    assert strict.returncode == 3 and 'Found nothing: the run completed without a single source' in strict.stderr
+    found = subprocess.run(
+        [CLI, 'research', 'How do heat pumps work?', '--effort', 'fast', '--strict'],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert found.returncode == 0 and 'Found nothing' not in found.stderr

@@ -22,10 +22,13 @@ class Terminal:
         exports = ' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())
         # The exit status is printed after the command, and the pane stays until the test reads it.
         script = f'env -i {exports} {shlex.join(argv)}; echo "[exit $?]"; sleep 600'
-        subprocess.run(
-            ['tmux', 'new-session', '-d', '-s', self.name, '-x', str(width), '-y', str(height), 'sh', '-c', script],
-            check=True,
-        )
+        new = ['tmux', 'new-session', '-d', '-s', self.name, '-x', str(width), '-y', str(height), 'sh', '-c', script]
+        for attempt in range(3):  # the shared tmux server may be exiting as its last session ends: start it again
+            started = subprocess.run(new, capture_output=True, text=True)
+            if started.returncode == 0:
+                break
+            if attempt == 2:
+                raise RuntimeError(f'tmux new-session failed: {started.stderr.strip()}')
 
     def screen(self) -> str:
         """What the terminal shows now, long lines joined as the program wrote them (-J)."""

@@ -20,13 +20,16 @@ def test_the_durable_pipeline_writes_a_cited_report_with_each_run_keyed_by_its_s
     env = {k: v for k, v in os.environ.items() if not k.startswith(('PERPLEXITY_', 'LOGFIRE_', 'OTEL_'))}
     env |= {'PERPLEXITY_STATE_DIR': str(tmp_path / 'state'), 'PERPLEXITY_EMULATOR_TIME_SCALE': '0.002'}
     question = 'How do heat pumps work in cold climates?'
+    checkout = tmp_path / 'checkout'  # where the script is run from: it must stay empty
+    checkout.mkdir()
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), question], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, str(SCRIPT), question], cwd=checkout, env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(f'# {question}')
     assert '## Sources' in done.stdout and '3 research runs' in done.stdout
-    assert (tmp_path / 'durable_pipeline.sqlite3').exists()  # the workflow's checkpoints
+    assert (tmp_path / 'state' / 'durable_pipeline.sqlite3').exists()  # the workflow's checkpoints, in the state dir
+    assert list(checkout.iterdir()) == []  # nothing left where it was run
     with sqlite3.connect(tmp_path / 'state' / 'ledger.sqlite3') as db:
         keys = [row[0] for row in db.execute('SELECT request_id FROM runs ORDER BY request_id')]
     assert len(keys) == 3 and all(k.startswith('dbos:durable-pipeline-') for k in keys)

@@ -11,8 +11,8 @@ __all__ = ('Cited', 'compose_answer', 'schema_instance', 'tokens', 'truncate_to_
 
 #: What the offline corpus is about, named when it has nothing on a question.
 CORPUS_TOPICS = (
-    'the EU AI Act, Python typing and async, renewable energy, space exploration, nutrition and sleep, '
-    'quantum computing, electric vehicles and AI agents'
+    'the EU AI Act, Python (releases, typing and async), renewable energy and solar cells, space exploration, '
+    'nutrition, sleep and jet lag, quantum computing, electric vehicles and batteries, the Turing Award and AI agents'
 )
 #: Characters per token in the emulator's token estimate.
 _CHARS_PER_TOKEN = 4

@@ -12,6 +12,7 @@ import hmac
 import json
 import logging
 import math
+import os
 import re
 import secrets
 import time
@@ -32,7 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._corpus import search_corpus
+from ._corpus import DEFAULT_CORPUS, Corpus, load_corpus, search_corpus
 from ._errors import ApiError, json_bytes
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
 from ._models import ModelSpec, model_table
@@ -76,6 +77,8 @@ _INVALID_KEY = 'Invalid API key provided. Ensure your API key is correct and act
 RATE_LIMIT = 50
 #: Where a recording proxy forwards to by default: Perplexity's API.
 DEFAULT_UPSTREAM = 'https://api.perplexity.ai'
+#: A folder of pages every emulator searches instead of the built-in corpus, unless given its own `corpus`.
+CORPUS_ENV = 'PERPLEXITY_EMULATOR_CORPUS'
 #: The header on every response the emulator serves (JSON, SSE and errors alike): its value is the version of
 #: the emulator, so a client can tell an emulated answer from a real one and say so.
 EMULATOR_HEADER = 'x-pplx-emulator'
@@ -137,8 +140,10 @@ class EmulatorState:
         record: str | Path | None = None,
         replay: str | Path | None = None,
         upstream: str = DEFAULT_UPSTREAM,
+        corpus: str | Path | None = None,
     ) -> None:
-        """Hold the settings; `api_key=None` draws a random `pplx-emulator-…` key.
+        """Hold the settings; `api_key=None` draws a random `pplx-emulator-…` key; `corpus` (else
+        `PERPLEXITY_EMULATOR_CORPUS`) a folder of pages to search instead of the built-in ones.
 
         Raises:
             ValueError: both `record` and `replay`, an unsafe `upstream` or record directory, or a replay
@@ -160,6 +165,8 @@ class EmulatorState:
         recorded_models = dict.fromkeys(self.replayer.model_ids(), (0.0, 0.0)) if self.replayer else {}
         self.models = model_table({**recorded_models, **(models or {})})
         self.blocked_keys = frozenset(blocked_keys)
+        folder = corpus if corpus is not None else os.environ.get(CORPUS_ENV, '').strip() or None
+        self.corpus: Corpus = load_corpus(folder) if folder is not None else DEFAULT_CORPUS
         self.requests: list[RecordedRequest] = []
         self.runs: dict[str, Run] = {}
         self.rate = RateBucket(time_scale)
@@ -477,7 +484,7 @@ async def create_response(request: Request) -> Any:
         headers = replay_headers(recording, run.id)
     else:
         _check_previous(state, req.previous_response_id)
-        run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models)
+        run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models, corpus=state.corpus)
         headers = _run_headers(run)
     state.add_run(run)
     if req.stream:
@@ -617,7 +624,7 @@ def _search_queries(state: EmulatorState, req: SearchRequest) -> tuple[list[str]
     return cleaned, faults
 
 
-def _search_results(req: SearchRequest, queries: list[str]) -> list[dict[str, Any]]:
+def _search_results(req: SearchRequest, queries: list[str], corpus: Corpus) -> list[dict[str, Any]]:
     """Ranked pages for each query, without repeats, snippets cut to the per-page and total token budgets."""
     limit = req.max_results or 10
     page_chars = (req.max_tokens_per_page or 4096) * 4
@@ -633,6 +640,7 @@ def _search_results(req: SearchRequest, queries: list[str]) -> list[dict[str, An
             updated_after=req.last_updated_after_filter,
             updated_before=req.last_updated_before_filter,
             limit=limit,
+            corpus=corpus,
         )
         for doc in docs:
             if doc.url in seen or len(results) >= limit * len(queries):
@@ -670,7 +678,7 @@ async def search(request: Request) -> Any:
         raise _status_error(faults.status, faults.retry_after)
     if faults.malformed:
         return _malformed()
-    results = _search_results(req, queries)
+    results = _search_results(req, queries, state.corpus)
     server_time = datetime.now(UTC).isoformat(timespec='seconds') if req.display_server_time else None
     return _json({'id': str(uuid.uuid4()), 'results': results, 'server_time': server_time})
 
@@ -780,6 +788,7 @@ def create_app(
     record: str | Path | None = None,
     replay: str | Path | None = None,
     upstream: str = DEFAULT_UPSTREAM,
+    corpus: str | Path | None = None,
 ) -> Starlette:
     """The emulator as an ASGI app (for embedding); its state, key included, is at `app.state.emulator`."""
     state = EmulatorState(
@@ -794,6 +803,7 @@ def create_app(
         record=record,
         replay=replay,
         upstream=upstream,
+        corpus=corpus,
     )
     routes = _routes(state)
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})

@@ -8,23 +8,34 @@ merely look plausible).
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
+from pathlib import Path
+from typing import Any, cast
 from urllib.parse import urlsplit
 
+from ._files import list_names, open_folder, read_inside
 from ._models import EFFORT_MODELS, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
 
 __all__ = (
     'CORPUS',
+    'DEFAULT_CORPUS',
     'EFFORT_MODELS',
     'FETCH_URL_PRICE',
+    'MAX_CORPUS_PAGE_BYTES',
     'MODELS',
     'SEARCH_WEB_PRICE',
+    'Corpus',
+    'CorpusError',
     'Document',
     'ModelInfo',
+    'best_sentences',
     'domain_matches',
+    'load_corpus',
     'relevance',
     'search_corpus',
     'terms',
@@ -58,8 +69,9 @@ def _doc(url: str, title: str, snippet: str, published: str, updated: str, text:
     return Document(url=url, title=title, snippet=snippet, date=published, last_updated=updated, text=text)
 
 
-#: The invented pages. Topics: the EU AI Act, Python typing and async, renewable energy, space exploration,
-#: nutrition and sleep, quantum computing, electric vehicles, and AI agents.
+#: The invented pages. Topics: the EU AI Act, Python typing and async, renewable energy (and perovskite solar
+#: cells), space exploration, nutrition and sleep (and jet lag), quantum computing, electric vehicles and batteries,
+#: computing awards, and AI agents.
 CORPUS: tuple[Document, ...] = (
     # --- EU AI Act
     _doc(
@@ -106,6 +118,16 @@ CORPUS: tuple[Document, ...] = (
         'Signing a code is voluntary but gives providers a presumption of conformity.',
     ),
     # --- Python typing, pydantic, async
+    _doc(
+        'https://docs.python.org/3/whatsnew/3.14.html',
+        "What's New In Python 3.14",
+        'The Python 3.14 release: deferred annotations, template strings and a supported free-threaded build.',
+        '2025-10-07',
+        '2026-02-03',
+        'The Python 3.14 release changed how annotations are evaluated: they are now deferred until first read. '
+        'It adds template string literals, t-strings, which give the parts of a string to the code that renders it. '
+        'The free-threaded build, without the global interpreter lock, became officially supported in this release.',
+    ),
     _doc(
         'https://docs.python.org/3/library/asyncio.html',
         'asyncio — Asynchronous I/O',
@@ -189,6 +211,18 @@ CORPUS: tuple[Document, ...] = (
         'Sales in Europe depend strongly on subsidies and on the price of electricity relative to gas. '
         'Installer shortages slow adoption in several countries.',
     ),
+    _doc(
+        'https://www.nrel.gov/pv/perovskite-solar-cells.html',
+        'Perovskite solar cells: efficiency and stability',
+        'Perovskite cells rival silicon in efficiency; their stability outdoors is the open problem.',
+        '2025-02-11',
+        '2026-08-27',
+        'Perovskite solar cells reached efficiencies close to those of silicon cells within a decade of research. '
+        'Their main weakness is stability: moisture, heat and light degrade the perovskite layer over time. '
+        'Encapsulation and more stable compositions have extended the lifetimes of test cells to thousands of '
+        'hours. '
+        'Tandem cells stack a perovskite layer on silicon to convert more of the spectrum.',
+    ),
     # --- Space exploration
     _doc(
         'https://science.nasa.gov/mission/webb/',
@@ -271,6 +305,19 @@ CORPUS: tuple[Document, ...] = (
         'Whole grains are preferred over refined grains. '
         'Water, tea or coffee are better drinks than sugary beverages.',
     ),
+    _doc(
+        'https://www.cdc.gov/yellow-book/hcp/travel-air-sea/jet-lag.html',
+        'Jet lag: the body clock, light and melatonin',
+        'Melatonin taken near bedtime at the destination can ease jet lag, most of all after flights east.',
+        '2025-04-23',
+        '2026-03-05',
+        'Jet lag happens when the body clock is out of step with local time after a flight across several time '
+        'zones. '
+        'Melatonin taken close to bedtime at the destination can reduce jet lag, especially after eastward flights. '
+        'Bright light at the right time of day shifts the body clock faster than melatonin alone. '
+        'Melatonin is a hormone the body makes in the evening; supplements are sold over the counter in some '
+        'countries and need a prescription in others.',
+    ),
     # --- Quantum computing
     _doc(
         'https://www.nature.com/articles/quantum-error-correction-milestone',
@@ -324,6 +371,18 @@ CORPUS: tuple[Document, ...] = (
         'Solid-state batteries promise higher energy density but are not yet produced at scale.',
     ),
     _doc(
+        'https://www.nature.com/articles/solid-state-batteries-explained',
+        'How solid-state batteries work',
+        'A solid-state battery replaces the liquid electrolyte of a lithium-ion cell with a solid one.',
+        '2025-10-02',
+        '2026-07-15',
+        'A solid-state battery replaces the flammable liquid electrolyte of a lithium-ion cell with a solid '
+        'electrolyte, such as a ceramic, a glass or a polymer. '
+        'The solid electrolyte makes a lithium-metal anode possible, which stores more energy per kilogram. '
+        'Carmakers test solid-state cells for electric vehicles, but thin, defect-free solid layers are still hard '
+        'to make at low cost, so they are not yet produced at scale.',
+    ),
+    _doc(
         'https://www.theverge.com/transportation/ev-charging-networks',
         'The state of EV charging networks',
         'Fast-charging networks are growing, but reliability and payment remain common complaints.',
@@ -332,6 +391,17 @@ CORPUS: tuple[Document, ...] = (
         'Public fast chargers are growing quickly along major highways. '
         'Drivers still report broken chargers and confusing payment systems. '
         'A common plug standard is simplifying charging in North America.',
+    ),
+    _doc(
+        'https://amturing.acm.org/about-the-award',
+        'About the A.M. Turing Award | ACM',
+        'The ACM A.M. Turing Award honours lasting contributions to computing; it is announced each spring.',
+        '2024-03-05',
+        '2026-04-02',
+        "The ACM's Turing Award is given each year for contributions of lasting importance to computing. "
+        'It is often called the highest honour in computer science and carries a prize of one million US dollars. '
+        'The ACM announces each award in the spring, and this page names no winner: check the ACM news page for '
+        'the latest award.',
     ),
     # --- AI agents, LLMs, tooling
     _doc(
@@ -462,8 +532,11 @@ def _stems(text: str) -> list[str]:
     return [_stem(t) for t in terms(text)]
 
 
-class _Index:
-    """A BM25 index of the corpus; title terms count `_TITLE_WEIGHT` times (a one-field BM25F)."""
+class Corpus:
+    """Pages and their BM25 index; title terms count `_TITLE_WEIGHT` times (a one-field BM25F).
+
+    The built-in one is `DEFAULT_CORPUS`; `load_corpus` makes one of a folder of the user's pages.
+    """
 
     def __init__(self, docs: tuple[Document, ...]) -> None:
         self.docs = docs
@@ -511,12 +584,22 @@ class _Index:
         return sorted(((s, i) for s, i in scored if s >= best / 4), key=lambda pair: (-pair[0], pair[1]))
 
 
-_INDEX = _Index(CORPUS)
+#: The built-in corpus (`CORPUS`, indexed), used unless an emulator is given its own.
+DEFAULT_CORPUS = Corpus(CORPUS)
 
 
-def relevance(query: str) -> dict[str, float]:
+def relevance(query: str, corpus: Corpus = DEFAULT_CORPUS) -> dict[str, float]:
     """The BM25 score of each corpus page that matches `query`, by URL (pages that do not match are absent)."""
-    return {CORPUS[i].url: score for score, i in _INDEX.matches(query)}
+    return {corpus.docs[i].url: score for score, i in corpus.matches(query)}
+
+
+def best_sentences(doc: Document, query: str, n: int) -> list[str]:
+    """The `n` sentences of `doc` holding the most of the query's terms, in page order (the first ones on a tie):
+    an answer on solid-state batteries quotes the page's solid-state sentence, not its opening line."""
+    wanted = set(_stems(query))
+    sentences = doc.sentences
+    ranked = sorted(range(len(sentences)), key=lambda i: (-len(wanted & set(_stems(sentences[i]))), i))
+    return [sentences[i] for i in sorted(ranked[:n])]
 
 
 def domain_matches(domain: str, pattern: str) -> bool:
@@ -580,6 +663,7 @@ def search_corpus(
     updated_before: str | None = None,
     limit: int = 10,
     fill: bool = True,
+    corpus: Corpus = DEFAULT_CORPUS,
 ) -> list[Document]:
     """The corpus pages that match `query`, best first (BM25), honouring domain (`-x` denies) and date filters.
 
@@ -589,7 +673,7 @@ def search_corpus(
     """
     allow = [p for p in domain_filter or () if not p.startswith('-')]
     deny = [p[1:] for p in domain_filter or () if p.startswith('-')]
-    matched = [CORPUS[i] for _, i in _INDEX.matches(query)]
+    matched = [corpus.docs[i] for _, i in corpus.matches(query)]
     docs = [doc for doc in matched if _passes(doc, allow, deny, after, before, updated_after, updated_before)]
     if fill and matched and allow and len(docs) < limit:
         pool = [p.casefold().removeprefix('www.') for p in allow if not any(domain_matches(p, d) for d in deny)]
@@ -598,3 +682,116 @@ def search_corpus(
             docs.append(_synthetic(pool[n % len(pool)], query, n // len(pool)))
             n += 1
     return docs[:limit]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A user's corpus: a folder of pages
+
+#: The most one page file may hold, and the most page files a folder may hold.
+MAX_CORPUS_PAGE_BYTES = 1024 * 1024
+_MAX_CORPUS_FILES = 10_000
+#: The most characters a page's title, snippet and text may have.
+_MAX_TITLE = 500
+_MAX_TEXT = 200_000
+_FRONT_MATTER = re.compile(r'\A---\r?\n(.*?)\r?\n---\r?\n?(.*)\Z', re.DOTALL)
+
+
+class CorpusError(ValueError):
+    """A corpus folder or page the emulator will not serve; the message names the file and says why."""
+
+
+def load_corpus(directory: str | os.PathLike[str]) -> Corpus:
+    """The pages of `directory` as a corpus: every `*.json` and `*.md` file in it, each checked now, not when served.
+
+    A JSON file holds one page or a list of pages, each an object with `url`, `title` and `text` (and optionally
+    `snippet`, `date`, `last_updated` as YYYY-MM-DD). A Markdown file is one page: front matter between `---` lines
+    with `url:` and `title:` (and optionally `snippet:`, `date:`, `last_updated:`), then the text. Only regular files
+    directly inside the folder are read (as for a replay folder), each at most `MAX_CORPUS_PAGE_BYTES`.
+
+    Raises:
+        CorpusError: the folder is missing or holds no page, or a file is refused (naming it and saying why).
+    """
+    path = Path(directory)
+    dir_fd = open_folder(path, 'corpus folder', CorpusError)
+    docs: list[Document] = []
+    try:
+        names = list_names(dir_fd, ('.json', '.md'))
+        if len(names) > _MAX_CORPUS_FILES:
+            raise CorpusError(f'corpus folder {path} holds {len(names)} pages, over {_MAX_CORPUS_FILES}')
+        for name in names:
+            raw = read_inside(dir_fd, name, MAX_CORPUS_PAGE_BYTES, CorpusError)
+            try:
+                text = raw.decode('utf-8')
+            except UnicodeDecodeError:
+                raise CorpusError(f'{name}: is not UTF-8 text') from None
+            docs.extend(_json_pages(name, text) if name.endswith('.json') else [_markdown_page(name, text)])
+    finally:
+        os.close(dir_fd)
+    if not docs:
+        raise CorpusError(f'corpus folder {path} holds no page (*.json or *.md files with url, title and text)')
+    urls: set[str] = set()
+    for doc in docs:
+        if doc.url in urls:
+            raise CorpusError(f'two pages have the URL {doc.url}; keep one of them')
+        urls.add(doc.url)
+    return Corpus(tuple(docs))
+
+
+def _json_pages(name: str, text: str) -> list[Document]:
+    try:
+        data: Any = json.loads(text)
+    except RecursionError:
+        raise CorpusError(f'{name}: JSON nested too deeply') from None
+    except ValueError as exc:
+        raise CorpusError(f'{name}: is not valid JSON ({exc})') from None
+    items: list[Any] = cast('list[Any]', data) if isinstance(data, list) else [data]
+    pages: list[Document] = []
+    for n, item in enumerate(items):
+        where = f'{name}' if not isinstance(data, list) else f'{name}[{n}]'
+        if not isinstance(item, dict):
+            raise CorpusError(f'{where}: a page is an object with url, title and text')
+        page = cast('dict[str, Any]', item)
+        pages.append(_page(where, {k: v for k, v in page.items() if isinstance(v, str)}, set(page)))
+    return pages
+
+
+def _markdown_page(name: str, text: str) -> Document:
+    found = _FRONT_MATTER.match(text)
+    if found is None:
+        raise CorpusError(f'{name}: a Markdown page starts with front matter between --- lines (url:, title:)')
+    fields: dict[str, str] = {}
+    for line in found.group(1).splitlines():
+        key, sep, value = line.partition(':')
+        if line.strip() and not sep:
+            raise CorpusError(f'{name}: front matter line {line.strip()[:40]!r} is not "key: value"')
+        if sep:
+            fields[key.strip()] = value.strip()
+    fields['text'] = found.group(2)
+    return _page(name, fields, set(fields))
+
+
+def _page(where: str, fields: dict[str, str], keys: set[str]) -> Document:
+    """A page from its fields, each checked: a refusal names the page and the field."""
+    unknown = keys - {'url', 'title', 'text', 'snippet', 'date', 'last_updated'}
+    if unknown:
+        raise CorpusError(f'{where}: unknown field {sorted(unknown)[0]!r} (a page has url, title, text, snippet, date)')
+    for key in ('url', 'title', 'text'):
+        if not fields.get(key, '').strip():
+            raise CorpusError(f'{where}: "{key}" is missing or empty (a page needs url, title and text)')
+    url = fields['url'].strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ('http', 'https') or not parts.hostname or any(c.isspace() for c in url):
+        raise CorpusError(f'{where}: "url" {url[:80]!r} is not an http(s) URL with a host')
+    title, text = ' '.join(fields['title'].split()), ' '.join(fields['text'].split())
+    if len(title) > _MAX_TITLE or len(text) > _MAX_TEXT:
+        raise CorpusError(f'{where}: the title (at most {_MAX_TITLE}) or text (at most {_MAX_TEXT}) is too long')
+    dates: dict[str, str] = {}
+    for key in ('date', 'last_updated'):
+        value = fields.get(key, '').strip() or '2026-01-01'
+        try:
+            date.fromisoformat(value)
+        except ValueError:
+            raise CorpusError(f'{where}: "{key}" {value[:40]!r} is not a date (YYYY-MM-DD)') from None
+        dates[key] = value
+    snippet = ' '.join(fields.get('snippet', '').split()) or text[:200]
+    return _doc(url, title, snippet, dates['date'], dates['last_updated'], text)

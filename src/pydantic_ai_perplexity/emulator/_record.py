@@ -12,13 +12,11 @@ retrieval, resume (`starting_after`) and cancel behave as they do for any run. T
 from __future__ import annotations
 
 import difflib
-import errno
 import hashlib
 import json
 import logging
 import os
 import re
-import stat
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -32,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .._redact import is_secret_param, redact_urls_and_secrets_in
 from .._safe_write import UnsafePathError, write_text_no_follow
 from ._errors import ApiError
+from ._files import list_names, open_folder, read_inside
 from ._runs import Run, Step, chunks
 
 __all__ = (
@@ -602,14 +601,9 @@ class Replayer:
         """
         self.directory = directory
         self.recordings: dict[str, Recording] = {}
+        dir_fd = open_folder(directory, 'replay directory', RecordingError)
         try:
-            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | getattr(os, 'O_CLOEXEC', 0))
-        except FileNotFoundError:
-            raise RecordingError(f'replay directory {directory} does not exist') from None
-        except OSError as exc:
-            raise RecordingError(f'replay directory {directory} cannot be read: {exc.strerror or exc}') from None
-        try:
-            names = sorted(n for n in os.listdir(dir_fd) if n.endswith('.json') and not n.startswith('.'))
+            names = list_names(dir_fd, ('.json',))
             if len(names) > _MAX_FILES:
                 raise RecordingError(f'replay directory {directory} holds {len(names)} recordings, over {_MAX_FILES}')
             for name in names:
@@ -693,39 +687,9 @@ def with_headers(app: ASGIApp, headers: Mapping[str, str]) -> ASGIApp:
 
 def _read_recording(dir_fd: int, name: str) -> Any:
     """The JSON of one file of a replay directory: a regular file inside it, bounded in size and depth."""
+    raw = read_inside(dir_fd, name, MAX_RECORDING_BYTES, RecordingError)
     try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except OSError as exc:
-        raise RecordingError(f'{name}: cannot be read: {exc.strerror or exc}') from None
-    if stat.S_ISLNK(info.st_mode):
-        raise RecordingError(f'{name}: is a symbolic link; a replay reads only regular files inside its directory')
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0)
-    try:
-        fd = os.open(name, flags, dir_fd=dir_fd)  # non-blocking: opening a FIFO must not wait for a writer
-    except OSError as exc:
-        reason = 'is a symbolic link' if exc.errno == errno.ELOOP else f'cannot be read: {exc.strerror or exc}'
-        raise RecordingError(f'{name}: {reason}') from None
-    try:
-        info = os.fstat(fd)  # of what was opened, not of what the name pointed to a moment before
-        if not stat.S_ISREG(info.st_mode):
-            what = 'a directory' if stat.S_ISDIR(info.st_mode) else 'a FIFO, socket or device'
-            raise RecordingError(f'{name}: is {what}, not a regular file')
-        if info.st_size > MAX_RECORDING_BYTES:
-            raise RecordingError(f'{name}: {info.st_size} bytes, over the {MAX_RECORDING_BYTES}-byte limit')
-        os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_RECORDING_BYTES and (chunk := os.read(fd, 1 << 20)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise RecordingError(f'{name}: cannot be read: {exc.strerror or exc}') from None
-    finally:
-        os.close(fd)
-    if size > MAX_RECORDING_BYTES:
-        raise RecordingError(f'{name}: grew over the {MAX_RECORDING_BYTES}-byte limit while it was read')
-    try:
-        data = json.loads(b''.join(chunks).decode('utf-8'), parse_constant=_not_json)
+        data = json.loads(raw.decode('utf-8'), parse_constant=_not_json)
     except UnicodeDecodeError:
         raise RecordingError(f'{name}: is not UTF-8 text') from None
     except RecursionError:

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
-from ._corpus import Document, relevance, search_corpus
+from ._corpus import DEFAULT_CORPUS, Corpus, Document, best_sentences, relevance, search_corpus
 from ._faults import Directives, StatusFault
 from ._models import EFFORT_MODELS, FETCH_READER_MODEL, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
 from ._validation import (
@@ -320,6 +320,7 @@ class _Plan:
     """The choices a run makes before it is timed."""
 
     level: _Level
+    corpus: Corpus = DEFAULT_CORPUS
     searches: list[tuple[str, list[dict[str, Any]], list[Document]]] = field(
         default_factory=list[tuple[str, list[dict[str, Any]], list[Document]]]
     )
@@ -358,7 +359,7 @@ def _level(req: CreateRequest) -> tuple[str | None, _Level]:
     return base, _LEVELS[base]
 
 
-def _find(query: str, limits: _Limits, limit: int) -> list[Document]:
+def _find(query: str, limits: _Limits, limit: int, corpus: Corpus) -> list[Document]:
     """The ranked corpus pages for a run's searches, with the `web_search` filters applied."""
     filters = limits.web.filters if limits.web is not None else None
     return search_corpus(
@@ -369,6 +370,7 @@ def _find(query: str, limits: _Limits, limit: int) -> list[Document]:
         updated_after=filters.last_updated_after_filter if filters else None,
         updated_before=filters.last_updated_before_filter if filters else None,
         limit=limit,
+        corpus=corpus,
     )
 
 
@@ -379,7 +381,7 @@ def _plan_searches(plan: _Plan, query: str, directives: Directives, limits: _Lim
     if limits.web is not None and limits.web.max_results is not None:
         per_search = min(per_search, limits.web.max_results)
     stride = max(1, per_search // 2)
-    docs = _find(query, limits, (n_search - 1) * stride + per_search)
+    docs = _find(query, limits, (n_search - 1) * stride + per_search, plan.corpus)
     suffixes = ('', ' latest developments', ' expert analysis')
     topic = ' '.join(query.split())[:120] or 'general overview'
     next_id = 1
@@ -420,10 +422,10 @@ def _plan_mcp(req: CreateRequest, directives: Directives) -> list[tuple[str, lis
     return servers
 
 
-def _plan(req: CreateRequest, query: str, directives: Directives) -> _Plan:
+def _plan(req: CreateRequest, query: str, directives: Directives, corpus: Corpus) -> _Plan:
     """What the run will do: its searches and their results, the pages it fetches, the MCP servers it calls."""
     effort, level = _level(req)
-    plan = _Plan(level)
+    plan = _Plan(level, corpus)
     limits = _Limits.of(req)
     if not limits.tools_off and (effort is not None or limits.web is not None):
         docs = _plan_searches(plan, query, directives, limits)
@@ -629,14 +631,14 @@ def _citations(query: str, plan: _Plan) -> tuple[list[Cited], Cited | None]:
     injected: Cited | None = None
     if any(doc is _INJECTED_DOC for _, _, chunk in plan.searches for doc in chunk):
         injected = Cited(by_url[_INJECTED_DOC.url], _INJECTED_DOC.title, [])
-    scores = relevance(query)
+    scores = relevance(query, plan.corpus)
     top = max(scores.values(), default=1.0)
     # A stand-in page on an allow-listed domain (not in the corpus) was made for this query: it counts as matching.
     ranked = [(scores.get(doc.url, top), doc) for doc in plan.ranked]
     relevant = [doc for score, doc in ranked if score * 3 >= top]
     cited: list[Cited] = []
     for doc in relevant[: plan.level.bullets]:
-        sentences = doc.sentences[: 2 if doc.url in fetched_urls else 1] or [doc.snippet]
+        sentences = best_sentences(doc, query, 2 if doc.url in fetched_urls else 1) or [doc.snippet]
         cited.append(Cited(by_url[doc.url], doc.title, sentences))
     return cited, injected
 
@@ -815,6 +817,7 @@ def build_run(
     time_scale: float,
     now: float | None = None,
     models: Mapping[str, ModelInfo] = MODELS,
+    corpus: Corpus = DEFAULT_CORPUS,
 ) -> Run:
     """Plan and time a whole run for a validated request; `query` is the question with directives removed.
 
@@ -825,7 +828,7 @@ def build_run(
     wall = time.time()
     response_id = _uid('resp')
     who = _Identity.of(req)
-    plan = _plan(req, query, directives)
+    plan = _plan(req, query, directives, corpus)
     duration = directives.duration if directives.duration is not None else plan.level.duration
     base = _base(req, response_id, int(wall), who.effort)
     timeline = _Timeline(duration)

@@ -114,6 +114,7 @@ class Emulator:
         replay: str | Path | None = None,
         upstream: str = DEFAULT_UPSTREAM,
         allow_remote: bool = False,
+        corpus: str | Path | None = None,
     ) -> None:
         """Configure (nothing starts until `start()` or entering the context).
 
@@ -135,10 +136,13 @@ class Emulator:
             replay: A directory of recordings to serve instead of the corpus, matched by request.
             upstream: The API a recording proxy forwards to: `https://`, or `http://` to loopback only.
             allow_remote: Allow a `host` that is not loopback (other machines can then reach it).
+            corpus: A folder of pages (`*.md` with front matter, `*.json`; each with url, title and text) to search
+                instead of the built-in corpus; default: the `PERPLEXITY_EMULATOR_CORPUS` variable, else built-in.
 
         Raises:
             ValueError: an unsafe setting (`host` off loopback without `allow_remote`, a plain-http or non-HTTP
-                `upstream`), or a replay directory holding a bad recording (`RecordingError`, naming the file).
+                `upstream`), a replay directory holding a bad recording (`RecordingError`, naming the file), or a
+                corpus folder holding a bad page (`CorpusError`, naming the file).
         """
         check_host(host, allow_remote=allow_remote)
         self.app = create_app(
@@ -153,6 +157,7 @@ class Emulator:
             record=record,
             replay=replay,
             upstream=upstream,
+            corpus=corpus,
         )
         self._state: EmulatorState = self.app.state.emulator
         self.host = host
@@ -281,6 +286,7 @@ def serve(
     replay: str | Path | None = None,
     upstream: str = DEFAULT_UPSTREAM,
     allow_remote: bool = False,
+    corpus: str | Path | None = None,
 ) -> None:
     """Run the emulator in the foreground until interrupted (for `pydantic-ai-perplexity emulator --port N`).
 
@@ -298,7 +304,7 @@ def serve(
             'PERPLEXITY_EMULATOR_API_KEY variable)'
         )
     key = api_key or new_api_key()
-    app = create_app(api_key=key, time_scale=time_scale, record=record, replay=replay, upstream=upstream)
+    app = create_app(api_key=key, time_scale=time_scale, record=record, replay=replay, upstream=upstream, corpus=corpus)
     server = _Server(_config(app, host, port, quiet=False))
 
     def announce() -> None:
