@@ -19,7 +19,7 @@ from postgres_support import fresh_schema
 from pydantic_ai_perplexity.cli import cli
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.ledger import Ledger, RunRecord
-from pydantic_ai_perplexity.pricing import reservation
+from pydantic_ai_perplexity.pricing import limit_request, reservation
 
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
 STEP_LINE = re.compile(r'^  \[\s*\d+\.\d+s\] ')
@@ -110,7 +110,8 @@ def test_jobs_list_show_wait_and_cancel_runs_started_by_another_process(emulator
     assert shown.returncode == 0 and re.search(rf'^run:\s+{slow_id}$', shown.stdout, flags=re.MULTILINE)
     assert re.search(r'^status:\s+\w+ \(emulated: not Perplexity\)$', shown.stdout, flags=re.MULTILINE)
     # Until its actual cost is known, a run counts the most its request can cost (it was a flat $1.00 per `high`).
-    most = reservation('A long survey of fusion energy [[emulate: duration=6000]]', {'effort': 'high'}).usd
+    sent = limit_request({'effort': 'high'})  # the request as sent: with the limits its reservation assumes
+    most = reservation('A long survey of fusion energy [[emulate: duration=6000]]', sent).usd
     assert re.search(rf'^cost:\s+~\${most:.4f} \(estimate\)$', shown.stdout, flags=re.MULTILINE)
     assert waited.returncode == 0, waited.stderr
     assert 'Sources:' in waited.stdout and waited.stdout.strip().splitlines()[-1].startswith(
