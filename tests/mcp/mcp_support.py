@@ -37,6 +37,16 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+#: The TypeScript MCP SDK (v1) the client tests run, and the cached folder it is installed in.
+TS_SDK = '@modelcontextprotocol/sdk@1.32.2'
+TS_SDK_FOLDER = 'pydantic-ai-perplexity-ts-sdk-1.32.2'
+
+
+def ts_sdk_folder() -> Path:
+    """The cached folder with the TypeScript MCP SDK (v1) installed (`npm_folder`)."""
+    return npm_folder(TS_SDK_FOLDER, [TS_SDK], '@modelcontextprotocol/sdk/package.json')
+
+
 def npm_folder(name: str, packages: list[str], probe: str) -> Path:
     """A cached folder (in the temp dir, named `name`) with `packages` installed by npm, once (`probe` is a path
     under `node_modules` that exists once they are). Skipped, with the reason, without Node, npm or the registry."""

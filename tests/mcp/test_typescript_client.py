@@ -21,14 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import DEADLINE, SERVER, npm_folder, server_env
+from mcp_support import DEADLINE, SERVER, npm_folder, server_env, ts_sdk_folder
 from test_http import HttpServer
 
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.tools import TOOLS
 
-SDK = '@modelcontextprotocol/sdk@1.32.2'
-CACHE = 'pydantic-ai-perplexity-ts-sdk-1.32.2'
 TOKEN = secrets.token_urlsafe(24)
 
 CLIENT = r"""
@@ -95,7 +93,7 @@ await client.close();
 @pytest.fixture(scope='module')
 def sdk() -> Path:
     """A folder with the TypeScript SDK installed and the client script in it."""
-    folder = npm_folder(CACHE, [SDK], '@modelcontextprotocol/sdk/package.json')
+    folder = ts_sdk_folder()
     (folder / 'client.mjs').write_text(CLIENT, encoding='utf-8')
     return folder
 

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_support import DEADLINE, server_env, upstream_status
+from mcp_support import DEADLINE, server_env, ts_sdk_folder, upstream_status
 from reliability_support import HttpServer, record, until
 from scale_support import LEGACY, MODERN, Outcome, call_tool
 
@@ -283,23 +283,10 @@ await client.close();
 
 
 def ts_sdk() -> Path:
-    """The TypeScript SDK's cached install (tests/mcp/test_typescript_client.py's), with the cancel script in it."""
-    from test_typescript_client import CACHE, SDK
-
-    if shutil.which('node') is None or shutil.which('npm') is None:
-        pytest.skip('Node.js and npm are needed for the TypeScript SDK client')
-    if not (CACHE / 'node_modules' / '@modelcontextprotocol' / 'sdk' / 'package.json').exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        (CACHE / 'package.json').write_text('{"private": true, "type": "module"}\n', encoding='utf-8')
-        npm = shutil.which('npm')
-        assert npm is not None
-        done = subprocess.run(
-            [npm, 'install', '--no-audit', '--no-fund', '--silent', SDK], cwd=CACHE, capture_output=True, timeout=300
-        )
-        if done.returncode != 0:
-            pytest.skip(f'npm install {SDK} failed (no registry?)')
-    (CACHE / 'cancel.mjs').write_text(TS_CANCEL, encoding='utf-8')
-    return CACHE
+    """The TypeScript SDK's cached install (`mcp_support.ts_sdk_folder`), with the cancel script in it."""
+    folder = ts_sdk_folder()
+    (folder / 'cancel.mjs').write_text(TS_CANCEL, encoding='utf-8')
+    return folder
 
 
 def ts_cancel(url: str, token: str, query: str = LONG) -> dict[str, Any]:
