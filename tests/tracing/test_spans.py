@@ -502,7 +502,7 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                             'gen_ai.token.type': 'input',
                         },
                         'count': 1,
-                        'sum': 503,
+                        'sum': 578,
                     },
                     {
                         'attributes': {
@@ -513,7 +513,7 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                             'gen_ai.token.type': 'output',
                         },
                         'count': 1,
-                        'sum': 155,
+                        'sum': 218,
                     },
                 ],
             },
@@ -538,7 +538,7 @@ async def test_token_cost_and_duration_metrics_are_recorded_per_effort(emulator:
                             'gen_ai.response.model': 'openai/gpt-6-luna',
                         },
                         'count': 1,
-                        'sum': 0.00543,
+                        'sum': 0.00553,
                     },
                 ],
             },
