@@ -1286,7 +1286,7 @@ def config(client: str, write: bool, launcher: str) -> None:
     '--max-connections-per-client',
     type=click.IntRange(min=1),
     envvar='PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT',
-    help='HTTP only: connections one client address may hold (behind a proxy, raise it).  [default: 256]',
+    help='HTTP only: connections one client address may hold (behind a proxy, raise it).  [default: 1024]',
 )
 @click.option(
     '--lean',

@@ -49,10 +49,12 @@ HEADER_TIMEOUT_ENV = 'PERPLEXITY_MCP_HEADER_TIMEOUT'
 PER_CLIENT_ENV = 'PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT'
 #: Seconds a connection has to send a whole request head.
 DEFAULT_HEADER_TIMEOUT = 10.0
-#: Connections one client address may hold (behind a proxy, the proxy is one address: raise it there).
-DEFAULT_PER_CLIENT = 256
-#: The listening backlog, which is also how many connections the event loop accepts in one go.
-ACCEPT_BATCH = 32
+#: Connections one client address may hold (behind a proxy, the proxy is one address: raise it there). High enough
+#: for an honest burst (500 concurrent calls from one client); the descriptor limit caps all clients together.
+DEFAULT_PER_CLIENT = 1024
+#: The listening backlog, which is also how many connections the event loop accepts in one go: room for an honest
+#: burst (at 32, 500 concurrent calls from one client lost a tenth of their connections in the queue).
+ACCEPT_BATCH = 128
 #: Descriptors kept for everything but client connections (ledger, upstream API, logs, pipes).
 _RESERVED_FDS = 64
 _MAX_TOTAL = 16384

@@ -20,7 +20,7 @@ limit, a health endpoint for load balancers, and a graceful shutdown.
   traceback (`_sdk.answer_errors_cleanly`).
 - **Size.** Request bodies over 1 MiB are refused (413).
 - **Connections.** A request head must arrive within a header timeout (10 s), and a client address holds at most
-  256 connections, all of them fewer than the descriptor limit allows (`_conns.py`): half-open requests cannot lock
+  1,024 connections, all of them fewer than the descriptor limit allows (`_conns.py`): half-open requests cannot lock
   out honest callers or `/healthz`.
 - **Stateless.** No session lives in the process (every request stands alone, in both protocol eras, and runs are
   shared through the ledger), so any instance behind a load balancer serves any call. Progress streams over SSE.
