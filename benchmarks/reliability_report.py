@@ -26,6 +26,7 @@ SURFACES = ('toolset', 'mcp-stdio', 'mcp-http', 'cli')
 SURFACE_NAMES = {
     'toolset': 'toolset',
     'mcp-stdio': 'MCP stdio',
+    'mcp-stdio (SDK client)': 'MCP stdio (SDK client)',
     'mcp-http': 'MCP HTTP',
     'cli': 'CLI',
     'researcher': '`Researcher`',
@@ -133,6 +134,21 @@ def render(report: dict[str, Any], load: dict[str, Any] | None) -> str:
     if rows['transport']:
         lines += simple(rows['transport'], ['MCP HTTP attack', 'answer', 'honest client failures'],
                         lambda r: [r['case'], r['outcome'], r['honest_failures']])  # fmt: skip
+        lines.append('')
+    if rows['callers']:
+        lines += simple(rows['callers'], ['hostile caller', 'way in', 'outcome', 'lost'],
+                        lambda r: [r['case'], SURFACE_NAMES[r['surface']], r['outcome'], r['lost']])  # fmt: skip
+        lines.append('')
+    if rows['connections']:
+        lines += simple(rows['connections'], ['descriptor attack', '/healthz', 'tools/call', 'half-open closed after',
+                                              'outcome'],
+                        lambda r: [r['case'], f'{r["healthz_s"]:.2f} s', f'{r["tools_call_s"]:.2f} s',
+                                   f'{r["all_closed_after_s"]:.1f} s', r['outcome']])  # fmt: skip
+        lines.append('')
+    if rows['signals']:
+        lines += simple(rows['signals'], ['signal to an idle server', 'way in', 'exit codes seen', 'outcome'],
+                        lambda r: [r['case'], SURFACE_NAMES[r['surface']],
+                                   ', '.join(str(c) for c in r['exit_codes']), r['outcome']])  # fmt: skip
         lines.append('')
     if rows['secrets']:
         lines += simple(rows['secrets'], ['secrets', 'calls', 'places scanned', 'bytes scanned', 'leaks'],
