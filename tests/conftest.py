@@ -74,11 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(params=['sqlite', 'postgres'])
 def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A ledger on each engine: a SQLite file in the test's state directory, or a fresh PostgreSQL schema."""
-    if request.param == 'sqlite':
-        yield str(tmp_path / 'state' / 'ledger.sqlite3')
-    else:
-        from postgres_support import fresh_schema
+    """A ledger on each engine (`postgres_support.ledger_target`): a SQLite file in the test's state directory, or a
+    fresh PostgreSQL schema."""
+    from postgres_support import ledger_target as on_engine
 
-        with fresh_schema() as url:
-            yield url
+    with on_engine(request.param, tmp_path) as where:
+        yield where
