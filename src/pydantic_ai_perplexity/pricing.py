@@ -517,13 +517,24 @@ def _cache_path(api: str, directory: Path) -> Path:
     return directory / f'prices-{safe}.json'
 
 
+#: The price cache files read so far, by path: their modification time and the table parsed from them.
+_cache_tables: dict[Path, tuple[float, PriceTable]] = {}
+
+
 def cached_api_prices(api: str, directory: Path, *, max_age_s: float = API_PRICES_MAX_AGE_S) -> PriceTable | None:
     """The API's prices for `api` (host[:port]) cached in `directory` (the state directory), if younger than
     `max_age_s`."""
     path = _cache_path(api, directory)
     try:
-        if path.is_symlink() or time.time() - path.stat().st_mtime > max_age_s:
+        if path.is_symlink():
             return None
+        mtime = path.stat().st_mtime
+        if time.time() - mtime > max_age_s:
+            return None
+        with _lock:
+            known = _cache_tables.get(path)
+        if known is not None and known[0] == mtime:  # read once per version of the file, not on every run
+            return known[1]
         with path.open('rb') as handle:
             raw = handle.read(MAX_PRICE_FILE_BYTES + 1)
         data: Any = json.loads(raw) if len(raw) <= MAX_PRICE_FILE_BYTES else None
@@ -534,7 +545,11 @@ def cached_api_prices(api: str, directory: Path, *, max_age_s: float = API_PRICE
     if fetched is None or fetched.tzinfo is None:
         return None
     models = parse_api_prices(cast('dict[str, Any]', data).get('data'))
-    return _api_table(models, fetched) if models else None
+    table = _api_table(models, fetched) if models else None
+    if table is not None:
+        with _lock:
+            _cache_tables[path] = (mtime, table)
+    return table
 
 
 def _store_api_prices(api: str, directory: Path, listing: Any, fetched: datetime) -> None:
