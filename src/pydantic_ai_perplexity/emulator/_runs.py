@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from ..steps import plural
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
 from ._corpus import DEFAULT_CORPUS, Corpus, Document, best_sentences, relevance, search_corpus
 from ._faults import Directives, StatusFault
@@ -672,10 +673,6 @@ def _input_tokens(req: CreateRequest, plan: _Plan, mcp_output_tokens: int) -> in
     )
 
 
-def _plural(n: int, word: str) -> str:
-    return f'{n} {word}{"s" if n != 1 else ""}'
-
-
 class _Timeline:
     """Writes a run's script phase by phase, collecting the final `output` items as it goes.
 
@@ -749,9 +746,9 @@ class _Timeline:
             index = self._slot(item)
             added = {'type': 'response.output_item.added', 'output_index': index, 'item': {**item, 'contents': []}}
             self._add(start, added)
-            urls = {'urls': [doc.url for doc in batch], 'thought': f'Reading {_plural(len(batch), "page")}...'}
+            urls = {'urls': [doc.url for doc in batch], 'thought': f'Reading {plural(len(batch), "page")}...'}
             self._add(start + 0.1 * window, {'type': 'response.reasoning.fetch_url_queries', **urls})
-            read = {'contents': contents, 'thought': f'Read {_plural(len(batch), "page")}'}
+            read = {'contents': contents, 'thought': f'Read {plural(len(batch), "page")}'}
             self._add(start + 0.7 * window, {'type': 'response.reasoning.fetch_url_results', **read})
             done = {'type': 'response.output_item.done', 'output_index': index, 'item': item}
             self._add(start + 0.7 * window, done, done=(index, item))
