@@ -421,7 +421,16 @@ async def test_start_cancel_and_search_have_their_own_spans(emulator: Emulator, 
         started = await r.start('Survey of heat pumps in Europe [[emulate: duration=200]]', effort='high')
         await r.cancel(started.response_id)
         await r.search('EU AI Act', max_results=3)
-    assert span_tree(capfire) == snapshot(
+    tree = span_tree(capfire)
+    # The cancel waits for the run to settle: on the resumed stream, or, when that stream ends before the run's
+    # cancelled event (a race with the emulator), by polling, which the span records as an event. Either is right.
+    cancel = next(span for span in tree if span['name'] == 'perplexity.cancel')
+    fallback = cancel.pop('events', [])
+    assert fallback in (
+        [],
+        [{'name': 'perplexity.wait.polling', 'attributes': {'perplexity.reason': 'APIConnectionError'}}],
+    )
+    assert tree == snapshot(
         [
             {
                 'name': 'perplexity.research',
