@@ -55,9 +55,9 @@ from traced_pipeline import (
 )
 
 from pydantic_ai_perplexity import Researcher
+from pydantic_ai_perplexity._ledger import default_ledger_path
 from pydantic_ai_perplexity.durable import durable_research
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import default_ledger_path
 
 tracer = trace.get_tracer('durable_pipeline')
 
@@ -170,7 +170,7 @@ if __name__ == '__main__':
     parser.add_argument('--system-db', help='DBOS system database URL (default: in the state directory)')
     args = parser.parse_args()
 
-    from pydantic_ai_perplexity.tracing import configure_tracing
+    from pydantic_ai_perplexity._core.tracing import configure_tracing
 
     configure_tracing(service_name='durable-pipeline')
     print(asyncio.run(main(args.question, args.model, system_db=args.system_db)).to_markdown())

@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field
 from pydantic_ai import Agent
 
 from pydantic_ai_perplexity import PerplexityToolset, ResearchResult
+from pydantic_ai_perplexity._present.model_text import answer_with_source_numbers
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.render import answer_with_source_numbers
 from pydantic_ai_perplexity.testing import scripted_research_model
 
 

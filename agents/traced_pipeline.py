@@ -35,9 +35,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Tool
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_perplexity import Researcher, ResearchResult
+from pydantic_ai_perplexity._domain.options import EFFORTS
+from pydantic_ai_perplexity._present.model_text import answer_with_source_numbers
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.options import EFFORTS
-from pydantic_ai_perplexity.render import answer_with_source_numbers
 
 tracer = trace.get_tracer('traced_pipeline')
 
@@ -297,7 +297,7 @@ if __name__ == '__main__':
     parser.add_argument('--wait', type=float, default=60.0, help='seconds to wait per collection round (default 60)')
     args = parser.parse_args()
 
-    from pydantic_ai_perplexity.tracing import configure_tracing
+    from pydantic_ai_perplexity._core.tracing import configure_tracing
 
     configure_tracing(service_name='traced-pipeline')
     print(asyncio.run(main(args.question, args.model, wait_seconds=args.wait)).to_markdown())

@@ -22,8 +22,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic_ai_perplexity.budget import Budget, Limit, Limits, applicable_limits
-from pydantic_ai_perplexity.ledger import Ledger, RunRecord
+from pydantic_ai_perplexity._domain.budget import Budget, Limit, Limits, applicable_limits
+from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 
 _LOTS = 1_000_000.0  # limits that never refuse: the check is measured, not a refusal
 

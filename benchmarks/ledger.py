@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic_ai_perplexity.ledger import Ledger, RunRecord
+from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 
 
 def write(target: str, kind: str, worker: int, rows: int, ready: Any, start: Any, results: Any) -> None:

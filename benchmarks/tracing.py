@@ -76,7 +76,7 @@ def _set_up(mode: str) -> Any:
     if mode == 'logfire':
         import logfire
 
-        from pydantic_ai_perplexity.tracing import configure_tracing
+        from pydantic_ai_perplexity._core.tracing import configure_tracing
 
         configure_tracing(
             send_to_logfire=False,
@@ -139,7 +139,7 @@ def interleaved(mode: str, base_url: str, runs: int, batch: int) -> dict[str, An
     import anyio
     from opentelemetry import metrics, trace
 
-    from pydantic_ai_perplexity import tracing
+    from pydantic_ai_perplexity._core import tracing
 
     _set_up(mode)
     real_tracer, real_instruments = tracing._tracer, tracing._instruments

@@ -9,10 +9,10 @@ import anyio
 import pytest
 
 from pydantic_ai_perplexity import AuthenticationError, Researcher, ResearchResult
-from pydantic_ai_perplexity.batch import research_many, results_table, spend_by_effort
+from pydantic_ai_perplexity._core.batch import research_many, results_table, spend_by_effort
+from pydantic_ai_perplexity._domain.pricing import reservation
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
-from pydantic_ai_perplexity.pricing import reservation
 
 pytestmark = pytest.mark.anyio
 

@@ -21,11 +21,11 @@ import httpx2
 import pytest
 
 from pydantic_ai_perplexity import Researcher
+from pydantic_ai_perplexity._base.errors import BudgetExceededError, InvalidArgumentError
+from pydantic_ai_perplexity._core.reconcile import reconcile
+from pydantic_ai_perplexity._domain.pricing import ModelPrice, PriceTable, fit, load_prices, reservation, text_tokens
+from pydantic_ai_perplexity._ledger import EPSILON_USD, Ledger, RunRecord
 from pydantic_ai_perplexity.emulator import EMULATOR_HEADER, Emulator
-from pydantic_ai_perplexity.errors import BudgetExceededError, InvalidArgumentError
-from pydantic_ai_perplexity.ledger import EPSILON_USD, Ledger, RunRecord
-from pydantic_ai_perplexity.pricing import ModelPrice, PriceTable, fit, load_prices, reservation, text_tokens
-from pydantic_ai_perplexity.reconcile import reconcile
 
 pytestmark = pytest.mark.anyio
 
@@ -297,8 +297,8 @@ def test_text_is_counted_at_a_token_per_byte_so_no_text_is_undercounted() -> Non
 
 
 def test_the_price_table_can_be_overridden_and_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pydantic_ai_perplexity.errors import ConfigurationError
-    from pydantic_ai_perplexity.pricing import default_prices
+    from pydantic_ai_perplexity._base.errors import ConfigurationError
+    from pydantic_ai_perplexity._domain.pricing import default_prices
 
     prices = tmp_path / 'prices.json'
     prices.write_text(json.dumps({'models': {'acme/x': [10, 20]}, 'efforts': {'fast': {'max_steps': 2}}}))
@@ -374,7 +374,7 @@ def test_jobs_reconcile_records_how_an_abandoned_run_ended(
 
 
 def test_a_model_billed_above_the_table_is_priced_higher_for_later_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pydantic_ai_perplexity import pricing
+    from pydantic_ai_perplexity._domain import pricing
 
     monkeypatch.setattr(pricing, '_observed', {})
     before = reservation('q', {'effort': 'medium'}).bound_usd

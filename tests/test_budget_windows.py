@@ -22,13 +22,13 @@ from logfire.testing import CaptureLogfire
 import test_ledger
 from postgres_support import execute
 from pydantic_ai_perplexity import Budget, BudgetExceededError, BudgetWarning, Limits, Researcher
-from pydantic_ai_perplexity.budget import applicable_limits, micros, window_start
+from pydantic_ai_perplexity._base.errors import ConfigurationError
+from pydantic_ai_perplexity._domain.budget import applicable_limits, micros, window_start
+from pydantic_ai_perplexity._domain.options import ResearchOptions
+from pydantic_ai_perplexity._domain.pricing import reservation
+from pydantic_ai_perplexity._domain.settings import Settings
+from pydantic_ai_perplexity._ledger import BudgetUnenforceableError, Ledger, RunRecord
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.errors import ConfigurationError
-from pydantic_ai_perplexity.ledger import BudgetUnenforceableError, Ledger, RunRecord
-from pydantic_ai_perplexity.options import ResearchOptions
-from pydantic_ai_perplexity.pricing import reservation
-from pydantic_ai_perplexity.settings import Settings
 
 # The ledger's fixtures: each test that takes `target` or `ledger` runs on SQLite and on PostgreSQL.
 engine, path, target, ledger = test_ledger.engine, test_ledger.path, test_ledger.target, test_ledger.ledger
@@ -487,7 +487,7 @@ async def test_a_researcher_scope_and_caller_are_recorded_and_limited(emulator: 
 
 @pytest.mark.anyio
 async def test_doctor_shows_the_budget_and_names_a_bad_budget_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pydantic_ai_perplexity.doctor import Check, run_checks
+    from pydantic_ai_perplexity._core.doctor import Check, run_checks
 
     async def research_settings() -> Check:
         checks: list[Check] = []

@@ -35,9 +35,9 @@ from pydantic_ai_perplexity import (
     ResearchStepEvent,
     resolve_deferred,
 )
+from pydantic_ai_perplexity._pydantic_ai.toolset import RESPONSE_ID_KEY
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.testing import scripted_research_model
-from pydantic_ai_perplexity.toolset import RESPONSE_ID_KEY
 
 pytestmark = pytest.mark.anyio
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic_ai_perplexity.display import NO_MATH, result_to_html, timeline_steps_html
-from pydantic_ai_perplexity.results import ResearchResult
-from pydantic_ai_perplexity.timeline import TimelineStep
+from pydantic_ai_perplexity._domain.results import ResearchResult
+from pydantic_ai_perplexity._domain.timeline import TimelineStep
+from pydantic_ai_perplexity._present.display import NO_MATH, result_to_html, timeline_steps_html
 from test_render import _Collector, make_result
 
 
@@ -103,7 +103,7 @@ def test_a_result_keeps_its_badge_and_superscript_markers_in_an_untrusted_notebo
 
 
 def test_the_timeline_in_a_notebook_is_made_of_what_an_untrusted_notebook_keeps():
-    from pydantic_ai_perplexity.timeline import Timeline
+    from pydantic_ai_perplexity._domain.timeline import Timeline
 
     timeline = Timeline('How do heat pumps work?')
     timeline.steps = [

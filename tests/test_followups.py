@@ -17,9 +17,9 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_perplexity import BadRequestError, InvalidArgumentError, PerplexityToolset, Researcher, ResearchResult
+from pydantic_ai_perplexity._core.researcher import _unknown_previous  # pyright: ignore[reportPrivateUsage]
+from pydantic_ai_perplexity._core.tool_spec import RESEARCH
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.researcher import _unknown_previous  # pyright: ignore[reportPrivateUsage]
-from pydantic_ai_perplexity.tools import RESEARCH
 
 pytestmark = pytest.mark.anyio
 
@@ -74,7 +74,7 @@ async def test_an_earlier_run_the_api_no_longer_knows_goes_along_as_context_and_
     assert refused['previous_response_id'] == first.response_id
     assert 'previous_response_id' not in sent and sent['input'] == SECOND
     assert FIRST in sent['instructions'] and sent['instructions'].endswith('Cite the article numbers.')
-    from pydantic_ai_perplexity.render import for_model, structured_for_model
+    from pydantic_ai_perplexity._present.model_text import for_model, structured_for_model
 
     assert f'Note: {note}' in for_model(second)
     assert structured_for_model(second)['notes'] == [note]

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from pydantic_ai_perplexity.errors import install_hint
-from pydantic_ai_perplexity.mcp import config, server
+from pydantic_ai_perplexity._base.errors import install_hint
+from pydantic_ai_perplexity.mcp.clients import config
+from pydantic_ai_perplexity.mcp.server import _build as server
 
 
 def test_the_hint_names_the_checkout_install_first_and_the_published_one_after():
@@ -47,7 +48,7 @@ def test_the_mcp_helpers_without_their_extra_say_how_to_install_it(
 
 
 def test_the_toolset_without_pydantic_ai_says_how_to_install_it():
-    code = "import sys; sys.modules['pydantic_ai'] = None; import pydantic_ai_perplexity.toolset"
+    code = "import sys; sys.modules['pydantic_ai'] = None; import pydantic_ai_perplexity._pydantic_ai.toolset"
     done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert (

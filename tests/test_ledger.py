@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from postgres_support import execute, fresh_schema
-from pydantic_ai_perplexity import ledger as _ledger_package
-from pydantic_ai_perplexity.errors import BudgetExceededError, ConfigurationError
-from pydantic_ai_perplexity.ledger import (
+from pydantic_ai_perplexity import _ledger as _ledger_package
+from pydantic_ai_perplexity._base.errors import BudgetExceededError, ConfigurationError
+from pydantic_ai_perplexity._ledger import (
     ESTIMATED_COST_USD,
     MIGRATIONS,
     RESERVED,
@@ -1015,9 +1015,9 @@ def test_the_billed_cost_is_stored_in_parts(ledger: Ledger) -> None:
     page. The ledger keeps those parts beside the total, on both engines."""
     from live_shapes import fetch_item, fetch_usage, message
     from live_shapes import run as live_run
+    from pydantic_ai_perplexity._core.reconcile import finished_fields
+    from pydantic_ai_perplexity._domain.results import ResearchResult, Usage
     from pydantic_ai_perplexity.client._models import parse_response
-    from pydantic_ai_perplexity.reconcile import finished_fields
-    from pydantic_ai_perplexity.results import ResearchResult, Usage
 
     result = ResearchResult.from_response(
         parse_response(live_run([fetch_item('https://a.example/'), message('A [web:0]')], usage=fetch_usage()))

@@ -23,8 +23,7 @@ import pytest
 from disk_support import fill, mounted_small_disk
 from postgres_support import fresh_schema
 from pydantic_ai_perplexity import Researcher
-from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import (
+from pydantic_ai_perplexity._ledger import (
     BudgetUnenforceableError,
     Ledger,
     LedgerWarning,
@@ -32,6 +31,7 @@ from pydantic_ai_perplexity.ledger import (
     private_mode_problem,
     process_health,
 )
+from pydantic_ai_perplexity.emulator import Emulator
 
 #: A script that researches three questions at once and never closes its researcher (nor the emulator).
 UNCLOSED = """
@@ -52,7 +52,7 @@ asyncio.run(main())
 #: A process that queues writes, forks, and both parent and child queue more and exit without closing anything.
 FORKING = """
 import functools, os, sys
-from pydantic_ai_perplexity.ledger import Ledger, Recorder, RunRecord
+from pydantic_ai_perplexity._ledger import Ledger, Recorder, RunRecord
 
 ledger = Ledger(sys.argv[1])
 recorder = Recorder()
@@ -208,7 +208,7 @@ def test_the_state_directory_and_the_ledger_files_are_private(tmp_path: Path) ->
 def test_doctor_warns_about_a_world_readable_ledger_with_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pydantic_ai_perplexity import doctor
+    from pydantic_ai_perplexity._core import doctor
 
     state = tmp_path / 'state'
     monkeypatch.setenv('PERPLEXITY_STATE_DIR', str(state))
@@ -278,8 +278,8 @@ async def test_over_mcp_http_a_full_disk_shows_in_healthz_and_every_run_is_liste
 def test_kept_writes_are_bounded_with_a_warning_and_the_newest_are_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from pydantic_ai_perplexity import ledger as ledger_package
-    from pydantic_ai_perplexity.ledger import _sqlite
+    from pydantic_ai_perplexity import _ledger as ledger_package
+    from pydantic_ai_perplexity._ledger import _sqlite
 
     monkeypatch.setattr(_sqlite, '_BUSY_TIMEOUT_MS', 10)
     monkeypatch.setattr(ledger_package, 'BACKLOG_LIMIT', 3)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from pydantic_ai_perplexity import Budget, research
+from pydantic_ai_perplexity._domain.timeline import Timeline
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.notebook import LiveProgress, SpanRecord, SpanTree, compare_traces
-from pydantic_ai_perplexity.timeline import Timeline
 
 pytestmark = pytest.mark.anyio
 
@@ -77,7 +77,7 @@ async def test_in_a_notebook_one_display_is_updated_in_place(monkeypatch: pytest
     monkeypatch.setattr(IPython.display, 'display', display)
     live = LiveProgress('A question', refresh_s=0)
     live._rich = True  # as in a kernel
-    from pydantic_ai_perplexity.steps import Progress, Step
+    from pydantic_ai_perplexity._domain.steps import Progress, Step
 
     with live:
         live(

@@ -13,10 +13,10 @@ import pytest
 from reliability_support import call_tools, outcome_of, text_of_part
 
 from pydantic_ai_perplexity import InvalidArgumentError, PerplexityToolset
+from pydantic_ai_perplexity._core.researcher import Researcher
+from pydantic_ai_perplexity._domain.options import ResearchOptions, ResearchOptionsDict, check_id, check_wait
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
-from pydantic_ai_perplexity.options import ResearchOptions, ResearchOptionsDict, check_id, check_wait
-from pydantic_ai_perplexity.researcher import Researcher
 
 pytestmark = pytest.mark.anyio
 
@@ -38,8 +38,8 @@ def test_a_misspelt_option_is_a_type_error(tmp_path: Path) -> None:
     source = tmp_path / 'misspelt.py'
     source.write_text(
         'from pydantic_ai_perplexity import research, research_sync\n'
-        'from pydantic_ai_perplexity.batch import research_many\n'
-        'from pydantic_ai_perplexity.researcher import Researcher\n\n\n'
+        'from pydantic_ai_perplexity._core.batch import research_many\n'
+        'from pydantic_ai_perplexity._core.researcher import Researcher\n\n\n'
         'async def go(r: Researcher) -> None:\n'
         "    await r.run('q', effort='fast', recency='week')\n"
         "    await r.run('q', efort='fast')\n"  # line 8
@@ -210,19 +210,19 @@ async def test_through_the_toolset_the_id_is_recorded_before_the_first_step(emul
 
 
 def test_the_docs_table_is_made_from_the_model() -> None:
-    from pydantic_ai_perplexity.options import options_table
+    from pydantic_ai_perplexity._domain.options import options_table
 
     docs = Path(__file__).parents[1] / 'docs' / 'options.md'
     assert docs.read_text(encoding='utf-8') == options_table(), (
-        'docs/options.md is stale: run `python -m pydantic_ai_perplexity.options > docs/options.md`'
+        'docs/options.md is stale: run `python -m pydantic_ai_perplexity._domain.options > docs/options.md`'
     )
 
 
 def test_the_cli_offers_each_option_with_its_limits() -> None:
     from click.testing import CliRunner
 
+    from pydantic_ai_perplexity._domain.options import option_fields
     from pydantic_ai_perplexity.cli import cli
-    from pydantic_ai_perplexity.options import option_fields
 
     shown = CliRunner().invoke(cli, ['research', '--help'], terminal_width=200).output
     for _, opt in option_fields().values():
@@ -246,8 +246,8 @@ async def test_language_goes_from_each_way_in_to_the_wire(emulator: Emulator) ->
     import httpx2
     from click.testing import CliRunner
 
+    from pydantic_ai_perplexity._core.tool_spec import TOOLS
     from pydantic_ai_perplexity.cli import cli
-    from pydantic_ai_perplexity.tools import TOOLS
 
     bodies: list[dict[str, Any]] = []
 

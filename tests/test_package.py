@@ -17,10 +17,10 @@ def test_every_exported_name_resolves_and_the_list_is_sorted():
 
 
 def test_the_research_function_is_not_shadowed_by_a_module():
-    import pydantic_ai_perplexity.researcher  # noqa: F401  # importing the module must not rebind the name
+    import pydantic_ai_perplexity._core.researcher  # noqa: F401  # importing the module must not rebind the name
     from pydantic_ai_perplexity import research
 
-    assert callable(research) and research.__module__ == 'pydantic_ai_perplexity.researcher'
+    assert callable(research) and research.__module__ == 'pydantic_ai_perplexity._core.researcher'
 
 
 def test_importing_the_package_loads_no_http_stack_agent_framework_or_mcp_sdk():

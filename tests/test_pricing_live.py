@@ -20,11 +20,9 @@ import pytest
 
 from postgres_support import ledger_target
 from pydantic_ai_perplexity import BudgetExceededError, Researcher
-from pydantic_ai_perplexity.client import PerplexityClient
-from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.errors import ConfigurationError
-from pydantic_ai_perplexity.ledger import Ledger, RunRecord
-from pydantic_ai_perplexity.pricing import (
+from pydantic_ai_perplexity._base.errors import ConfigurationError
+from pydantic_ai_perplexity._core.reconcile import learn_from
+from pydantic_ai_perplexity._domain.pricing import (
     ModelPrice,
     PriceTable,
     cached_api_prices,
@@ -35,8 +33,10 @@ from pydantic_ai_perplexity.pricing import (
     refresh_api_prices,
     reservation,
 )
-from pydantic_ai_perplexity.reconcile import learn_from
-from pydantic_ai_perplexity.results import ResearchResult, Usage
+from pydantic_ai_perplexity._domain.results import ResearchResult, Usage
+from pydantic_ai_perplexity._ledger import Ledger, RunRecord
+from pydantic_ai_perplexity.client import PerplexityClient
+from pydantic_ai_perplexity.emulator import Emulator
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +47,7 @@ RECORDINGS = Path(__file__).parent / 'emulator' / 'recordings'
 @pytest.fixture(autouse=True)
 def no_learned_prices(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts from the shipped prices: nothing learned, no API remembered as unpriced, by an earlier test."""
-    from pydantic_ai_perplexity import pricing
+    from pydantic_ai_perplexity._domain import pricing
 
     monkeypatch.setattr(pricing, '_observed', {})
     monkeypatch.setattr(pricing, '_unpriced', {})
@@ -293,7 +293,7 @@ def test_a_refusal_says_what_is_spent_held_left_needed_and_what_fits(target: str
 
 
 async def test_a_model_is_told_not_to_call_again_only_when_nothing_fits() -> None:
-    from pydantic_ai_perplexity.render import error_for_model
+    from pydantic_ai_perplexity._present.model_text import error_for_model
 
     fits = BudgetExceededError('x', spent_usd=1, cap_usd=2, estimate_usd=4, fits=(('fast', 0.2), ('low', 0.9)))
     text, retry = error_for_model(fits)

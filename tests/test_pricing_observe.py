@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from live_shapes import fetch_usage
-from pydantic_ai_perplexity import pricing
+from pydantic_ai_perplexity._domain import pricing
 
 
 def _billed(input_usd: float, output_usd: float) -> dict[str, object]:

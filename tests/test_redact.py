@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pydantic_ai_perplexity._redact import (
+from pydantic_ai_perplexity._base.errors import ConfigurationError
+from pydantic_ai_perplexity._base.redact import (
     ConninfoError,
     has_secret,
     is_conninfo,
@@ -15,8 +16,7 @@ from pydantic_ai_perplexity._redact import (
     redact_url_and_secrets,
     redact_urls_in,
 )
-from pydantic_ai_perplexity.errors import ConfigurationError
-from pydantic_ai_perplexity.ledger import Ledger
+from pydantic_ai_perplexity._ledger import Ledger
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,9 @@ from pydantic_ai_perplexity import (
     ResearchResult,
     research,
 )
+from pydantic_ai_perplexity._domain.pricing import reservation
+from pydantic_ai_perplexity._domain.steps import Step
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.pricing import reservation
-from pydantic_ai_perplexity.steps import Step
 
 pytestmark = pytest.mark.anyio
 

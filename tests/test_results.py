@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from live_shapes import cancelled, fetch_item, fetch_usage, message, run, running, search_item, search_usage
+from pydantic_ai_perplexity._domain.results import ResearchResult, normalize_url
+from pydantic_ai_perplexity._domain.steps import StepReducer
 from pydantic_ai_perplexity.client._models import (
     AgentEvent,
     MessageItem,
@@ -18,8 +20,6 @@ from pydantic_ai_perplexity.client._models import (
     parse_event,
     parse_response,
 )
-from pydantic_ai_perplexity.results import ResearchResult, normalize_url
-from pydantic_ai_perplexity.steps import StepReducer
 
 FIXTURES = Path(__file__).parent / 'fixtures'
 

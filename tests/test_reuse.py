@@ -18,8 +18,8 @@ import pytest
 
 from postgres_support import ledger_target
 from pydantic_ai_perplexity import InvalidArgumentError, Ledger, Researcher
+from pydantic_ai_perplexity._present.model_text import for_model, structured_for_model
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.render import for_model, structured_for_model
 
 QUESTION = 'What does the EU AI Act require of general-purpose AI models?'
 

@@ -7,8 +7,8 @@ import math
 import pytest
 
 from pydantic_ai_perplexity import ConfigurationError
-from pydantic_ai_perplexity.researcher import Researcher
-from pydantic_ai_perplexity.settings import (
+from pydantic_ai_perplexity._core.researcher import Researcher
+from pydantic_ai_perplexity._domain.settings import (
     DEFAULT_MCP_WAIT_SECONDS,
     DEFAULT_WAIT_SECONDS,
     Settings,
@@ -91,7 +91,7 @@ def test_the_mcp_budget_is_55_seconds_unless_set() -> None:
 async def test_nan_wait_is_refused_by_the_researcher_and_doctor_with_the_same_words(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pydantic_ai_perplexity.doctor import Check, run_checks
+    from pydantic_ai_perplexity._core.doctor import Check, run_checks
 
     monkeypatch.setenv('PERPLEXITY_WAIT_SECONDS', 'nan')
     with pytest.raises(ConfigurationError) as info:

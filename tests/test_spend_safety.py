@@ -23,8 +23,8 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_perplexity import InvalidArgumentError, PerplexityToolset, Researcher
+from pydantic_ai_perplexity._ledger import RESERVED, Ledger, RunRecord
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import RESERVED, Ledger, RunRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -273,8 +273,8 @@ def test_ctrl_c_on_an_offline_run_ends_it_at_no_cost(tmp_path: Path, target: str
 
 async def test_jobs_reconcile_ends_the_runs_of_an_emulator_that_is_gone_at_no_cost(target: str) -> None:
     """Rows an older version left from a built-in emulator: `reconcile` (hence `jobs reconcile`) clears them."""
+    from pydantic_ai_perplexity._core.reconcile import reconcile
     from pydantic_ai_perplexity.client import PerplexityClient
-    from pydantic_ai_perplexity.reconcile import reconcile
 
     with Emulator(time_scale=0.01) as gone:
         async with Researcher(
@@ -330,7 +330,7 @@ async def test_a_cancelled_run_without_usage_is_charged_its_reservation_and_sett
     from datetime import UTC, datetime
 
     from pydantic_ai_perplexity import ResearchResult
-    from pydantic_ai_perplexity.reconcile import CANCELLED_UNBILLED, record_finished
+    from pydantic_ai_perplexity._core.reconcile import CANCELLED_UNBILLED, record_finished
 
     with Ledger(target) as ledger:
         now = datetime.now(UTC)
@@ -385,8 +385,8 @@ async def test_a_row_left_by_a_process_killed_mid_create_on_its_emulator_is_ende
     is asked first), so that it never counts as real spend, and `reconcile` ends it once that emulator is gone."""
     import sys
 
+    from pydantic_ai_perplexity._core.reconcile import reconcile
     from pydantic_ai_perplexity.client import PerplexityClient
-    from pydantic_ai_perplexity.reconcile import reconcile
 
     script = tmp_path / 'script.py'
     script.write_text(KILLED_MID_CREATE)

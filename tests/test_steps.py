@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from live_shapes import fetch_item, running, search_item
+from pydantic_ai_perplexity._domain.steps import Progress, Step, StepReducer
 from pydantic_ai_perplexity.client._models import AgentEvent, parse_event, parse_response
-from pydantic_ai_perplexity.steps import Progress, Step, StepReducer
 
 FIXTURES = Path(__file__).parent / 'fixtures'
 

@@ -43,7 +43,7 @@ async def test_inside_a_running_loop_the_sync_calls_say_to_await(emulator: Emula
 SCRIPT = """\
 import sys
 from pydantic_ai_perplexity import research_sync, use_emulator_if_no_key
-from pydantic_ai_perplexity.batch import research_many
+from pydantic_ai_perplexity._core.batch import research_many
 import anyio
 
 use_emulator_if_no_key()

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pydantic_ai_perplexity._terminal import for_terminal, json_for_terminal, line_for_terminal
+from pydantic_ai_perplexity._present.terminal import for_terminal, json_for_terminal, line_for_terminal
 
 
 @pytest.mark.parametrize(

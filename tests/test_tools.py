@@ -8,10 +8,10 @@ import pytest
 from reliability_support import call_tools, outcome_of, text_of_part
 
 from pydantic_ai_perplexity import PerplexityToolset
+from pydantic_ai_perplexity._core.tool_spec import INSTRUCTIONS, TOOLS
+from pydantic_ai_perplexity._domain.options import option_fields
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.mcp import _tools
-from pydantic_ai_perplexity.options import option_fields
-from pydantic_ai_perplexity.tools import INSTRUCTIONS, TOOLS
+from pydantic_ai_perplexity.mcp.server import _tools
 
 pytestmark = pytest.mark.anyio
 
@@ -111,7 +111,7 @@ async def test_a_bad_wait_over_mcp_is_refused_before_any_request(emulator_env: E
 async def test_over_mcp_the_runs_id_is_in_the_ledger_when_the_call_says_it_started(emulator_env: Emulator) -> None:
     from mcp.client import Client
 
-    from pydantic_ai_perplexity.ledger import Ledger
+    from pydantic_ai_perplexity._ledger import Ledger
 
     seen: list[tuple[str, list[str]]] = []
 

@@ -386,7 +386,7 @@ async def test_source_records_hold_only_clean_values(emulator: Emulator):
             ],
         }
     )
-    from pydantic_ai_perplexity.render import source_refs
+    from pydantic_ai_perplexity._present.model_text import source_refs
 
     assert source_refs(response) == [
         {'title': 'A B \u2039b\u203ac\u2039/b\u203a', 'url': ''},

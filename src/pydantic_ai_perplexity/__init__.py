@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from ._base.errors import (
     APIConnectionError,
     APIError,
     APIStatusError,
@@ -33,18 +33,24 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .budget import Budget, BudgetWarning, Limits, SpendLine
-    from .capabilities import PerplexityResearch, PerplexitySearch
+    from ._core.researcher import Researcher, research, research_sync
+    from ._domain.budget import Budget, BudgetWarning, Limits, SpendLine
+    from ._domain.results import Citation, Progress, ResearchResult, Source, Usage
+    from ._domain.steps import Step
+    from ._ledger import Ledger, RunRecord
+    from ._pydantic_ai.capabilities import PerplexityResearch, PerplexitySearch
+    from ._pydantic_ai.deep import perplexity_research_subagent
+    from ._pydantic_ai.toolset import (
+        PerplexityToolset,
+        ResearchProgress,
+        ResearchStepEvent,
+        collect_deferred,
+        resolve_deferred,
+    )
     from .client import PerplexityClient
-    from .deep import perplexity_research_subagent
-    from .ledger import Ledger, RunRecord
-    from .mcp.config import perplexity_mcp_config, perplexity_mcp_toolset
-    from .mcp.server import build_mcp_server
-    from .offline import use_emulator_if_no_key
-    from .researcher import Researcher, research, research_sync
-    from .results import Citation, Progress, ResearchResult, Source, Usage
-    from .steps import Step
-    from .toolset import PerplexityToolset, ResearchProgress, ResearchStepEvent, collect_deferred, resolve_deferred
+    from .emulator._offline import use_emulator_if_no_key
+    from .mcp.clients.config import perplexity_mcp_config, perplexity_mcp_toolset
+    from .mcp.server._build import build_mcp_server
 
 __version__ = '0.1.0'
 
@@ -101,34 +107,34 @@ __all__ = (
 )
 
 _LAZY = {
-    'Budget': '.budget',
-    'BudgetWarning': '.budget',
-    'Limits': '.budget',
-    'SpendLine': '.budget',
+    'Budget': '._domain.budget',
+    'BudgetWarning': '._domain.budget',
+    'Limits': '._domain.budget',
+    'SpendLine': '._domain.budget',
     'PerplexityClient': '.client',
-    'Researcher': '.researcher',
-    'research': '.researcher',
-    'research_sync': '.researcher',
-    'use_emulator_if_no_key': '.offline',
-    'ResearchResult': '.results',
-    'Source': '.results',
-    'Citation': '.results',
-    'Progress': '.results',
-    'Step': '.steps',
-    'Usage': '.results',
-    'Ledger': '.ledger',
-    'RunRecord': '.ledger',
-    'PerplexityToolset': '.toolset',
-    'ResearchProgress': '.toolset',
-    'collect_deferred': '.toolset',
-    'resolve_deferred': '.toolset',
-    'ResearchStepEvent': '.toolset',
-    'PerplexityResearch': '.capabilities',
-    'PerplexitySearch': '.capabilities',
-    'perplexity_mcp_config': '.mcp.config',
-    'perplexity_mcp_toolset': '.mcp.config',
-    'perplexity_research_subagent': '.deep',
-    'build_mcp_server': '.mcp.server',
+    'Researcher': '._core.researcher',
+    'research': '._core.researcher',
+    'research_sync': '._core.researcher',
+    'use_emulator_if_no_key': '.emulator._offline',
+    'ResearchResult': '._domain.results',
+    'Source': '._domain.results',
+    'Citation': '._domain.results',
+    'Progress': '._domain.results',
+    'Step': '._domain.steps',
+    'Usage': '._domain.results',
+    'Ledger': '._ledger',
+    'RunRecord': '._ledger',
+    'PerplexityToolset': '._pydantic_ai.toolset',
+    'ResearchProgress': '._pydantic_ai.toolset',
+    'collect_deferred': '._pydantic_ai.toolset',
+    'resolve_deferred': '._pydantic_ai.toolset',
+    'ResearchStepEvent': '._pydantic_ai.toolset',
+    'PerplexityResearch': '._pydantic_ai.capabilities',
+    'PerplexitySearch': '._pydantic_ai.capabilities',
+    'perplexity_mcp_config': '.mcp.clients.config',
+    'perplexity_mcp_toolset': '.mcp.clients.config',
+    'perplexity_research_subagent': '._pydantic_ai.deep',
+    'build_mcp_server': '.mcp.server._build',
 }
 
 

@@ -16,8 +16,8 @@ from typing import Any, cast
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
+from ._domain.results import ResearchResult
 from .client._models import field_of
-from .results import ResearchResult
 
 __all__ = ('scripted_research_model',)
 
@@ -121,7 +121,7 @@ def scripted_research_model(
         if build_output is not None and info.output_tools and isinstance(result, ResearchResult):
             return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, build_output(result))])
         if isinstance(result, ResearchResult) and result.done:
-            from .render import answer_with_source_numbers
+            from ._present.model_text import answer_with_source_numbers
 
             sources = '\n'.join(f'[{s.n}] {s.title} — {s.url}' for s in result.cited_sources)
             return ModelResponse(parts=[TextPart(f'{answer_with_source_numbers(result)}\n\nSources:\n{sources}')])

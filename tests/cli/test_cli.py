@@ -16,10 +16,10 @@ from cli_support import cli_env, run, run_all, run_each
 from click.testing import CliRunner
 
 from postgres_support import fresh_schema
+from pydantic_ai_perplexity._domain.pricing import limit_request, reservation
+from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 from pydantic_ai_perplexity.cli import cli
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger, RunRecord
-from pydantic_ai_perplexity.pricing import limit_request, reservation
 
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
 STEP_LINE = re.compile(r'^  \[\s*\d+\.\d+s\] ')
@@ -271,7 +271,7 @@ def test_the_console_script_answers_help_and_imports_only_what_a_command_needs(t
     probe = (
         'import sys; import pydantic_ai_perplexity.cli; '
         'print(sorted({m.split(".")[0] for m in sys.modules} & {"rich", "httpx2", "pydantic_ai", "mcp", "logfire"}), '
-        '"pydantic_ai_perplexity.researcher" in sys.modules)'
+        '"pydantic_ai_perplexity._core.researcher" in sys.modules)'
     )
     done = subprocess.run([str(script), '--help'], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and 'Examples:' in done.stdout

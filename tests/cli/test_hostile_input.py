@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, run, run_each
 
+from pydantic_ai_perplexity._ledger import Ledger
+from pydantic_ai_perplexity._ledger._sqlite import LEDGER_FILENAME
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
-from pydantic_ai_perplexity.ledger._sqlite import LEDGER_FILENAME
 
 #: Sets the terminal's title when printed raw.
 TITLE_SET = '\x1b]0;PWNED-TITLE\x07'

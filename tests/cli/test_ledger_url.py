@@ -16,9 +16,9 @@ import pytest
 from cli_support import COMMAND, TIMEOUT, cli_env
 
 from postgres_support import execute, fresh_schema, postgres_url
+from pydantic_ai_perplexity._base.errors import ConfigurationError
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.errors import ConfigurationError
-from pydantic_ai_perplexity.ledger import Ledger
 
 SECRET = 'SENTINEL-pw'
 

@@ -11,17 +11,7 @@ import httpx2
 import pytest
 from client_support import SENTINEL_KEY
 
-from pydantic_ai_perplexity.client import (
-    AgentEvent,
-    FunctionCallItem,
-    McpCallItem,
-    McpListToolsItem,
-    MessageItem,
-    PerplexityClient,
-    SearchResultsItem,
-)
-from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.errors import (
+from pydantic_ai_perplexity._base.errors import (
     AuthenticationError,
     BadRequestError,
     ExternalConnectorError,
@@ -35,6 +25,16 @@ from pydantic_ai_perplexity.errors import (
     RetiredEndpointError,
     RunMayHaveStartedError,
 )
+from pydantic_ai_perplexity.client import (
+    AgentEvent,
+    FunctionCallItem,
+    McpCallItem,
+    McpListToolsItem,
+    MessageItem,
+    PerplexityClient,
+    SearchResultsItem,
+)
+from pydantic_ai_perplexity.emulator import Emulator
 
 pytestmark = pytest.mark.anyio
 

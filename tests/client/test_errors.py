@@ -12,8 +12,7 @@ import httpx2
 import pytest
 from client_support import SENTINEL_KEY, mock_client, run_json
 
-from pydantic_ai_perplexity.client import PerplexityClient
-from pydantic_ai_perplexity.errors import (
+from pydantic_ai_perplexity._base.errors import (
     APIConnectionError,
     APIStatusError,
     APITimeoutError,
@@ -29,6 +28,7 @@ from pydantic_ai_perplexity.errors import (
     RetiredEndpointError,
     RunMayHaveStartedError,
 )
+from pydantic_ai_perplexity.client import PerplexityClient
 
 pytestmark = pytest.mark.anyio
 

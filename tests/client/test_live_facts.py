@@ -27,11 +27,11 @@ from live_shapes import (
     search_usage,
 )
 from live_shapes import run as live_run
+from pydantic_ai_perplexity._base.errors import AuthenticationError, NotFoundError, RateLimitError
+from pydantic_ai_perplexity._core.researcher import Researcher
+from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 from pydantic_ai_perplexity.client._models import FetchUrlResultsItem, SearchResultsItem
 from pydantic_ai_perplexity.client._retry import MAX_RETRY_AFTER, rate_limit_wait, rate_limits, retry_delay
-from pydantic_ai_perplexity.errors import AuthenticationError, NotFoundError, RateLimitError
-from pydantic_ai_perplexity.ledger import Ledger, RunRecord
-from pydantic_ai_perplexity.researcher import Researcher
 
 pytestmark = pytest.mark.anyio
 

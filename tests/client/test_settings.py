@@ -6,8 +6,8 @@ import httpx2
 import pytest
 from client_support import SENTINEL_KEY, mock_client, run_json
 
+from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity.client import PerplexityClient
-from pydantic_ai_perplexity.errors import ConfigurationError
 
 pytestmark = pytest.mark.anyio
 

@@ -12,13 +12,13 @@ import httpx2
 import pytest
 from client_support import SENTINEL_KEY, mock_client, run_json, sse_response
 
-from pydantic_ai_perplexity.client import AgentEvent, UnknownItem
-from pydantic_ai_perplexity.errors import (
+from pydantic_ai_perplexity._base.errors import (
     APIConnectionError,
     BadRequestError,
     MalformedResponseError,
     RunMayHaveStartedError,
 )
+from pydantic_ai_perplexity.client import AgentEvent, UnknownItem
 
 pytestmark = pytest.mark.anyio
 

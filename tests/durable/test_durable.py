@@ -15,8 +15,8 @@ import httpx2
 import pytest
 from durable_support import DEADLINE, creates, log_of, spans, started_runs, wait_for, worker
 
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
 
 pytest.importorskip('dbos')
 

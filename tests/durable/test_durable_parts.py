@@ -13,8 +13,13 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pydantic_ai_perplexity import Researcher, durable
+from pydantic_ai_perplexity._base.errors import (
+    AuthenticationError,
+    BudgetExceededError,
+    ConfigurationError,
+    RateLimitError,
+)
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.errors import AuthenticationError, BudgetExceededError, ConfigurationError, RateLimitError
 
 
 def test_an_error_crosses_the_checkpoint_with_its_type_and_fields() -> None:
@@ -90,7 +95,7 @@ async def test_research_many_in_a_workflow_gives_each_question_its_own_steps_in_
     pytest.importorskip('dbos')
     from dbos import DBOS, SetWorkflowID
 
-    from pydantic_ai_perplexity.batch import research_many
+    from pydantic_ai_perplexity._core.batch import research_many
 
     questions = [f'What is the EU AI Act? (part {i})' for i in range(5)]
     with Emulator(time_scale=0.01) as emu:
@@ -134,7 +139,7 @@ async def test_research_many_on_a_queue_answers_in_order_and_a_budget_refusal_co
     pytest.importorskip('dbos')
     from dbos import DBOS
 
-    from pydantic_ai_perplexity.batch import research_many
+    from pydantic_ai_perplexity._core.batch import research_many
 
     with Emulator(time_scale=0.01) as emu:
         ledger = tmp_path / 'ledger.sqlite3'
@@ -172,8 +177,8 @@ async def test_a_start_step_run_again_finds_its_run_by_key_and_never_creates_twi
     """A worker killed after the create answered but before DBOS checkpointed the step: the retry finds the run."""
     from datetime import UTC, datetime
 
-    from pydantic_ai_perplexity.ledger import RESERVED, Ledger, RunRecord
-    from pydantic_ai_perplexity.options import ResearchOptions
+    from pydantic_ai_perplexity._domain.options import ResearchOptions
+    from pydantic_ai_perplexity._ledger import RESERVED, Ledger, RunRecord
 
     monkeypatch.setattr(durable, '_step_key', lambda: 'dbos:wf-1:1')
     options = ResearchOptions.parse(None, effort='fast')
@@ -234,7 +239,7 @@ async def test_a_batch_id_reused_for_other_questions_is_an_error_never_another_q
     pytest.importorskip('dbos')
     from dbos import DBOS
 
-    from pydantic_ai_perplexity.errors import InvalidArgumentError
+    from pydantic_ai_perplexity._base.errors import InvalidArgumentError
 
     with Emulator(time_scale=0.01) as emu:
         queue = _queue('test_batches', emu, tmp_path / 'ledger.sqlite3', tier=None)

@@ -19,9 +19,9 @@ from durable_support import DEADLINE, creates, log_of, wait_for, worker
 
 from postgres_support import execute, fresh_schema, postgres_url
 from pydantic_ai_perplexity import Researcher
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.durable import COLLECT_STEP, START_STEP
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
 
 pytest.importorskip('dbos')
 

@@ -132,7 +132,7 @@ def _events(final: dict[str, Any]) -> list[dict[str, Any]]:
 
 def as_sent(body: dict[str, Any]) -> dict[str, Any]:
     """`body` as every way in sends it: with the limits of its effort's profile (`pricing.limit_request`)."""
-    from pydantic_ai_perplexity.pricing import limit_request
+    from pydantic_ai_perplexity._domain.pricing import limit_request
 
     return limit_request(body)
 

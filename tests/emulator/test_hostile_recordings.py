@@ -19,8 +19,8 @@ import pytest
 from emulator_helpers import client_for
 from live_shape import HEADERS, QUESTION, as_sent, live_recording, write_live_recording
 
+from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity.emulator import Emulator, RecordingError
-from pydantic_ai_perplexity.errors import ConfigurationError
 
 VICTIM_TEXT = "the user's own file\n"
 

@@ -16,8 +16,8 @@ from mcp_types import TextContent, TextResourceContents
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
 from pydantic_ai_perplexity.mcp import perplexity_mcp_config, perplexity_mcp_toolset
 
 pytestmark = pytest.mark.anyio

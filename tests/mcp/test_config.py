@@ -14,9 +14,9 @@ import pytest
 from mcp_support import DEADLINE, SERVER, server_env
 from pydantic_deep.mcp import MCPServerConfig
 
-from pydantic_ai_perplexity.ledger import RunRecord
+from pydantic_ai_perplexity._ledger import RunRecord
 from pydantic_ai_perplexity.mcp import add_to_pydantic_deep, client_snippet, perplexity_mcp_config
-from pydantic_ai_perplexity.mcp.config import CLIENTS, child_environment, server_command
+from pydantic_ai_perplexity.mcp.clients.config import CLIENTS, child_environment, server_command
 
 SENTINEL = 'pplx-sentinel-key-never-written-0123456789'
 
@@ -141,7 +141,7 @@ def test_add_to_pydantic_deep_keeps_other_servers_and_never_writes_the_key(paren
 
 
 def test_the_run_list_is_one_line_per_run_with_a_sanitised_bounded_query() -> None:
-    from pydantic_ai_perplexity.render import runs_for_model
+    from pydantic_ai_perplexity._present.model_text import runs_for_model
 
     now = datetime.now(UTC)
     records = [
@@ -158,7 +158,8 @@ def test_the_run_list_is_one_line_per_run_with_a_sanitised_bounded_query() -> No
 
 def test_importing_the_package_loads_no_mcp_sdk_pydantic_ai_or_pydantic_deep() -> None:
     code = (
-        'import sys, pydantic_ai_perplexity.mcp, pydantic_ai_perplexity.mcp.server, pydantic_ai_perplexity.mcp.config\n'
+        'import sys, pydantic_ai_perplexity.mcp, pydantic_ai_perplexity.mcp.server._build\n'
+        'import pydantic_ai_perplexity.mcp.clients.config\n'
         'heavy = ("mcp", "mcp_types", "pydantic_ai", "pydantic_deep", "fastmcp", "logfire", "httpx2", "pydantic")\n'
         'print([name for name in heavy if name in sys.modules])\n'
     )

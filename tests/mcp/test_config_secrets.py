@@ -14,7 +14,7 @@ import pytest
 from cli_support import COMMAND, TIMEOUT, cli_env, run, run_each
 
 from pydantic_ai_perplexity.mcp import client_snippet
-from pydantic_ai_perplexity.mcp.config import child_environment
+from pydantic_ai_perplexity.mcp.clients.config import child_environment
 
 PASSWORD = 'SENTINEL-pw/with-slash'
 QUERY_PASSWORD = 'SENTINEL-query-pw'

@@ -21,10 +21,10 @@ from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
 from postgres_support import fresh_schema
+from pydantic_ai_perplexity._domain.options import ResearchOptions
+from pydantic_ai_perplexity._domain.pricing import reservation
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
-from pydantic_ai_perplexity.options import ResearchOptions
-from pydantic_ai_perplexity.pricing import reservation
 
 TOKEN = secrets.token_urlsafe(24)
 INITIALIZE = {

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pydantic_ai_perplexity.mcp import _jsonrpc
+from pydantic_ai_perplexity.mcp.server import _jsonrpc
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),

@@ -25,10 +25,10 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from pydantic_ai_perplexity import PerplexityToolset, ResearchResult
+from pydantic_ai_perplexity._core.tool_spec import LEAN_TOOLS, TOOLS
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp import perplexity_mcp_toolset
 from pydantic_ai_perplexity.testing import scripted_research_model
-from pydantic_ai_perplexity.tools import LEAN_TOOLS, TOOLS
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from mcp import Client
-from pydantic_ai_perplexity.mcp import _sdk
-from pydantic_ai_perplexity.mcp._tools import build_server
+from pydantic_ai_perplexity.mcp.server import _sdk
+from pydantic_ai_perplexity.mcp.server._tools import build_server
 
 pytestmark = pytest.mark.anyio
 

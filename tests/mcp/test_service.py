@@ -17,9 +17,9 @@ import pytest
 from mcp_support import DEADLINE, SERVER, server_env
 from scale_support import Instance, call_tool, free_port, write_atomically
 
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
-from pydantic_ai_perplexity.mcp._tokens import TokenConfigError, Tokens, parse_tokens
+from pydantic_ai_perplexity.mcp.server._tokens import TokenConfigError, Tokens, parse_tokens
 
 SECRET = 'tok-never-in-a-message-0123456789'
 

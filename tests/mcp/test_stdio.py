@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from mcp_support import RawServer, eventually, server_env, text_of, upstream_status
 
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
-from pydantic_ai_perplexity.mcp import _snapshot
+from pydantic_ai_perplexity.mcp.server import _snapshot
 
 HANDSHAKE = json.loads(_snapshot.SNAPSHOT_FILE.read_text(encoding='utf-8'))
 EMULATED_NOTE = 'answered by an emulator, not Perplexity; not a real answer'
@@ -60,8 +60,8 @@ def test_handshake_and_tool_list_match_what_the_sdk_answers(emu: Emulator, state
 
 @pytest.mark.anyio
 async def test_shipped_handshake_snapshot_is_what_the_sdk_answers() -> None:
-    """Regenerate with `uv run --frozen python -m pydantic_ai_perplexity.mcp._snapshot` after changing a tool, the
-    instructions, the version or the MCP SDK."""
+    """Regenerate with `uv run --frozen python -m pydantic_ai_perplexity.mcp.server._snapshot` after changing a
+    tool, the instructions, the version or the MCP SDK."""
     assert await _snapshot.handshake_snapshot() == HANDSHAKE
 
 
@@ -330,7 +330,7 @@ def test_stray_output_goes_to_stderr_and_stdout_carries_only_protocol_frames(
         'import os, sys, warnings\n'
         'class Noise:\n'
         '    def find_spec(self, name, path=None, target=None):\n'
-        '        if name == "pydantic_ai_perplexity.mcp._tools":\n'
+        '        if name == "pydantic_ai_perplexity.mcp.server._tools":\n'
         '            sys.meta_path.remove(self)\n'
         '            print("stray print", flush=True)\n'
         '            os.write(1, b"stray fd write\\n")\n'
@@ -387,7 +387,7 @@ def test_the_snapshot_is_used_only_with_the_sdk_version_it_was_made_with(
     (tmp_path / 'planted.json').write_text(json.dumps(planted), encoding='utf-8')
     (tmp_path / 'sitecustomize.py').write_text(
         'from pathlib import Path\n'
-        'import pydantic_ai_perplexity.mcp._stdio as stdio\n'
+        'import pydantic_ai_perplexity.mcp.server._stdio as stdio\n'
         f'stdio.HANDSHAKE_FILE = Path({str(tmp_path / "planted.json")!r})\n',
         encoding='utf-8',
     )
@@ -440,7 +440,7 @@ def test_an_sdk_whose_internals_moved_still_serves_through_its_own_stdio_transpo
 ) -> None:
     # As if an SDK upgrade had moved what `_sdk` reaches: no runner, no version to trust the snapshot with.
     (tmp_path / 'sitecustomize.py').write_text(
-        'import pydantic_ai_perplexity.mcp._sdk as sdk\n'
+        'import pydantic_ai_perplexity.mcp.server._sdk as sdk\n'
         'sdk.lowlevel = lambda server: None\n'
         'sdk.installed_sdk = lambda: None\n',
         encoding='utf-8',

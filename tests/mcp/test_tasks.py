@@ -41,8 +41,8 @@ from pydantic import TypeAdapter
 from test_http import HttpServer
 from test_typescript_client import sdk  # noqa: F401 (the fixture installing the TypeScript SDK)
 
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
 
 _T = TypeVar('_T')
 
@@ -369,8 +369,8 @@ def test_the_typescript_sdk_client_runs_research_as_a_task(
 async def test_a_run_that_cannot_start_or_fails_reads_as_the_plain_call_and_no_ledger_means_no_task(
     emu: Emulator, tmp_path: Path
 ) -> None:
-    from pydantic_ai_perplexity.mcp._tools import build_server
-    from pydantic_ai_perplexity.researcher import Researcher
+    from pydantic_ai_perplexity._core.researcher import Researcher
+    from pydantic_ai_perplexity.mcp.server._tools import build_server
 
     async def call(researcher: Researcher, query: str, effort: str = 'fast') -> tuple[Tasks, CallToolResult]:
         tasks = Tasks()
@@ -403,9 +403,9 @@ async def test_tasks_get_names_the_latest_step_from_the_running_snapshot(
     """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09: a
     running retrieve carries the search and fetch items reached so far, so `tasks/get` names the latest step from it
     without replaying the event stream (the replay is stubbed out here: every step below came from a snapshot)."""
-    from pydantic_ai_perplexity.mcp import _tasks
-    from pydantic_ai_perplexity.mcp._tools import build_server
-    from pydantic_ai_perplexity.researcher import Researcher
+    from pydantic_ai_perplexity._core.researcher import Researcher
+    from pydantic_ai_perplexity.mcp.server import _tasks
+    from pydantic_ai_perplexity.mcp.server._tools import build_server
 
     replays: list[str] = []
 

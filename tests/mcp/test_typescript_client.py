@@ -24,8 +24,8 @@ import pytest
 from mcp_support import DEADLINE, SERVER, npm_folder, server_env, ts_sdk_folder
 from test_http import HttpServer
 
+from pydantic_ai_perplexity._core.tool_spec import TOOLS
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.tools import TOOLS
 
 TOKEN = secrets.token_urlsafe(24)
 

@@ -152,7 +152,7 @@ def describe(fault: Fault, text: str) -> str:
 
 def assert_attempt_kept(rows: list[Any], tag: str) -> Any:
     """A create that may have started a run left a row: its question, a reservation, and why."""
-    from pydantic_ai_perplexity.ledger import RESERVED, is_provisional
+    from pydantic_ai_perplexity._ledger import RESERVED, is_provisional
 
     [row] = [r for r in rows if f'({tag})' in r.query]
     assert is_provisional(row.response_id) and row.status == RESERVED and row.error, row
@@ -278,8 +278,8 @@ def script_seqs(emu: Emulator, response_id: str) -> list[int]:
 
 def expected_steps(emu: Emulator, response_id: str) -> list[tuple[str, str]]:
     """The research steps a caller must see for a run, each once: (step, progress summary), from its script."""
+    from pydantic_ai_perplexity._domain.steps import StepReducer
     from pydantic_ai_perplexity.client._models import parse_event
-    from pydantic_ai_perplexity.steps import StepReducer
 
     reducer = StepReducer(response_id)
     steps: list[tuple[str, str]] = []
@@ -294,7 +294,7 @@ def expected_steps(emu: Emulator, response_id: str) -> list[tuple[str, str]]:
 
 def mcp_progress_messages(emu: Emulator, response_id: str) -> list[str]:
     """The progress notifications the MCP server must send for a run, in order, each once (after 'started')."""
-    from pydantic_ai_perplexity.render import plain
+    from pydantic_ai_perplexity._present.model_text import plain
 
     return [f'{plain(step, 200)} ({summary}) · {response_id}' for step, summary in expected_steps(emu, response_id)]
 

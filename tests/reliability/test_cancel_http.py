@@ -25,10 +25,10 @@ from mcp_support import DEADLINE, server_env, ts_sdk_folder, upstream_status
 from reliability_support import HttpServer, record, until
 from scale_support import LEGACY, MODERN, Outcome, call_tool
 
+from pydantic_ai_perplexity._core.researcher import Researcher
+from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger, RunRecord
-from pydantic_ai_perplexity.mcp._cancels import CANCELLED_BY_CLIENT, RemoteCancels, request_key
-from pydantic_ai_perplexity.researcher import Researcher
+from pydantic_ai_perplexity.mcp.server._cancels import CANCELLED_BY_CLIENT, RemoteCancels, request_key
 
 pytestmark = pytest.mark.anyio
 

@@ -35,8 +35,8 @@ from reliability_support import (
     upstream_runs,
 )
 
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
 
 
 @pytest.fixture(scope='module')

@@ -31,7 +31,7 @@ from reliability_support import (
 )
 
 from pydantic_ai_perplexity import PerplexityClient, PerplexityToolset, Researcher
-from pydantic_ai_perplexity.ledger import Ledger
+from pydantic_ai_perplexity._ledger import Ledger
 
 pytestmark = pytest.mark.anyio
 

@@ -35,7 +35,7 @@ from reliability_support import (
 )
 
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.mcp._jsonrpc import shallow
+from pydantic_ai_perplexity.mcp.server._jsonrpc import shallow
 
 EXAMPLES = 200
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)

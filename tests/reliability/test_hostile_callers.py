@@ -30,9 +30,9 @@ from test_cancel_http import (  # noqa: F401
     server,
 )
 
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
-from pydantic_ai_perplexity.mcp._cancels import CANCELLED_BY_CLIENT, MAX_WATCHES_PER_CALLER
+from pydantic_ai_perplexity.mcp.server._cancels import CANCELLED_BY_CLIENT, MAX_WATCHES_PER_CALLER
 
 QUESTION = 'Which heat pumps suit an old stone house? (asked by alice)'
 #: Alice's run that must still be going once Bob has tried every way: 300 s, far longer than the test takes.

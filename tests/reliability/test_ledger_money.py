@@ -25,8 +25,8 @@ from reliability_support import record
 from scale_support import Instance, Outcome, call_tool
 
 from disk_support import fill, mounted_small_disk
+from pydantic_ai_perplexity._ledger import EPSILON_USD, Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import EPSILON_USD, Ledger
 
 pytestmark = pytest.mark.slow
 
@@ -205,8 +205,8 @@ HOSTILE_TABLES: list[tuple[str, str]] = [
 def test_a_hostile_price_table_is_refused_clearly_and_never_crashes(
     case: str, text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pydantic_ai_perplexity.errors import ConfigurationError
-    from pydantic_ai_perplexity.pricing import default_prices
+    from pydantic_ai_perplexity._base.errors import ConfigurationError
+    from pydantic_ai_perplexity._domain.pricing import default_prices
 
     for given in (text, str(_written(tmp_path / 'prices.json', text))):  # JSON text, and a file's path
         monkeypatch.setenv('PERPLEXITY_PRICES', given)
@@ -221,8 +221,8 @@ def _written(path: Path, text: str) -> Path:
 
 
 def test_an_unreadable_or_huge_price_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pydantic_ai_perplexity.errors import ConfigurationError
-    from pydantic_ai_perplexity.pricing import default_prices
+    from pydantic_ai_perplexity._base.errors import ConfigurationError
+    from pydantic_ai_perplexity._domain.pricing import default_prices
 
     huge = tmp_path / 'huge.json'
     huge.write_text('{"models": {' + ', '.join(f'"acme/m{i}": [1, 2]' for i in range(100_000)) + '}}')
@@ -240,8 +240,8 @@ def test_an_unreadable_or_huge_price_file_is_refused(tmp_path: Path, monkeypatch
 
 
 def test_random_price_tables_never_crash_and_never_lower_a_reservation() -> None:
-    from pydantic_ai_perplexity.errors import ConfigurationError
-    from pydantic_ai_perplexity.pricing import fallback_prices, load_prices, reservation
+    from pydantic_ai_perplexity._base.errors import ConfigurationError
+    from pydantic_ai_perplexity._domain.pricing import fallback_prices, load_prices, reservation
 
     rnd = random.Random(21)
     values: list[Any] = [
@@ -301,7 +301,7 @@ async def test_ten_concurrent_runs_under_a_cent_with_a_zeros_table_spend_nothing
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pydantic_ai_perplexity import Researcher
-    from pydantic_ai_perplexity.errors import BudgetExceededError, ConfigurationError
+    from pydantic_ai_perplexity._base.errors import BudgetExceededError, ConfigurationError
 
     # Was: a table of zeros made every reservation $0, and 10 concurrent runs under a $0.01 cap spent $0.051.
     monkeypatch.setenv('PERPLEXITY_PRICES', json.dumps({'models': {'openai/gpt-6-luna': [0, 0]}, 'search_usd': 0}))

@@ -40,8 +40,8 @@ from reliability_support import (
 )
 
 from pydantic_ai_perplexity import PerplexityError, PerplexityToolset, Researcher
+from pydantic_ai_perplexity._core.tracing import configure_tracing
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.tracing import configure_tracing
 
 SENTINEL = 'pplx-SENTINEL0123456789abcdef-reliability-must-not-leak'
 WRONG = 'pplx-WRONGSENTINEL9876543210fedcba-must-not-leak-either'

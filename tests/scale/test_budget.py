@@ -15,9 +15,9 @@ import pytest
 from scale_support import LEGACY, MODERN, Outcome, Topology, call_tool, creates, ledger_rows
 
 from postgres_support import fresh_schema
+from pydantic_ai_perplexity._domain.pricing import reservation
+from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger
-from pydantic_ai_perplexity.pricing import reservation
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 

@@ -19,9 +19,9 @@ from scale_support import LEGACY, MODERN, Topology, call_tool
 from test_cancel_http import LONG, post_cancel, pydantic_ai_cancel, ts_cancel
 
 from postgres_support import fresh_schema
+from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.ledger import Ledger, RunRecord
-from pydantic_ai_perplexity.mcp._cancels import CANCELLED_BY_CLIENT
+from pydantic_ai_perplexity.mcp.server._cancels import CANCELLED_BY_CLIENT
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
 

@@ -13,8 +13,8 @@ import logfire
 import pytest
 from otlp_collector import otlp_collector
 
+from pydantic_ai_perplexity._core.tracing import configure_tracing
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.tracing import configure_tracing
 
 _TELEMETRY_ENV = ('LOGFIRE_', 'OTEL_')
 

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from tracing_support import SENTINEL_KEY
 
 from pydantic_ai_perplexity import AuthenticationError, Researcher
+from pydantic_ai_perplexity._core.tracing import configure_tracing
 from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.tracing import configure_tracing
 
 pytestmark = pytest.mark.anyio
 

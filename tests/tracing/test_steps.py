@@ -8,10 +8,10 @@ from inline_snapshot import snapshot
 from logfire.testing import CaptureLogfire
 from tracing_support import span_tree
 
-from pydantic_ai_perplexity import tracing
+from pydantic_ai_perplexity._core import tracing
+from pydantic_ai_perplexity._domain.results import ResearchResult
+from pydantic_ai_perplexity._domain.steps import Step, StepReducer
 from pydantic_ai_perplexity.client._models import AgentEvent, Response
-from pydantic_ai_perplexity.results import ResearchResult
-from pydantic_ai_perplexity.steps import Step, StepReducer
 
 
 def _events(*payloads: dict[str, Any]) -> list[AgentEvent]:

@@ -22,8 +22,7 @@ from httpx2._client import UseClientDefault
 from pydantic import BaseModel, ValidationError
 from typing_extensions import Unpack
 
-from .. import tracing
-from ..errors import (
+from .._base.errors import (
     APIError,
     AuthenticationError,
     BadRequestError,
@@ -31,6 +30,7 @@ from ..errors import (
     PermissionDeniedError,
     ResearchTimeoutError,
 )
+from .._core import tracing
 from ._errors import as_object, invalid_run_id, redact
 from ._models import AgentEvent, CancelAck, Model, ModelList, Response, SearchResponse
 from ._params import AgentRequest, InputItem, SearchRequest

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import httpx2
 
-from ..errors import (
+from .._base.errors import (
     APIConnectionError,
     APIStatusError,
     APITimeoutError,

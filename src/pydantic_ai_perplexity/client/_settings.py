@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx2
 from pydantic import SecretStr
 
-from ..errors import ConfigurationError
+from .._base.errors import ConfigurationError
 
 __all__ = (
     'API_KEY_ENV',

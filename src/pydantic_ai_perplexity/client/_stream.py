@@ -20,8 +20,8 @@ from urllib.parse import quote
 import anyio
 import httpx2
 
-from .. import tracing
-from ..errors import APIConnectionError, RunMayHaveStartedError
+from .._base.errors import APIConnectionError, RunMayHaveStartedError
+from .._core import tracing
 from ._errors import ErrorContext, as_object, malformed_error, redact
 from ._models import AgentEvent, parse_event
 from ._retry import backoff

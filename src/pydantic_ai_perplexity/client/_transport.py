@@ -19,8 +19,8 @@ import httpx2
 from httpx2._client import UseClientDefault
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from .. import tracing
-from ..errors import ConfigurationError
+from .._base.errors import ConfigurationError
+from .._core import tracing
 from ._errors import ErrorContext, malformed_error, network_error, status_error
 from ._retry import RequestKind, network_error_retryable, rate_limits, retry_delay, status_retryable
 from ._settings import API_KEY_ENV

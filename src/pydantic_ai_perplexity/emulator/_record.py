@@ -27,8 +27,8 @@ from typing import Any, cast
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .._redact import is_secret_param, redact_urls_and_secrets_in
-from .._safe_write import UnsafePathError, write_text_no_follow
+from .._base.redact import is_secret_param, redact_urls_and_secrets_in
+from .._base.safe_write import UnsafePathError, write_text_no_follow
 from ._errors import ApiError
 from ._files import list_names, open_folder, read_inside
 from ._runs import Run, Step, chunks

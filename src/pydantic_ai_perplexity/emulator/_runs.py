@@ -17,19 +17,12 @@ from typing import Any
 
 import anyio
 
-from ..steps import plural
+from .._domain.steps import plural
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
 from ._corpus import DEFAULT_CORPUS, Corpus, Document, best_sentences, relevance, search_corpus
 from ._faults import Directives, StatusFault
 from ._models import EFFORT_MODELS, FETCH_READER_MODEL, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
-from ._validation import (
-    CreateRequest,
-    FetchUrlTool,
-    McpTool,
-    MessageItem,
-    WebSearchTool,
-    resolve_effort,
-)
+from ._validation import CreateRequest, FetchUrlTool, McpTool, MessageItem, WebSearchTool, resolve_effort
 
 __all__ = ('TERMINAL', 'Run', 'Step', 'build_run', 'chunks')
 

@@ -62,7 +62,7 @@ def check_host(host: str, *, allow_remote: bool) -> None:
     Raises:
         ValueError: `host` is not a loopback address and `allow_remote` is false (checked before anything binds).
     """
-    from ..mcp._http import is_loopback
+    from ..mcp.server._http import is_loopback
 
     if not allow_remote and not is_loopback(host):
         raise ValueError(

@@ -14,8 +14,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .config import add_to_pydantic_deep, client_snippet, perplexity_mcp_config, perplexity_mcp_toolset
-    from .server import build_mcp_server, serve
+    from .clients.config import add_to_pydantic_deep, client_snippet, perplexity_mcp_config, perplexity_mcp_toolset
+    from .server._build import build_mcp_server, serve
 
 __all__ = (
     'add_to_pydantic_deep',
@@ -27,12 +27,12 @@ __all__ = (
 )
 
 _LAZY = {
-    'build_mcp_server': '.server',
-    'serve': '.server',
-    'perplexity_mcp_config': '.config',
-    'perplexity_mcp_toolset': '.config',
-    'client_snippet': '.config',
-    'add_to_pydantic_deep': '.config',
+    'build_mcp_server': '.server._build',
+    'serve': '.server._build',
+    'perplexity_mcp_config': '.clients.config',
+    'perplexity_mcp_toolset': '.clients.config',
+    'client_snippet': '.clients.config',
+    'add_to_pydantic_deep': '.clients.config',
 }
 
 

@@ -2,10 +2,10 @@
 
 import sys
 
-from ._exit import quiet_until_serving
+from .server._exit import quiet_until_serving
 
 quiet_until_serving()  # first: a signal while starting ends the process quietly (_exit.py)
 
-from .server import main  # noqa: E402
+from .server._build import main  # noqa: E402
 
 sys.exit(main())

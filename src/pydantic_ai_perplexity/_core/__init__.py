@@ -1,0 +1,1 @@
+"""The research core: the Researcher, reconciliation, the tool spec, batches and tracing."""

@@ -1,0 +1,971 @@
+"""The one implementation of research that every way in uses: start, wait with progress, collect, cancel, list.
+
+A research call is always a *background* run (`background: true, store: true`): the create returns at once
+with the run's id, which is recorded in the ledger before anything else can go wrong, and the run then goes
+on server-side whatever happens to this process. Waiting streams the run's events (resuming after drops) and
+stops at the wait budget; a run still going then comes back as a hand-off, a `ResearchResult` whose `done`
+is false, to be collected later by `response_id` from any process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
+
+import anyio
+import anyio.to_thread
+from pydantic import TypeAdapter, ValidationError
+
+from .._base.errors import (
+    BadRequestError,
+    ConfigurationError,
+    InternalServerError,
+    InvalidArgumentError,
+    MalformedResponseError,
+    NotFoundError,
+    PerplexityError,
+    ResearchTimeoutError,
+    RunMayHaveStartedError,
+)
+from .._domain.budget import Budget, BudgetWarning, SpendLine
+from .._domain.options import (
+    EFFORTS,
+    ResearchOptions,
+    ResearchOptionsDict,
+    check_domains,
+    check_recency,
+    check_wait,
+    response_format,
+    wire_date,
+)
+from .._domain.pricing import default_prices, limit_request, refresh_api_prices
+from .._domain.results import ResearchResult, Usage
+from .._domain.settings import Settings
+from .._domain.steps import Step, StepReducer
+from .._ledger import Ledger, OnBudget, Origin, Recorder, RunRecord, default_ledger_path, estimate_cost
+from ..client import PerplexityClient
+from ..client._models import AgentEvent, Response, SearchResponse, field_of
+from ..client._params import AgentRequest, SearchRequest
+from . import tracing
+from .reconcile import learn_from, reconcile, record_finished
+
+if TYPE_CHECKING:
+    import httpx2
+
+__all__ = (
+    'EFFORTS',
+    'ON_BUDGET_ENV',
+    'BatchKeywords',
+    'OnBudgetWarning',
+    'OnProgress',
+    'OnStarted',
+    'ResearchKeywords',
+    'Researcher',
+    'RunKeywords',
+    'research',
+    'research_sync',
+)
+
+#: What a run that does not fit the budget does when `on_budget` is not given: `refuse` (unset) or `tighten`.
+ON_BUDGET_ENV = 'PERPLEXITY_ON_BUDGET'
+
+logger = logging.getLogger('pydantic_ai_perplexity')
+
+_T = TypeVar('_T')
+
+OnProgress = Callable[[Step], Awaitable[None] | None]
+"""Called with each research step people see: its kind, description, specifics, the run's id and the counts so far."""
+
+OnStarted = Callable[[str], Awaitable[None] | None]
+"""Called with a run's id as soon as the create answered and the id is in the ledger, before any waiting."""
+
+OnBudgetWarning = Callable[[BudgetWarning], Awaitable[None] | None]
+"""Called when a run's reservation carries a budget window across its `warn_at` (once per window)."""
+
+
+class BatchKeywords(ResearchOptionsDict, total=False):
+    """What every run of a batch takes (`research_many`): the options, and how each run is waited for and recorded."""
+
+    options: ResearchOptions | None
+    on_progress: OnProgress | None
+    wait_seconds: float | None
+    caller: str | None
+    reuse_within: float | None
+
+
+class RunKeywords(BatchKeywords, total=False):
+    """What `Researcher.run` takes besides the query, as keywords (`run_sync` takes them too)."""
+
+    on_started: OnStarted | None
+    request_id: str | None
+
+
+class ResearchKeywords(RunKeywords, total=False):
+    """What `research()` / `research_sync()` take: `Researcher.run`'s keywords and the researcher's settings."""
+
+    api_key: str | None
+    base_url: str | None
+    budget_usd: float | None
+    budget: Budget | None
+    ledger: Ledger | str | os.PathLike[str] | Literal[False] | None
+    scope: str | None
+    on_budget: OnBudget | None
+    on_budget_warning: OnBudgetWarning | None
+
+
+#: The keywords of `research()` that make its `Researcher`; the rest go to `Researcher.run`.
+_SETTINGS = ('api_key', 'base_url', 'budget_usd', 'budget', 'ledger', 'scope', 'on_budget', 'on_budget_warning')
+
+
+@dataclass
+class _Run:
+    query: str
+    effort: str
+    started: float
+    adapter: TypeAdapter[Any] | None
+    structured: bool
+    trace: tracing.RunTrace = tracing.NO_TRACE
+    model: str | None = None
+    #: The limits lowered to fit the budget (`ResearchResult.tightened`).
+    tightened: dict[str, tuple[int, int]] | None = None
+    #: What the result must say of how it came about (`ResearchResult.notes`).
+    notes: tuple[str, ...] = ()
+
+
+class Researcher:
+    """Runs research on Perplexity's Agent API and keeps the ledger and budget; one per process is typical.
+
+    Use it as an async context manager (re-entrant: it is reference-counted, so one HTTP client serves every
+    user inside it), or call `aclose()` when done. Settings not given come from the environment at
+    construction: `PERPLEXITY_API_KEY`, `PERPLEXITY_BASE_URL`, `PERPLEXITY_EFFORT`, `PERPLEXITY_WAIT_SECONDS`,
+    `PERPLEXITY_BUDGET_USD`, `PERPLEXITY_ON_BUDGET`, `PERPLEXITY_STATE_DIR`. Under a budget, a run that does not fit
+    what is left is refused (`BudgetExceededError`), or with `on_budget='tighten'` run with lower limits (said in
+    `ResearchResult.tightened`).
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        effort: str | None = None,
+        wait_seconds: float | None = None,
+        budget_usd: float | None = None,
+        ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
+        on_budget: OnBudget | None = None,
+        origin: Origin = 'api',
+        client: PerplexityClient | None = None,
+        http_client: httpx2.AsyncClient | None = None,
+        max_retries: int = 2,
+        budget: Budget | None = None,
+        scope: str | None = None,
+        on_budget_warning: OnBudgetWarning | None = None,
+        clock: Callable[[], datetime] | None = None,
+        reuse_within: float | None = None,
+    ) -> None:
+        """`budget` adds windows, a per-run ceiling, per-caller and per-scope limits and `warn_at` to the total cap
+        (`budget_usd`); `scope` labels this researcher's runs for `budget.per_scope`; `on_budget_warning` is called
+        when a run crosses `warn_at`; `clock` (UTC now) decides the runs' times and so their budget windows;
+        `reuse_within` (seconds) serves a question asked again with the same options inside that window from the
+        finished run in the ledger (`run(reuse_within=...)` per call)."""
+        #: The checked settings: the arguments given, the rest from the environment (see `Settings.load`).
+        self.settings = Settings.load(
+            api_key=api_key,
+            base_url=base_url,
+            effort=effort,
+            wait_seconds=wait_seconds,
+            budget_usd=budget_usd,
+            budget=budget,
+        )
+        self.effort = self.settings.effort
+        self.wait_seconds = self.settings.wait_seconds
+        self.budget_usd = self.settings.budget_usd
+        #: Every limit that applies (the total is `budget_usd`), or None.
+        self.budget = self.settings.budget
+        self.scope = scope
+        self.on_budget_warning = on_budget_warning
+        #: Seconds within which the same question with the same options is served from the ledger's finished run
+        #: (`ResearchResult.reused`) instead of researched and billed again; None: never.
+        self.reuse_within = _check_reuse(reuse_within)
+        self._clock = clock or _utc_now
+        self._warned: set[tuple[str, str | None, str | None, str]] = set()
+        if on_budget is None:
+            on_budget = cast('OnBudget', os.environ.get(ON_BUDGET_ENV, '').strip().lower() or 'refuse')
+            if on_budget not in ('refuse', 'tighten'):
+                raise ConfigurationError(f'{ON_BUDGET_ENV} must be "refuse" (the default) or "tighten".')
+        if on_budget not in ('refuse', 'tighten'):
+            raise ConfigurationError(f'on_budget={on_budget!r}: use "refuse" (the default) or "tighten".')
+        #: A run that does not fit what is left of the budget is refused (`'refuse'`), or run with lower limits
+        #: (`'tighten'`; the result's `tightened` says which).
+        self.on_budget: OnBudget = on_budget
+        self.origin: Origin = origin
+        if ledger is False:
+            self.ledger: Ledger | None = None
+        elif isinstance(ledger, Ledger):
+            self.ledger = ledger
+        else:
+            self.ledger = Ledger(ledger)
+        if self.budget is not None and self.ledger is None:
+            raise ConfigurationError('A budget needs the ledger to record spend: drop ledger=False or the budget.')
+        self._owns_client = client is None
+        self._client = client
+        self._client_settings: dict[str, Any] = {
+            'api_key': api_key,
+            'base_url': base_url,
+            'http_client': http_client,
+            'max_retries': max_retries,
+        }
+        if client is None:
+            # Fail fast on a bad base URL (construction reads and checks the environment).
+            self._client = PerplexityClient(**self._client_settings)
+        self._users = 0
+        self._lock = anyio.Lock()
+        self._recorder: Recorder | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Researcher:
+        async with self._lock:
+            self._users += 1
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        async with self._lock:
+            self._users -= 1
+            last = self._users == 0
+        if last:
+            await self.aclose()
+
+    @property
+    def client(self) -> PerplexityClient:
+        """The HTTP client; made again on first use after `aclose()`, so a researcher can be re-entered."""
+        if self._client is None:
+            self._client = PerplexityClient(**self._client_settings)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (if this researcher made it) and the ledger; both reopen on next use."""
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+        if self._recorder is not None:
+            recorder, self._recorder = self._recorder, None
+            await anyio.to_thread.run_sync(recorder.close)
+        if self.ledger is not None:
+            await anyio.to_thread.run_sync(self.ledger.close)
+
+    async def flush(self) -> None:
+        """Wait until every queued ledger write has landed (closing the researcher does this too)."""
+        await self._flush()
+
+    def __repr__(self) -> str:
+        return f'Researcher(effort={self.effort!r}, wait_seconds={self.wait_seconds!r}, client={self._client!r})'
+
+    # -- research ----------------------------------------------------------------------------------------------
+
+    def build_request(
+        self, options: ResearchOptions | None = None, /, **given: Unpack[ResearchOptionsDict]
+    ) -> AgentRequest:
+        """The create request for these options, checked; raises `InvalidArgumentError` naming what to fix."""
+        return _limited(ResearchOptions.parse(options, **given).to_request(self.effort))
+
+    async def start(
+        self,
+        query: str,
+        *,
+        options: ResearchOptions | None = None,
+        caller: str | None = None,
+        request_id: str | None = None,
+        **given: Unpack[ResearchOptionsDict],
+    ) -> ResearchResult:
+        """Start a background run and return at once (status `queued`); collect it later by `response_id`.
+
+        Takes the options of `run`; the run's id is in the ledger when this returns. `request_id` is recorded on the
+        run's ledger row from its reservation on, so that a caller can find a run it may have started (see durable.py).
+        """
+        with tracing.research_span(query) as trace:
+            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller, request_id)
+            trace.started(response, effort=run.effort, model=run.model)
+            result = self._marked(ResearchResult.from_response(response, effort=response.effort, query=query))
+            result.notes = list(run.notes)
+            return result
+
+    async def run(
+        self,
+        query: str,
+        *,
+        options: ResearchOptions | None = None,
+        on_progress: OnProgress | None = None,
+        on_started: OnStarted | None = None,
+        wait_seconds: float | None = None,
+        caller: str | None = None,
+        request_id: str | None = None,
+        reuse_within: float | None = None,
+        **given: Unpack[ResearchOptionsDict],
+    ) -> ResearchResult:
+        """Start a run and wait up to the wait budget: the finished result, or a hand-off if it is still going.
+
+        The options are `ResearchOptions`' fields, as keywords or `options=` (keywords win). The run's id is in the
+        ledger before any waiting (`on_started` is then called with it), whatever cancels the call. `caller` (who
+        asked, e.g. an MCP token's name) is recorded on the run in the ledger, for spend per caller; `request_id` too
+        (e.g. the MCP call's JSON-RPC id, so that a cancel reaching another instance finds the run), as in `start`.
+        With `reuse_within` (seconds; default the researcher's), a run of the same question with the same options that
+        finished inside the window, in any process sharing the ledger, is served again (`reused`, nothing billed).
+        """
+        if _in_durable_workflow():  # DBOS workflow code: a start step and a collect step (durable.py)
+            from .. import durable
+
+            return await durable.run(
+                self,
+                query,
+                options=options,
+                on_progress=on_progress,
+                on_started=on_started,
+                wait_seconds=wait_seconds,
+                caller=caller,
+                **given,
+            )
+        parsed = ResearchOptions.parse(options, **given)
+        window = self.reuse_within if reuse_within is None else _check_reuse(reuse_within)
+        notes: tuple[str, ...] = ()
+        if window:
+            reused, notes = await self._reused(query, parsed, window, caller)
+            if reused is not None:
+                return reused
+        with tracing.research_span(query) as trace:
+            response, run = await self._begin(query, parsed, caller, request_id)
+            run.notes = (*notes, *run.notes)
+            run.trace = trace.started(response, effort=run.effort, model=run.model)
+            if on_started is not None:
+                outcome = on_started(response.id)
+                if outcome is not None:
+                    await outcome
+            result = await self._wait(response.id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+            trace.finish(result)
+            return result
+
+    def run_sync(self, query: str, **keywords: Unpack[RunKeywords]) -> ResearchResult:
+        """`run` for scripts: on an event loop of its own, inside this researcher (its HTTP client closed after).
+
+        Raises `RuntimeError` where an event loop is running (async code, Jupyter): `await researcher.run(...)` there.
+        """
+
+        async def entered() -> ResearchResult:
+            async with self:
+                return await self.run(query, **keywords)
+
+        return _run_sync(entered, 'Researcher.run_sync', 'await researcher.run(...)')
+
+    async def collect(
+        self, response_id: str, *, wait_seconds: float | None = None, on_progress: OnProgress | None = None
+    ) -> ResearchResult:
+        """Wait again (up to the wait budget) for a run started earlier, by this or any other process."""
+        if _in_durable_workflow():  # DBOS workflow code: one checkpointed step (durable.py)
+            from .. import durable
+
+            return await durable.collect(self, response_id, wait_seconds=wait_seconds, on_progress=on_progress)
+        record = await self._ledger_call(self.ledger.get, response_id) if self.ledger else None
+        run = _Run(
+            query=record.query if record else '',
+            effort=(record.effort if record else None) or '',
+            started=time.monotonic(),
+            adapter=None,
+            structured=False,
+        )
+        with tracing.collect_span(response_id, record) as trace:
+            run.trace = trace
+            result = await self._wait(response_id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+            run.trace.finish(result)
+            return result
+
+    @tracing.cancel_span
+    async def cancel(self, response_id: str) -> ResearchResult:
+        """Ask the API to cancel a run (it stops billing); returns the run's state after the acknowledgement.
+
+        A run that had already ended comes back as it ended (nothing is cancelled). The live API refuses a cancel of an
+        unknown, malformed or finished id alike (400 "already terminal"), so a refusal is checked with a retrieve.
+
+        Raises:
+            NotFoundError: no such run; `reason` says whether the id is not a run id at all, or no run of that id was
+                started here (the ledger does not know it) and the API has none.
+        """
+        try:
+            ack = await self.client.cancel(response_id)
+        except (BadRequestError, NotFoundError) as refused:
+            try:
+                response = await self.client.retrieve(response_id)
+            except NotFoundError as missing:
+                raise await self._no_such_run(response_id, missing) from None
+            if not response.done:
+                raise refused
+            # Already finished: nothing to cancel; report how it ended.
+            result = self._marked(ResearchResult.from_response(response))
+            await self._record_end(result)
+            return result
+        if self.ledger:
+            self._record(self.ledger.update, response_id, status=ack.status)
+        try:
+            response = await self.client.wait(
+                response_id, timeout=min(5.0, self.wait_seconds or 5.0), poll_interval=0.2
+            )
+        except ResearchTimeoutError as exc:
+            last = cast('Response | None', exc.last)
+            return self._marked(ResearchResult(response_id=response_id, status=last.status if last else ack.status))
+        result = self._marked(ResearchResult.from_response(response))
+        await self._record_end(result)
+        return result
+
+    async def _no_such_run(self, response_id: str, missing: NotFoundError) -> NotFoundError:
+        """The error for a cancel of a run the API does not have, in our words (never the API's "already terminal")."""
+        if missing.reason is not None:  # not a run id at all
+            reason = missing.reason
+        elif self.ledger is not None and await self._ledger_call(self.ledger.get, response_id) is None:
+            reason = f'no run {response_id!r} was started here (the ledger does not know it) and the API has none'
+        else:
+            reason = f'the API has no run {response_id!r} (it expired, or was created with store=False)'
+        return NotFoundError.because(reason, f'Nothing was cancelled: {reason}.', missing)
+
+    async def list(self, *, status: str | None = None, limit: int = 20, caller: str | None = None) -> list[RunRecord]:
+        """Recent runs from the ledger, newest first (only those `caller` started, when given).
+
+        Runs the ledger still shows as unfinished are refreshed from the API first (bounded, cached: `reconcile`).
+        """
+        if self.ledger is None:
+            return []
+        records: list[RunRecord] = await self._ledger_call(self.ledger.list, status=status, limit=limit, caller=caller)
+        updated = await reconcile(self.ledger, self.client, records, timeout=5.0)
+        return [updated.get(r.response_id, r) for r in records]
+
+    @tracing.search_span
+    async def search(
+        self,
+        query: str | list[str],
+        *,
+        max_results: int = 10,
+        domains: Sequence[str] | None = None,
+        recency: str | None = None,
+        after: str | date | None = None,
+        before: str | date | None = None,
+    ) -> SearchResponse:
+        """The Search API: ranked pages (title, url, date, snippet), no synthesis. Fast and cheap."""
+        if not 1 <= max_results <= 20:
+            raise InvalidArgumentError(f'max_results={max_results} is out of range 1..20.', argument='max_results')
+        filters: SearchRequest = {'max_results': max_results}
+        if domains:
+            filters['search_domain_filter'] = check_domains(domains)
+        if recency:
+            filters['search_recency_filter'] = check_recency(recency)
+        if after:
+            filters['search_after_date_filter'] = wire_date(after, 'after')
+        if before:
+            filters['search_before_date_filter'] = wire_date(before, 'before')
+        return await self.client.search(query, **filters)
+
+    # -- internals ---------------------------------------------------------------------------------------------
+
+    async def _begin(
+        self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
+    ) -> tuple[Response, _Run]:
+        """Create the run and record its id in the ledger (the write flushed), whatever cancels the caller.
+
+        Input that cannot be sent is refused first, before anything is reserved. From the reservation on, the
+        reservation, the create and the record of its id run to their end even if the caller is cancelled (anyio
+        scopes, `task.cancel()`, `asyncio.wait_for`, Ctrl-C): a run the API created is always in the ledger with its
+        id, so any process can list and collect it, and the cancellation is delivered once that write has landed.
+        """
+        if not query or not query.strip():
+            raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
+        _check_sendable(query, options.to_request(self.effort))
+        try:
+            return await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+        except BadRequestError as exc:
+            previous = options.previous_response_id
+            if previous is None or not _unknown_previous(exc):
+                raise
+        # The API does not know the earlier run (expired, or started with another key or API): its question and
+        # answer go along as context instead, and the result says so.
+        options, note = await self._as_context(previous, options)
+        response, run = await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+        run.notes = (*run.notes, note)
+        return response, run
+
+    async def _as_context(self, previous: str, options: ResearchOptions) -> tuple[ResearchOptions, str]:
+        """`options` with the earlier run's question and answer as instructions in place of `previous_response_id`,
+        and the note that says so; the question from the ledger, the answer from a retrieve when the API still has it.
+
+        Raises:
+            InvalidArgumentError: neither the ledger nor the API knows the earlier run: there is nothing to continue.
+        """
+        record = await self._ledger_call(self.ledger.get, previous) if self.ledger else None
+        question = record.query if record is not None else ''
+        answer = ''
+        with contextlib.suppress(PerplexityError):
+            answer = (await self.client.retrieve(previous)).output_text
+        if not question and not answer:
+            raise InvalidArgumentError(
+                f'previous_response_id={previous!r} names a run neither the API nor the ledger knows (expired, or '
+                'started elsewhere), so there is nothing to continue: ask the question in full instead.',
+                argument='previous_response_id',
+            )
+        context = ['This question follows up an earlier one; take its context into account.']
+        if question:
+            context.append(f'The earlier question: {question}')
+        if answer:
+            context.append(f'The earlier answer: {_clipped(answer, _MAX_CONTEXT_CHARS)}')
+        if options.instructions:
+            context.append(options.instructions)
+        given = {(True, True): 'question and answer were', (True, False): 'question was', (False, True): 'answer was'}
+        missing = '' if answer else ' (its answer is no longer available from the API)'
+        note = (
+            f'The earlier run {previous} could not be continued: the API no longer knows it (expired, or started with '
+            f'another key or API). Its {given[bool(question), bool(answer)]} given as context instead{missing}.'
+        )
+        update = {'previous_response_id': None, 'instructions': '\n\n'.join(context)}
+        return options.model_copy(update=update), note
+
+    async def _start_recorded(
+        self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None
+    ) -> tuple[Response, _Run]:
+        started = await self._start(query, options, caller, request_id)
+        await self._flush()
+        return started
+
+    async def _start(
+        self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
+    ) -> tuple[Response, _Run]:
+        request = _limited(options.to_request(self.effort))
+        effort = request.get('effort') or self.effort
+        adapter = response_format(options.output_type)[1] if options.output_type is not None else None
+        token: str | None = None
+        record: RunRecord | None = None
+        tightened: dict[str, tuple[int, int]] | None = None
+        if self.ledger is not None:
+            at = self._clock()
+            record = RunRecord(
+                created_at=at,
+                updated_at=at,
+                scope=self.scope,
+                query=self.client.redact(query),  # a key pasted into a question is never stored
+                effort=effort,
+                model=request.get('model'),
+                status='starting',
+                origin=self.origin,
+                caller=caller,
+                request_id=request_id,
+                estimate_usd=estimate_cost(effort),
+                api=self.client.api,
+                emulated=self.client.emulated is True,  # known once the API has answered once
+                fingerprint=self._fingerprint(query, options),
+                **tracing.current_ids(),
+            )
+            token, record, request, tightened = await self._reserve(record, request, query)
+            if token is None:
+                # No cap: the row is written anyway before the create (a run's intent, keyed by `request_id` when
+                # given), so that a process killed while the create is in flight leaves a row to find, never nothing;
+                # marked emulated when it is, so that one left by an emulator never counts as real spend.
+                await self._probe_emulator()
+                intent = record.model_copy(update={'emulated': self.client.emulated is True})
+                token = await self._ledger_call(self.ledger.reserve, intent, cap_usd=None)
+        try:
+            response = await self.client.start(query, **request)
+        except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
+            # A billed run may exist, but its id never came back: the attempt stays in the ledger as a reservation
+            # (counting its estimate against the budget) with the reason, so that it can be listed and checked.
+            if self.ledger is not None and token is not None:
+                self._record(self.ledger.update, token, error=str(exc))
+            raise
+        except PerplexityError:
+            # The API refused the create (4xx, refused connection, ...): no run, give the estimate back.
+            if token is not None and self.ledger is not None:
+                self._record(self.ledger.release, token)
+            raise
+        if self.ledger is not None and token is not None:
+            emulated = self.client.emulated is True  # an emulated run never counts against the real API's budget
+            self._record(self.ledger.bind, token, response.id, status=response.status, emulated=emulated)
+        run = _Run(query, effort, time.monotonic(), adapter, options.output_type is not None, model=options.model)
+        run.tightened = tightened
+        return response, run
+
+    def _fingerprint(self, query: str, options: ResearchOptions) -> str:
+        """What makes two runs the same for reuse: the question (as the ledger keeps it), the request its options
+        make with this researcher's defaults, and the API it goes to (an emulator's answer never stands in for one)."""
+        request = _limited(options.to_request(self.effort))
+        text = json.dumps(
+            [self.client.redact(query.strip()), request, self.client.api],
+            sort_keys=True,
+            default=repr,
+            ensure_ascii=True,
+        )
+        return hashlib.sha256(text.encode('ascii')).hexdigest()
+
+    async def _reused(
+        self, query: str, options: ResearchOptions, window: float, caller: str | None
+    ) -> tuple[ResearchResult | None, tuple[str, ...]]:
+        """The result of the same question with the same options, finished within `window` seconds, served again
+        (retrieved from the API, which keeps stored runs: free, nothing billed); or None and what the caller must know.
+
+        A run the API no longer has (expired) is researched again, and the new result says so.
+        """
+        if self.ledger is None or not query.strip():
+            return None, ()
+        fingerprint = self._fingerprint(query, options)
+        record: RunRecord | None = await self._ledger_call(self.ledger.find_reusable, fingerprint, caller=caller)
+        age = (self._clock() - record.created_at).total_seconds() if record is not None else math.inf
+        if record is None or age > window:
+            return None, ()
+        try:
+            response = await self.client.retrieve(record.response_id)
+        except NotFoundError:
+            return None, (
+                f'The same question was answered {_ago(age)} ago (run {record.response_id}), but the API no longer '
+                'keeps that run (expired): it was researched again.',
+            )
+        if response.status != 'completed':
+            return None, ()
+        adapter = response_format(options.output_type)[1] if options.output_type is not None else None
+        result = self._marked(
+            ResearchResult.from_response(
+                response, effort=record.effort, query=query, structured=options.output_type is not None
+            )
+        )
+        self._typed(result, adapter)
+        result.usage = Usage(cost_usd=0.0)  # this call cost nothing: the earlier run's cost is in the ledger, once
+        result.reused = True
+        result.notes = [
+            f'Reused: the same question with the same options was answered {_ago(age)} ago (run '
+            f'{record.response_id}); served from that run, not researched or billed again.'
+        ]
+        return result, ()
+
+    @staticmethod
+    def _typed(result: ResearchResult, adapter: TypeAdapter[Any] | None) -> None:
+        """A structured answer's data validated as the requested type; `error` says when it does not match."""
+        if adapter is not None and result.data is not None:
+            try:
+                result.data = adapter.validate_python(result.data)
+            except ValidationError as exc:
+                result.error = f'structured output did not match the requested type: {exc.error_count()} errors'
+
+    async def _probe_emulator(self) -> None:
+        """Ask a local base URL once (a free `GET /v1/models`) whether it is an emulator, if no answer said so yet."""
+        if self.client.emulated is None and _on_loopback(self.client.api):
+            with contextlib.suppress(PerplexityError):
+                await self.client.models()
+
+    async def _reserve(
+        self, record: RunRecord, request: AgentRequest, query: str
+    ) -> tuple[str | None, RunRecord, AgentRequest, dict[str, tuple[int, int]] | None]:
+        """Hold the most the run can cost (`pricing.reservation`) against the budget before anything is spent.
+
+        Returns the reservation's key (None without a cap), the record carrying the reservation as its estimate, the
+        request to send (with `on_budget='tighten'` it may be tightened to fit), and what was lowered.
+        """
+        if self.ledger is None:
+            return None, record, request, None
+        if self.budget is not None and self.client.emulated is None and _on_loopback(self.client.api):
+            # Which budget applies (the real API's, or the emulator's) must be known before the check: a local base
+            # URL is asked once (a free GET) whether it is an emulator.
+            with contextlib.suppress(PerplexityError):
+                await self.client.models()
+            record = record.model_copy(update={'emulated': bool(self.client.emulated)})
+        self.client.require_key()  # no key: said before any request (the prices below are read with it)
+        # The API's own prices, cached in the state directory for a day.
+        prices = default_prices(await refresh_api_prices(self.client, default_ledger_path().parent))
+        # The budget check must finish before anything is spent: this one call waits. The total cap is
+        # `budget.total`; every limit is checked in the one transaction. Without a budget nothing is stored here
+        # (priced, and the limits the price assumes added to the request); the prices learned by every process are
+        # read from the ledger either way.
+        admission = await self._ledger_call(
+            self.ledger.admit,
+            record,
+            query,
+            request,
+            cap_usd=None,
+            budget=self.budget,
+            prices=prices,
+            on_budget=self.on_budget,
+        )
+        await self._budget_warnings(admission.warnings)
+        request = cast('AgentRequest', admission.request)
+        return admission.token, admission.record, request, dict(admission.changes) or None
+
+    async def _budget_warnings(self, warnings: Sequence[BudgetWarning]) -> None:
+        """Say that a window crossed its `warn_at`: a span event, a logged warning and the callback, once per window."""
+        for warning in warnings:
+            key = warning.limit.key()
+            if key in self._warned:
+                continue
+            self._warned.add(key)
+            tracing.event('perplexity.budget.warning', warning.attributes())
+            logger.warning('%s', warning.message)
+            if self.on_budget_warning is None:
+                continue
+            try:  # the run is admitted: a failing callback must not leave its reservation unbound
+                outcome = self.on_budget_warning(warning)
+                if outcome is not None:
+                    await outcome
+            except Exception:
+                logger.exception('on_budget_warning raised; the run goes on')
+
+    async def spend(self, *, caller: str | None = None) -> list[SpendLine]:
+        """Spent, held and left in each window (day, month, total), for everyone, each caller and each scope.
+
+        Counts what an admission of this researcher counts: real runs only, or every run against an emulator.
+        """
+        if self.ledger is None:
+            return []
+        emulated = None if self.client.emulated is True else False
+        return await self._ledger_call(
+            self.ledger.spend, self.budget, caller=caller, at=self._clock(), emulated=emulated
+        )
+
+    async def _wait(
+        self, response_id: str, run: _Run, *, on_progress: OnProgress | None, wait_seconds: float | None
+    ) -> ResearchResult:
+        steps = StepReducer(response_id, started=run.started)
+        given = check_wait(wait_seconds)
+        budget = self.wait_seconds if given is None else given
+
+        async def shown(step: Step) -> None:
+            run.trace.step(step)
+            if step.shown and on_progress is not None:
+                outcome = on_progress(step)
+                if outcome is not None:
+                    await outcome
+
+        async def on_event(event: AgentEvent) -> None:
+            step = steps.observe(event)
+            if step is not None:
+                await shown(step)
+
+        async def on_snapshot(snapshot: Response) -> None:
+            # Polled (no stream): a running run's snapshot carries the search and fetch items reached so far.
+            for step in steps.snapshot(snapshot, live=True):
+                await shown(step)
+
+        try:
+            response = await self.client.wait(response_id, timeout=budget, on_event=on_event, on_snapshot=on_snapshot)
+        except ResearchTimeoutError as exc:
+            last = cast('Response | None', exc.last)
+            if last is not None:
+                steps.snapshot(last)  # counted; not shown nor traced: they arrive together, late
+            steps.progress.elapsed_s = round(time.monotonic() - run.started, 3)
+            status = last.status if last is not None and last.status != 'queued' else 'in_progress'
+            if self.ledger:
+                self._record(self.ledger.update, response_id, status=status)
+            return self._marked(
+                ResearchResult(
+                    response_id=response_id,
+                    status=status,
+                    progress=steps.progress,
+                    effort=run.effort or None,
+                    query=run.query or None,
+                    notes=list(run.notes),
+                )
+            )
+        for step in steps.snapshot(response):  # items of the final snapshot no event reported (a polled run)
+            run.trace.step(step)
+        steps.progress.elapsed_s = round(time.monotonic() - run.started, 3)
+        steps.progress.answer_chars = len(response.output_text)
+        result = self._marked(
+            ResearchResult.from_response(
+                response,
+                progress=steps.progress,
+                effort=run.effort or None,
+                query=run.query or None,
+                structured=run.structured,
+            )
+        )
+        if run.tightened:
+            result.tightened = dict(run.tightened)
+        result.notes = list(run.notes)
+        self._typed(result, run.adapter)
+        await self._record_end(result)
+        return result
+
+    def _marked(self, result: ResearchResult) -> ResearchResult:
+        """The result marked `emulated` when the API's last answer came from an emulator (`x-pplx-emulator`)."""
+        result.emulated = self.client.emulated is True
+        return result
+
+    async def _record_end(self, result: ResearchResult) -> None:
+        if self.ledger is None:
+            return
+        self._record(record_finished, self.ledger, result)
+        self._record(learn_from, self.ledger, result)  # billed above the table: later reservations price it higher
+
+    def _record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Queue a ledger write; it runs in order on the recorder thread, never delaying the research call."""
+        if self._recorder is None:
+            self._recorder = Recorder()
+        self._recorder.submit(functools.partial(fn, *args, **kwargs))
+
+    async def _flush(self) -> None:
+        if self._recorder is not None:
+            await anyio.to_thread.run_sync(self._recorder.flush)
+
+    async def _ledger_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """A ledger read (or the budget reservation): earlier queued writes land first, so it sees them."""
+        await self._flush()
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def _check_reuse(seconds: object) -> float | None:
+    """A reuse window: None (never), or finite seconds >= 0."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgumentError(
+            f'reuse_within={seconds!r} is not a number of seconds: give a finite number, 0 or more (0 or None: never).',
+            argument='reuse_within',
+        )
+    return float(seconds)
+
+
+def _ago(seconds: float) -> str:
+    """An age in words: "42 s", "5 min", "3 h"."""
+    seconds = max(seconds, 0.0)
+    if seconds < 120:
+        return f'{seconds:.0f} s'
+    if seconds < 7200:
+        return f'{seconds / 60:.0f} min'
+    return f'{seconds / 3600:.0f} h'
+
+
+#: The most of an earlier answer a follow-up carries as context when the API no longer knows the earlier run.
+_MAX_CONTEXT_CHARS = 6000
+
+
+def _clipped(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + ' [...]'
+
+
+def _unknown_previous(exc: BadRequestError) -> bool:
+    """Whether a create was refused for its `previous_response_id`: live, a bare 400 `invalid request` (no `param`);
+    the emulator names the param too."""
+    if exc.param == 'previous_response_id':
+        return True
+    body: object = exc.body
+    message = field_of(field_of(body, 'error'), 'message') if body is not None else None
+    return exc.param is None and exc.type == 'invalid_request' and message == 'invalid request'
+
+
+def _limited(request: AgentRequest) -> AgentRequest:
+    """`request` with the limits of its effort's profile that it does not set (`pricing.limit_request`): sent, so that
+    the API enforces what the budget's reservation assumes."""
+    return cast('AgentRequest', limit_request(request))
+
+
+def _in_durable_workflow() -> bool:
+    """Whether this is DBOS workflow code (not a step): never imports dbos, so free when it is not in use."""
+    if 'dbos' not in sys.modules:
+        return False
+    from ..durable import active
+
+    return active()
+
+
+async def research(query: str, **keywords: Unpack[ResearchKeywords]) -> ResearchResult:
+    """Research one question with settings from the environment: the one-liner for notebooks and scripts.
+
+    Takes the options of `Researcher.run` (typed: a misspelt option or an unknown effort is a type error), plus the
+    researcher's `api_key`, `base_url`, `budget_usd`, `budget`, `ledger`, `scope`, `on_budget` and
+    `on_budget_warning`.
+    """
+    given = cast('dict[str, Any]', dict(keywords))
+    settings = {k: given.pop(k) for k in _SETTINGS if k in given}
+    async with Researcher(origin='api', **settings) as researcher:
+        return await researcher.run(query, **given)
+
+
+def research_sync(query: str, **keywords: Unpack[ResearchKeywords]) -> ResearchResult:
+    """`research()` for scripts: runs on an event loop of its own and returns the result.
+
+    Raises `RuntimeError` when called where an event loop is running (async code, Jupyter): `await research(...)`
+    there instead.
+    """
+    return _run_sync(lambda: research(query, **keywords), 'research_sync', 'await research(...)')
+
+
+def _run_sync(work: Callable[[], Coroutine[Any, Any, _T]], name: str, instead: str) -> _T:
+    """Run `work` to its end on a new event loop (as `asyncio.run`); refused, clearly, inside a running one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work())
+    raise RuntimeError(
+        f'{name}() cannot run where an event loop is already running (async code, or a Jupyter notebook): '
+        f'use `{instead}` there instead.'
+    )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _on_loopback(api: str) -> bool:
+    """Whether the API's host (`host:port`) is this machine, where an emulator may answer."""
+    host = api.rsplit(':', 1)[0] if not api.endswith(']') else api
+    return host.strip('[]') in ('127.0.0.1', 'localhost', '::1') or host.startswith('127.')
+
+
+def _check_sendable(query: str, request: Mapping[str, Any]) -> None:
+    """Refuse text that is not valid Unicode (a lone surrogate, e.g. from undecodable bytes) before anything is
+    reserved or sent: the request could never be encoded as UTF-8, so no run could start.
+
+    Raises:
+        InvalidArgumentError: naming the argument that holds it (`query`, or the request field) and the character.
+    """
+    for argument, value in (('query', query), *request.items()):
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        try:
+            text.encode('utf-8')
+        except UnicodeEncodeError as exc:
+            bad = f'U+{ord(text[exc.start]):04X}'
+            raise InvalidArgumentError(
+                f'The {argument} holds a lone surrogate ({bad}), which is not valid Unicode text and cannot be sent. '
+                f"Remove it, or decode the text with errors='replace'. Nothing was started or reserved.",
+                argument=argument,
+            ) from None
+
+
+async def _to_the_end(work: Callable[[], Awaitable[_T]]) -> _T:
+    """Run `work` to its end whatever cancels the caller, then deliver the cancellation.
+
+    An anyio shield holds off anyio cancellation (scopes, timeouts, a toolset's deadline); on asyncio, `work` also
+    runs as its own task that the caller keeps waiting for when it is cancelled natively (`task.cancel()`,
+    `asyncio.wait_for`, `asyncio.timeout`, Ctrl-C under `asyncio.run`), re-raising `CancelledError` once it is done.
+    """
+    cancelled = False
+    task: asyncio.Future[_T] | None = None
+    with anyio.CancelScope(shield=True):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): the shield is all it takes
+            return await work()
+        task = asyncio.ensure_future(work())
+        while not task.done():
+            try:
+                await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.cancelled():  # the work itself was cancelled (its event loop is closing)
+                    raise
+                cancelled = True  # ours to deliver, once the work has landed
+    assert task is not None
+    if cancelled:
+        if not task.cancelled():
+            task.exception()  # retrieved: its failure is recorded in the ledger; the cancellation wins
+        raise asyncio.CancelledError
+    return task.result()

@@ -1,0 +1,432 @@
+"""What a research run found, read once from the wire: answer, sources, verified citations, progress, cost.
+
+The Agent API sends no `output_text` and no top-level citations: the answer is the text of the `message`
+items, sources are the results of every `search_results` item and the pages of every `fetch_url_results` item, and
+the answer's `[n]` / `[web:n]` markers point at those results' ids (a fetched page: its place among the fetched
+pages, from 0). `ResearchResult.from_response` does that reading once, so every way in (toolset,
+MCP server, CLI, notebooks) shows the same thing. A marker that points at no source is reported in
+`orphan_markers`, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Unpack
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._base.errors import InvalidArgumentError
+from ..client._models import TERMINAL_STATUSES, FetchUrlResultsItem, Response, SearchResultsItem
+from .options import EFFORTS
+from .steps import Progress, StepReducer
+
+if TYPE_CHECKING:
+    from .._core.researcher import Researcher, RunKeywords
+
+__all__ = (
+    'MARKER',
+    'Citation',
+    'Progress',
+    'ResearchResult',
+    'Source',
+    'Usage',
+    'marker_refs',
+    'normalize_url',
+)
+
+#: A citation marker in an answer: `[7]`, `[web:7]`, or a group such as `[7, 9]` or `[web:7, web:9]`.
+MARKER = re.compile(r'\[(?:web:)?\d+(?:\s*,\s*(?:web:)?\d+)*\]')
+_MARKER_REF = re.compile(r'(?:web:)?(\d+)')
+_TRACKING_PARAMS = ('utm_', 'fbclid', 'gclid', 'mc_cid', 'mc_eid', 'ref_src')
+
+
+def normalize_url(url: str) -> str:
+    """A URL reduced to what identifies the page: lower-case host without `www.`, no fragment, no tracking params."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return url.strip()
+    try:
+        host = (parts.hostname or '').lower().removeprefix('www.')
+        port = parts.port
+    except ValueError:  # a page's URL with a broken host or port: keep it as it is
+        return url.strip()
+    if port and port not in (80, 443):
+        host = f'{host}:{port}'
+    query = urlencode(
+        sorted((k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not k.startswith(_TRACKING_PARAMS))
+    )
+    path = parts.path.rstrip('/') or ''
+    scheme = parts.scheme.lower() if parts.scheme.lower() not in ('http', 'https') else 'https'
+    return urlunsplit((scheme, host, path, query, ''))
+
+
+def marker_refs(marker: str) -> list[tuple[str, int]]:
+    """Each source reference of a marker as (as written, result id): `[web:7, 9]` -> `[('web:7', 7), ('9', 9)]`."""
+    return [(m.group(0), int(m.group(1))) for m in _MARKER_REF.finditer(marker)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra='forbid')
+
+
+class Source(_Model):
+    """A web page the run found or read; `n` is its number in rendered text, `ids` the numbers the answer's markers use
+    for it (search result ids; for a fetched page, its place among the fetched pages), `fetched` whether the run read
+    the page itself (`fetch_url`)."""
+
+    n: int
+    url: str
+    title: str = ''
+    snippet: str = ''
+    date: str | None = None
+    last_updated: str | None = None
+    ids: list[int] = Field(default_factory=list[int])
+    cited: bool = False
+    fetched: bool = False
+
+    @property
+    def domain(self) -> str:
+        """The page's host without `www.`."""
+        try:
+            return (urlsplit(self.url).hostname or '').removeprefix('www.')
+        except ValueError:  # a page's URL with a broken host, e.g. an unclosed IPv6 bracket
+            return ''
+
+
+class Citation(_Model):
+    """One marker in the answer resolved to a source: `answer[start:end] == marker`."""
+
+    marker: str
+    source_id: int
+    source_n: int | None
+    start: int
+    end: int
+
+
+class Usage(_Model):
+    """Tokens and cost as the API billed them (`usage.cost`); the costs are `None` until the API reports them.
+
+    `input_cost_usd` is the whole input spend: live runs bill input as cache writes and reads (`cache_creation_cost`,
+    `cache_read_cost`) with `input_cost: 0`, so it adds the three. Each tool's calls, cost and the tokens of the model
+    it ran (a fetched page is read by a model: `fetch_url` tokens) are per tool name.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_creation_tokens: int = 0
+    cache_read_tokens: int = 0
+    cost_usd: float | None = None
+    input_cost_usd: float | None = None
+    cache_creation_cost_usd: float | None = None
+    cache_read_cost_usd: float | None = None
+    output_cost_usd: float | None = None
+    tool_calls_cost_usd: float | None = None
+    tool_costs_usd: dict[str, float] = Field(default_factory=dict[str, float])
+    tool_calls: dict[str, int] = Field(default_factory=dict[str, int])
+    tool_tokens: dict[str, int] = Field(default_factory=dict[str, int])
+
+    def breakdown(self) -> str:
+        """The cost in parts, e.g. `input $0.0002 (cache write $0.0002, cache read $0.0000), output $0.0000, fetch_url
+        1 call $0.0036` (empty when the API reported no cost)."""
+        if self.cost_usd is None:
+            return ''
+        parts: list[str] = []
+        if self.input_cost_usd is not None:
+            cache = [
+                f'{label} ${value:.4f}'
+                for label, value in (
+                    ('cache write', self.cache_creation_cost_usd),
+                    ('cache read', self.cache_read_cost_usd),
+                )
+                if value
+            ]
+            parts.append(f'input ${self.input_cost_usd:.4f}' + (f' ({", ".join(cache)})' if cache else ''))
+        if self.output_cost_usd is not None:
+            parts.append(f'output ${self.output_cost_usd:.4f}')
+        for tool in sorted(set(self.tool_costs_usd) | set(self.tool_calls)):
+            calls = self.tool_calls.get(tool)
+            counted = f' {calls} call{"s" if calls != 1 else ""}' if calls is not None else ''
+            cost = self.tool_costs_usd.get(tool)
+            parts.append(f'{tool}{counted}' + (f' ${cost:.4f}' if cost is not None else ''))
+        return ', '.join(parts)
+
+    def cost_details(self) -> str | None:
+        """The billed cost's parts as compact JSON, as the ledger stores them (None when no cost was reported)."""
+        if self.cost_usd is None:
+            return None
+        return self.model_dump_json(
+            include={
+                'cost_usd', 'input_cost_usd', 'cache_creation_cost_usd', 'cache_read_cost_usd', 'output_cost_usd',
+                'tool_calls_cost_usd', 'tool_costs_usd', 'tool_calls', 'tool_tokens', 'cache_creation_tokens',
+                'cache_read_tokens',
+            },
+            exclude_defaults=True,
+        )  # fmt: skip
+
+    @classmethod
+    def from_cost_details(cls, text: str | None) -> Usage | None:
+        """The `Usage` a ledger row's `cost_details` holds; None if it holds none or cannot be read."""
+        if not text:
+            return None
+        try:
+            return cls.model_validate_json(text)
+        except ValueError:
+            return None
+
+
+def _usage_from(response: Response) -> Usage:
+    wire = response.usage
+    if wire is None:
+        return Usage()
+    cost = wire.cost
+    tools = wire.tool_calls_details or {}
+    tool_costs = dict(cost.tool_calls_cost_details or {}) if cost else {}
+    for name, detail in tools.items():
+        if name not in tool_costs and detail.cost_usd is not None:
+            tool_costs[name] = detail.cost_usd
+    return Usage(
+        input_tokens=wire.input_tokens,
+        output_tokens=wire.output_tokens,
+        total_tokens=wire.total_tokens or wire.input_tokens + wire.output_tokens,
+        reasoning_tokens=int((wire.output_tokens_details or {}).get('reasoning_tokens') or 0),
+        cache_creation_tokens=wire.cache_creation_input_tokens,
+        cache_read_tokens=wire.cache_read_input_tokens,
+        cost_usd=cost.total_cost if cost else None,
+        input_cost_usd=wire.input_spend,
+        cache_creation_cost_usd=cost.cache_creation_cost if cost else None,
+        cache_read_cost_usd=cost.cache_read_cost if cost else None,
+        output_cost_usd=cost.output_cost if cost else None,
+        tool_calls_cost_usd=cost.tool_calls_cost if cost else None,
+        tool_costs_usd=tool_costs,
+        tool_calls={name: detail.invocation for name, detail in tools.items()},
+        tool_tokens={
+            name: sum(t.input_tokens + t.output_tokens for t in detail.token_usage)
+            for name, detail in tools.items()
+            if detail.token_usage
+        },
+    )
+
+
+def _sources_from(response: Response) -> tuple[list[Source], dict[int, Source]]:
+    """Every page the run found or read, one `Source` per URL, and what each marker number points at.
+
+    A marker's number is a search result's `id` (`[3]`, `[web:3]`). Fetched pages carry no id: a run that only fetched
+    answers `[web:0]` for its first page, so a fetched page is numbered by its place among the run's fetched pages
+    (from 0) wherever no search result has that id. Live fact: cfdude/mcp-perplexity-pro
+    tests/fixtures/agent_low_fetch_url.json and agent_background_completed.json, captured 2026-10-09.
+    """
+    by_url: dict[str, Source] = {}
+    by_id: dict[int, Source] = {}
+
+    def source_for(url: str, title: str, snippet: str, date: str | None, last_updated: str | None) -> Source:
+        key = normalize_url(url)
+        source = by_url.get(key)
+        if source is None:
+            source = by_url[key] = Source(
+                n=len(by_url) + 1, url=url, title=title, snippet=snippet, date=date, last_updated=last_updated
+            )
+        return source
+
+    for item in response.items(SearchResultsItem):
+        for r in item.results:
+            if not r.url:
+                continue
+            source = source_for(r.url, r.title, r.snippet, r.date, r.last_updated)
+            if r.id is not None and r.id not in by_id:
+                by_id[r.id] = source
+                source.ids.append(r.id)
+    pages = [page for item in response.items(FetchUrlResultsItem) for page in item.contents]
+    for place, page in enumerate(pages):
+        if not page.url:
+            continue
+        source = source_for(page.url, page.title or '', page.snippet or '', None, None)
+        source.fetched = True
+        if place not in by_id:
+            by_id[place] = source
+            source.ids.append(place)
+    return list(by_url.values()), by_id
+
+
+def _citations_from(answer: str, by_id: dict[int, Source]) -> tuple[list[Citation], list[str]]:
+    citations: list[Citation] = []
+    orphans: list[str] = []
+    for match in MARKER.finditer(answer):
+        for _, number in marker_refs(match.group(0)):
+            source = by_id.get(number)
+            if source is None:
+                marker = f'[{number}]'
+                if marker not in orphans:
+                    orphans.append(marker)
+                continue
+            source.cited = True
+            citations.append(
+                Citation(
+                    marker=match.group(0), source_id=number, source_n=source.n, start=match.start(), end=match.end()
+                )
+            )
+    return citations, orphans
+
+
+def _served_by(response: Response) -> str | None:
+    """The model that served a run that has ended; `None` while it goes, or when `model` still names the effort.
+
+    Live fact: `model` is the effort's name (`"medium"`) until the run ends, and stays so on a cancelled run
+    (cfdude/mcp-perplexity-pro tests/fixtures/agent_background_cancelled.json, captured 2026-10-09).
+    """
+    model = response.model
+    if not response.done or not model or model.split('@', 1)[0] in EFFORTS:
+        return None
+    return model
+
+
+def _ts(value: int | None) -> datetime | None:
+    return datetime.fromtimestamp(value, UTC) if value else None
+
+
+class ResearchResult(_Model):
+    """The outcome of a research run, complete or still going.
+
+    `status` is the API's: `queued`, `in_progress`, `requires_action`, `completed`, `incomplete`, `failed` or
+    `cancelled`. A run still going (`done` false) is a hand-off: collect it later by `response_id`. Failed, incomplete
+    and cancelled runs are results too, with `error` saying why; a cancelled run keeps what it found before the cancel
+    (its sources, any answer), with no usage. `emulated` is true when an emulator (the built-in
+    one, or a replay of a recording) answered, not Perplexity: such a result is never a real answer.
+    """
+
+    response_id: str
+    status: str
+    answer: str = ''
+    sources: list[Source] = Field(default_factory=list[Source])
+    citations: list[Citation] = Field(default_factory=list[Citation])
+    orphan_markers: list[str] = Field(default_factory=list[str])
+    progress: Progress = Field(default_factory=Progress)
+    usage: Usage = Field(default_factory=Usage)
+    model: str | None = None
+    effort: str | None = None
+    query: str | None = None
+    error: str | None = None
+    data: Any = None
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+    emulated: bool = False
+    #: The limits lowered to fit the budget (only with `on_budget="tighten"`), as (what the request would have sent,
+    #: what it sent): e.g. `{"max_steps": (8, 3), "max_output_tokens": (8192, 2048)}`. Empty: nothing was lowered.
+    tightened: dict[str, tuple[int, int]] = Field(default_factory=dict[str, tuple[int, int]])
+    #: What a caller (and a model) must know about how this result came about, in a sentence each: e.g. that a
+    #: follow-up could not continue its earlier run and was given that run's question and answer as context instead.
+    notes: list[str] = Field(default_factory=list[str])
+    #: Served from an earlier run of the same question with the same options (`reuse_within`): nothing was researched
+    #: or billed for it; `notes` says which run and how long ago.
+    reused: bool = False
+    #: For a hand-off from a tool: the `poll` number its next `perplexity_research_result` call passes (one more each
+    #: time), so that consecutive collects of a long run differ. None outside the tools.
+    poll: int | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the run reached a terminal status."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run cost as billed, when the API reported it."""
+        return self.usage.cost_usd
+
+    @property
+    def cited_sources(self) -> list[Source]:
+        """The sources the answer's markers point at."""
+        return [s for s in self.sources if s.cited]
+
+    async def follow_up(
+        self, question: str, *, researcher: Researcher, **keywords: Unpack[RunKeywords]
+    ) -> ResearchResult:
+        """Ask `question` as a follow-up of this run: the new run continues this one's context (`previous_response_id`).
+
+        When the API no longer knows this run, the new run gets its question and answer as context instead, and its
+        `notes` say so. Takes `Researcher.run`'s keywords.
+        """
+        return await researcher.run(question, **self._follow_up_keywords(keywords))
+
+    def follow_up_sync(
+        self, question: str, *, researcher: Researcher, **keywords: Unpack[RunKeywords]
+    ) -> ResearchResult:
+        """`follow_up` for scripts (`Researcher.run_sync`); where an event loop runs (Jupyter), await `follow_up`."""
+        return researcher.run_sync(question, **self._follow_up_keywords(keywords))
+
+    def _follow_up_keywords(self, keywords: RunKeywords) -> RunKeywords:
+        if not self.response_id:
+            raise InvalidArgumentError(
+                'This result has no run to follow up (it was never started): ask the question in full instead.',
+                argument='previous_response_id',
+            )
+        return {**keywords, 'previous_response_id': self.response_id}
+
+    @classmethod
+    def from_response(
+        cls,
+        response: Response,
+        *,
+        progress: Progress | None = None,
+        effort: str | None = None,
+        query: str | None = None,
+        structured: bool = False,
+    ) -> ResearchResult:
+        """Read a wire `Response`. With `structured`, the answer is parsed as JSON into `data` when it is JSON."""
+        answer = response.output_text
+        sources, by_id = _sources_from(response)
+        citations, orphans = _citations_from(answer, by_id)
+        if progress is None:
+            reducer = StepReducer(response.id)
+            reducer.snapshot(response)
+            progress = reducer.progress
+            progress.elapsed_s = 0.0
+            progress.answer_chars = len(answer)
+        data: Any = None
+        if structured and answer:
+            try:
+                data = json.loads(answer)
+            except ValueError:
+                data = None
+        error = None
+        if response.error is not None:
+            error = response.error.message or str(response.error.code or response.error.type or 'error')
+        elif response.status == 'incomplete':
+            reason = (response.incomplete_details or {}).get('reason')
+            error = f'incomplete: {reason}' if reason else 'incomplete'
+        return cls(
+            response_id=response.id,
+            status=response.status,
+            answer=answer,
+            sources=sources,
+            citations=citations,
+            orphan_markers=orphans,
+            progress=progress,
+            usage=_usage_from(response),
+            model=_served_by(response),
+            effort=effort or response.effort or response.preset,
+            query=query,
+            error=error,
+            data=data,
+            created_at=_ts(response.created_at),
+            completed_at=_ts(response.completed_at),
+        )
+
+    def to_markdown(self) -> str:
+        """The answer with numbered sources and a status line, as Markdown (for people, not models)."""
+        from .._present.display import result_to_markdown  # presentation, imported when used: no import-time cycle
+
+        return result_to_markdown(self)
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def _repr_html_(self) -> str:
+        from .._present.display import result_to_html  # presentation, imported when used: no import-time cycle
+
+        return result_to_html(self)

@@ -1,0 +1,1 @@
+"""Presentation: the text a model reads and what a person sees (terminal and notebook display)."""

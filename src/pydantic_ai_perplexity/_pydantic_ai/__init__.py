@@ -1,0 +1,1 @@
+"""The pydantic-ai way in: the toolset, the capabilities and the pydantic-deep subagent."""
