@@ -96,7 +96,7 @@ def asked_questions() -> list[str]:
     """Every question a person meets first: quoted after `research` in the README and in the CLI's help texts, and
     each quoted question (a capitalised sentence ending in `?`) in the notebooks' code."""
     found: list[str] = []
-    for path in (ROOT / 'README.md', ROOT / 'src' / 'pydantic_ai_perplexity' / 'cli.py'):
+    for path in (ROOT / 'README.md', *sorted((ROOT / 'src' / 'pydantic_ai_perplexity' / 'cli').rglob('*.py'))):
         found += re.findall(r'research "([^"]{8,})"', path.read_text(encoding='utf-8'))
     for notebook in sorted((ROOT / 'notebooks').glob('*.ipynb')):
         for cell in json.loads(notebook.read_text(encoding='utf-8'))['cells']:
