@@ -203,9 +203,9 @@ class _InFlight:
 
 def _in_workflow() -> bool:
     """DBOS workflow code replays its steps in order: a refused question does not wait and retry there."""
-    from .researcher import _in_durable_workflow  # pyright: ignore[reportPrivateUsage]
+    from .researcher import durable_runner
 
-    return _in_durable_workflow()
+    return durable_runner() is not None
 
 
 def _row(result: ResearchResult) -> dict[str, Any]:

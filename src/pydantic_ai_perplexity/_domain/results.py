@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._base.errors import InvalidArgumentError
 from ..client._models import TERMINAL_STATUSES, FetchUrlResultsItem, Response, SearchResultsItem
+from .display_slot import DISPLAY
 from .options import EFFORTS
 from .steps import Progress, StepReducer
 
@@ -419,14 +420,10 @@ class ResearchResult(_Model):
 
     def to_markdown(self) -> str:
         """The answer with numbered sources and a status line, as Markdown (for people, not models)."""
-        from .._present.display import result_to_markdown  # presentation, imported when used: no import-time cycle
-
-        return result_to_markdown(self)
+        return DISPLAY.need().result_to_markdown(self)
 
     def _repr_markdown_(self) -> str:
         return self.to_markdown()
 
     def _repr_html_(self) -> str:
-        from .._present.display import result_to_html  # presentation, imported when used: no import-time cycle
-
-        return result_to_html(self)
+        return DISPLAY.need().result_to_html(self)
