@@ -6,8 +6,8 @@
 
 A module may import its own layer or a lower one, never a higher one; ways in import each other only where
 `WAYS_IN_MAY_IMPORT` says; the emulator uses nothing of the library but `_base/`. No import cycle at all, imports made
-inside functions included. Read from the source with `ast` (`if TYPE_CHECKING:` blocks are not imports), so a new
-import that breaks a rule fails here, not at run time.
+inside functions included. Read from the source with `ast` (imports under `if TYPE_CHECKING:` never run, so they count
+for the direction of imports but not for cycles), so a new import that breaks a rule fails here, not at run time.
 """
 
 from __future__ import annotations
@@ -65,21 +65,24 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(body: list[ast.stmt], *, lazy: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Each import statement with whether it runs only when a function is called; `if TYPE_CHECKING:` is skipped."""
+def _imports(
+    body: list[ast.stmt], *, lazy: bool, typing: bool = False
+) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Each import statement with whether it runs only when a function is called; the body of `if TYPE_CHECKING:`
+    only with `typing` (imports for the type checker, which never run)."""
     for node in body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node, lazy
         elif isinstance(node, ast.If) and _is_type_checking(node):
-            yield from _imports(node.orelse, lazy=lazy)
+            yield from _imports([*node.body, *node.orelse] if typing else node.orelse, lazy=lazy, typing=typing)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield from _imports(node.body, lazy=True)
+            yield from _imports(node.body, lazy=True, typing=typing)
         else:  # class bodies, try/with/for/match blocks and the rest run at import time too
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.ExceptHandler | ast.match_case):
-                    yield from _imports(child.body, lazy=lazy)
+                    yield from _imports(child.body, lazy=lazy, typing=typing)
                 elif isinstance(child, ast.stmt):
-                    yield from _imports([child], lazy=lazy)
+                    yield from _imports([child], lazy=lazy, typing=typing)
 
 
 def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str | None:
@@ -133,12 +136,13 @@ def _parse(module: str) -> ast.Module:
     return ast.parse(MODULES[module].read_text(encoding='utf-8'))
 
 
-def _graph(*, lazy: bool) -> dict[str, set[str]]:
-    """Each module's imports of the package's modules: at import time only, or (`lazy`) inside functions too."""
+def _graph(*, lazy: bool, typing: bool = False) -> dict[str, set[str]]:
+    """Each module's imports of the package's modules: at import time only, or (`lazy`) inside functions too; and
+    (`typing`) those made for the type checker only."""
     graph: dict[str, set[str]] = {}
     for module, path in MODULES.items():
         edges: set[str] = set()
-        for node, is_lazy in _imports(_parse(module).body, lazy=False):
+        for node, is_lazy in _imports(_parse(module).body, lazy=False, typing=typing):
             if lazy or not is_lazy:
                 edges |= _targets(module, path.name == '__init__.py', node, MODULES)
         graph[module] = edges
@@ -146,6 +150,8 @@ def _graph(*, lazy: bool) -> dict[str, set[str]]:
 
 
 GRAPH = _graph(lazy=True)
+#: With the imports made for the type checker: they must go downward too, though a cycle of them is harmless.
+TYPED_GRAPH = _graph(lazy=True, typing=True)
 
 
 def _frameworks(module: str) -> set[str]:
@@ -193,7 +199,8 @@ def test_the_graph_reader_sees_imports_lazy_ones_and_a_cycle():
     eager = _graph(lazy=False)
     assert 'client._models' in eager['_domain.results'] and '_domain.results' in eager['_present.model_text']
     assert '_core.researcher' not in eager['_core.batch'] and '_core.researcher' in GRAPH['_core.batch']  # lazy
-    assert '_core.researcher' not in GRAPH['_domain.results']  # under `if TYPE_CHECKING:` only
+    assert '_domain.calls' not in GRAPH['_domain.results']  # under `if TYPE_CHECKING:` only
+    assert '_domain.calls' in TYPED_GRAPH['_domain.results']
     assert {'client', 'client._models'} <= GRAPH['_core.researcher']  # a module and the package it is in
     assert 'client' not in GRAPH['client._client']  # `from . import _events`: the submodule, not the package
     assert _cycle({'a': {'b'}, 'b': {'c'}, 'c': {'a'}}) == ['a', 'b', 'c', 'a']
@@ -215,6 +222,11 @@ def test_the_graph_reader_on_every_kind_of_import():
         (frozenset(_targets('x.pkg.m', False, node, known)), lazy)
         for node, lazy in _imports(ast.parse(source).body, lazy=False)
     }
+    typed = {
+        frozenset(_targets('x.pkg.m', False, node, known))
+        for node, _ in _imports(ast.parse(source).body, lazy=False, typing=True)
+    }
+    assert typed - {f for f, _ in found} == {frozenset({'x.pkg.typed'})}
     assert found == {
         (frozenset(), False),  # typing
         (frozenset({'x.deep'}), False),  # `x` holds this module: it is loading already
@@ -232,10 +244,10 @@ def test_no_import_cycle_even_counting_imports_inside_functions():
     assert _cycle(GRAPH) is None
 
 
-def test_imports_go_to_the_same_layer_or_a_lower_one():
+def test_imports_go_to_the_same_layer_or_a_lower_one_even_for_the_type_checker():
     upward = sorted(
         (module, target)
-        for module, targets in GRAPH.items()
+        for module, targets in TYPED_GRAPH.items()
         for target in targets
         if RANK[_layer(target) or 'root'] > RANK[_layer(module) or 'root']
     )
@@ -249,7 +261,7 @@ def test_nothing_imports_the_package_root():
 def test_ways_in_import_each_other_only_where_allowed():
     crossing = sorted(
         (module, target)
-        for module, targets in GRAPH.items()
+        for module, targets in TYPED_GRAPH.items()
         if _layer(module) == 'ways in'
         for target in targets
         if _layer(target) == 'ways in'
@@ -262,7 +274,7 @@ def test_ways_in_import_each_other_only_where_allowed():
 def test_the_emulator_uses_nothing_of_the_library_but_base():
     used = sorted(
         (module, target)
-        for module, targets in GRAPH.items()
+        for module, targets in TYPED_GRAPH.items()
         if _top(module) == 'emulator'
         for target in targets
         if _top(target) not in ('emulator', '_base')
@@ -274,7 +286,7 @@ def test_the_wire_never_reaches_tracing():
     assert (
         sorted(
             t
-            for m, targets in GRAPH.items()
+            for m, targets in TYPED_GRAPH.items()
             if _layer(m) == 'wire'
             for t in targets
             if _layer(t) != 'base' and _top(t) != 'client'
@@ -286,6 +298,23 @@ def test_the_wire_never_reaches_tracing():
 def test_below_the_ways_in_no_framework_is_imported_even_inside_functions():
     below = [m for m in MODULES if RANK[_layer(m) or 'root'] < RANK['ways in']]
     assert sorted((m, f) for m in below for f in _frameworks(m)) == []
+
+
+def _slot_names(module: str, call: str) -> set[str]:
+    """The names given to `Slot(...)` (or `Slot.loader(...)`) calls in a module's source."""
+    names: set[str] = set()
+    for node in ast.walk(_parse(module)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == call and node.args:
+            first = node.args[0]
+            assert isinstance(first, ast.Constant) and isinstance(first.value, str), ast.unparse(node)
+            names.add(first.value)
+    return names
+
+
+def test_the_root_names_a_provider_for_every_slot_in_the_package():
+    declared = {name for module in MODULES for name in _slot_names(module, 'Slot')}
+    assert declared == {'wire observer', 'durable runner', 'display'}
+    assert _slot_names('', 'Slot.loader') == declared
 
 
 def _run(code: str) -> str:

@@ -40,6 +40,7 @@ from .._base.errors import (
 )
 from .._base.slot import Slot
 from .._domain.budget import Budget, BudgetWarning, SpendLine
+from .._domain.calls import BatchKeywords, OnProgress, OnStarted, RunKeywords
 from .._domain.options import (
     EFFORTS,
     ResearchOptions,
@@ -88,31 +89,8 @@ logger = logging.getLogger('pydantic_ai_perplexity')
 
 _T = TypeVar('_T')
 
-OnProgress = Callable[[Step], Awaitable[None] | None]
-"""Called with each research step people see: its kind, description, specifics, the run's id and the counts so far."""
-
-OnStarted = Callable[[str], Awaitable[None] | None]
-"""Called with a run's id as soon as the create answered and the id is in the ledger, before any waiting."""
-
 OnBudgetWarning = Callable[[BudgetWarning], Awaitable[None] | None]
 """Called when a run's reservation carries a budget window across its `warn_at` (once per window)."""
-
-
-class BatchKeywords(ResearchOptionsDict, total=False):
-    """What every run of a batch takes (`research_many`): the options, and how each run is waited for and recorded."""
-
-    options: ResearchOptions | None
-    on_progress: OnProgress | None
-    wait_seconds: float | None
-    caller: str | None
-    reuse_within: float | None
-
-
-class RunKeywords(BatchKeywords, total=False):
-    """What `Researcher.run` takes besides the query, as keywords (`run_sync` takes them too)."""
-
-    on_started: OnStarted | None
-    request_id: str | None
 
 
 class ResearchKeywords(RunKeywords, total=False):

@@ -25,7 +25,7 @@ from .options import EFFORTS
 from .steps import Progress, StepReducer
 
 if TYPE_CHECKING:
-    from .._core.researcher import Researcher, RunKeywords
+    from .calls import RunKeywords, RunsResearch
 
 __all__ = (
     'MARKER',
@@ -345,7 +345,7 @@ class ResearchResult(_Model):
         return [s for s in self.sources if s.cited]
 
     async def follow_up(
-        self, question: str, *, researcher: Researcher, **keywords: Unpack[RunKeywords]
+        self, question: str, *, researcher: RunsResearch, **keywords: Unpack[RunKeywords]
     ) -> ResearchResult:
         """Ask `question` as a follow-up of this run: the new run continues this one's context (`previous_response_id`).
 
@@ -355,7 +355,7 @@ class ResearchResult(_Model):
         return await researcher.run(question, **self._follow_up_keywords(keywords))
 
     def follow_up_sync(
-        self, question: str, *, researcher: Researcher, **keywords: Unpack[RunKeywords]
+        self, question: str, *, researcher: RunsResearch, **keywords: Unpack[RunKeywords]
     ) -> ResearchResult:
         """`follow_up` for scripts (`Researcher.run_sync`); where an event loop runs (Jupyter), await `follow_up`."""
         return researcher.run_sync(question, **self._follow_up_keywords(keywords))
