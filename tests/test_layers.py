@@ -34,13 +34,12 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ('root', frozenset({''})),
 )
 RANK = {name: rank for rank, (name, _) in enumerate(LAYERS)}
-#: The ways in that another way in may import: the CLI runs the MCP server and the emulator; the MCP server, the
-#: notebook helpers and the test helpers start an emulator when asked to work offline.
+#: The ways in that another way in may import: the CLI runs the MCP server and the emulator; the MCP server and the
+#: notebook helpers start an emulator when asked to work offline.
 WAYS_IN_MAY_IMPORT = {
     'cli': {'mcp', 'emulator'},
     'mcp': {'emulator'},
     'notebook': {'emulator'},
-    'testing': {'emulator'},
 }
 #: Frameworks the layers up to the core never import, even inside a function: only the ways in know them.
 FRAMEWORKS = {'dbos', 'pydantic_ai', 'pydantic_deep', 'mcp', 'mcp_types', 'fastmcp', 'IPython'}
