@@ -258,7 +258,7 @@ def test_timeline_svg_is_well_formed_with_a_lane_per_kind_of_step():
 def test_errors_read_the_same_in_process_and_over_mcp_and_only_fixable_ones_invite_a_retry():
     from pydantic_ai_perplexity import BudgetExceededError, ConfigurationError, InvalidArgumentError, NotFoundError
     from pydantic_ai_perplexity._base.errors import APITimeoutError
-    from pydantic_ai_perplexity.mcp.server._tools import error_text
+    from pydantic_ai_perplexity.mcp.server._failures import error_text
 
     cases = [
         (InvalidArgumentError('bad domain', argument='domains'), True),

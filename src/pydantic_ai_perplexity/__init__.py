@@ -6,6 +6,7 @@ server's start-up path never pays for pydantic-ai, and a notebook never pays for
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,8 @@ from ._base.errors import (
     RetiredEndpointError,
     RunMayHaveStartedError,
 )
+from ._base.slot import Slot
+from ._base.version import __version__
 
 if TYPE_CHECKING:
     from ._core.researcher import Researcher, research, research_sync
@@ -52,7 +55,6 @@ if TYPE_CHECKING:
     from .mcp.clients.config import perplexity_mcp_config, perplexity_mcp_toolset
     from .mcp.server._build import build_mcp_server
 
-__version__ = '0.1.0'
 
 __all__ = (
     'APIConnectionError',
@@ -136,6 +138,22 @@ _LAZY = {
     'perplexity_research_subagent': '._pydantic_ai.deep',
     'build_mcp_server': '.mcp.server._build',
 }
+
+
+def _wire_reports_to_tracing() -> None:
+    import_module('._core.tracing', __name__).watch_wire()
+
+
+def _durable_when_dbos_is_loaded() -> None:
+    if 'dbos' in sys.modules:  # any process running DBOS workflows has it; else research is never durable
+        import_module('.durable', __name__)
+
+
+# What fills each slot a lower layer reads (`_base/slot.py`): the wire's observer, the core's durable runner and the
+# domain's display. Run the first time the slot is read empty, so nothing here costs an import until it is needed.
+Slot.loader('wire observer', _wire_reports_to_tracing)
+Slot.loader('durable runner', _durable_when_dbos_is_loaded)
+Slot.loader('display', lambda: import_module('._present.display', __name__))
 
 
 def __getattr__(name: str) -> Any:

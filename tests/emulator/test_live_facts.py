@@ -13,7 +13,7 @@ import httpx2
 import pytest
 from emulator_helpers import TERMINAL, poll, wait_terminal
 
-from pydantic_ai_perplexity._domain.prices import LIVE_MODELS
+from pydantic_ai_perplexity._base.prices import LIVE_MODELS
 from pydantic_ai_perplexity.emulator import Emulator
 
 UNKNOWN_ID = 'resp_00000000-0000-0000-0000-000000000000'
@@ -176,7 +176,7 @@ def test_models_need_a_key(emu: Emulator):
 
 def test_models_are_the_live_list_with_live_prices(client: httpx2.Client):
     """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/models.json, captured 2026-10-09 (the 52 models and their
-    prices are kept as facts in `pydantic_ai_perplexity._domain.prices`)."""
+    prices are kept as facts in `pydantic_ai_perplexity._base.prices`)."""
     data = client.get('/v1/models').json()['data']
     assert len(data) == 52 == len(LIVE_MODELS)
     assert [m['id'] for m in data] == [m.id for m in LIVE_MODELS]

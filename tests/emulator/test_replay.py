@@ -149,7 +149,7 @@ def test_bad_recordings_and_modes_are_refused_clearly(tmp_path: Path):
 
 
 def test_the_shipped_recordings_replay():
-    """`tests/emulator/recordings/` was recorded by the emulator itself (`python -m ...emulator._record`)."""
+    """`tests/emulator/recordings/` was recorded by the emulator itself (`python -m ...emulator._samples`)."""
     with Emulator(replay=SHIPPED, time_scale=0.001) as replay, client_for(replay, replay.api_key) as c:
         for path in sorted(SHIPPED.glob('run-*.json')):
             data = json.loads(path.read_text())

@@ -1,1 +1,1 @@
-"""Shared leaves every layer may use: the error types, redaction and safe file writes."""
+"""Shared leaves every layer may use: errors, redaction, safe writes, the version, URL checks, live prices, slots."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Unpack, cast
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, cast
 
 import anyio
 
@@ -33,7 +33,6 @@ from .._ledger import BudgetUnenforceableError
 
 if TYPE_CHECKING:
     from .._ledger import Ledger
-    from ..durable import ResearchQueue
     from .researcher import BatchKeywords, Researcher
 
 __all__ = ('research_many', 'results_table', 'spend_by_effort')
@@ -79,6 +78,16 @@ def _not_started(query: str, effort: Any, exc: PerplexityError) -> ResearchResul
     )
 
 
+class Queue(Protocol):
+    """A queue whose workers research the questions (`durable.ResearchQueue`, on DBOS, is one)."""
+
+    async def research_many(
+        self, queries: Iterable[Query], *, batch_id: str | None = None, **options: Any
+    ) -> list[ResearchResult]:
+        """Research every question on the queue; the results in the order of `queries`."""
+        ...
+
+
 async def research_many(
     queries: Iterable[Query],
     *,
@@ -86,7 +95,7 @@ async def research_many(
     researcher: Researcher | None = None,
     budget_usd: float | None = None,
     on_result: OnResult | None = None,
-    queue: ResearchQueue | None = None,
+    queue: Queue | None = None,
     **options: Unpack[BatchKeywords],
 ) -> list[ResearchResult]:
     """Research every question, at most `concurrency` runs at a time; the results in the order of `queries`.
@@ -203,9 +212,9 @@ class _InFlight:
 
 def _in_workflow() -> bool:
     """DBOS workflow code replays its steps in order: a refused question does not wait and retry there."""
-    from .researcher import _in_durable_workflow  # pyright: ignore[reportPrivateUsage]
+    from .researcher import durable_runner
 
-    return _in_durable_workflow()
+    return durable_runner() is not None
 
 
 def _row(result: ResearchResult) -> dict[str, Any]:

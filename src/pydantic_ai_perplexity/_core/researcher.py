@@ -17,12 +17,11 @@ import json
 import logging
 import math
 import os
-import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Unpack, cast
 
 import anyio
 import anyio.to_thread
@@ -39,7 +38,9 @@ from .._base.errors import (
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
+from .._base.slot import Slot
 from .._domain.budget import Budget, BudgetWarning, SpendLine
+from .._domain.calls import BatchKeywords, OnProgress, OnStarted, RunKeywords
 from .._domain.options import (
     EFFORTS,
     ResearchOptions,
@@ -65,15 +66,18 @@ if TYPE_CHECKING:
     import httpx2
 
 __all__ = (
+    'DURABLE',
     'EFFORTS',
     'ON_BUDGET_ENV',
     'BatchKeywords',
+    'DurableRunner',
     'OnBudgetWarning',
     'OnProgress',
     'OnStarted',
     'ResearchKeywords',
     'Researcher',
     'RunKeywords',
+    'durable_runner',
     'research',
     'research_sync',
 )
@@ -85,31 +89,8 @@ logger = logging.getLogger('pydantic_ai_perplexity')
 
 _T = TypeVar('_T')
 
-OnProgress = Callable[[Step], Awaitable[None] | None]
-"""Called with each research step people see: its kind, description, specifics, the run's id and the counts so far."""
-
-OnStarted = Callable[[str], Awaitable[None] | None]
-"""Called with a run's id as soon as the create answered and the id is in the ledger, before any waiting."""
-
 OnBudgetWarning = Callable[[BudgetWarning], Awaitable[None] | None]
 """Called when a run's reservation carries a budget window across its `warn_at` (once per window)."""
-
-
-class BatchKeywords(ResearchOptionsDict, total=False):
-    """What every run of a batch takes (`research_many`): the options, and how each run is waited for and recorded."""
-
-    options: ResearchOptions | None
-    on_progress: OnProgress | None
-    wait_seconds: float | None
-    caller: str | None
-    reuse_within: float | None
-
-
-class RunKeywords(BatchKeywords, total=False):
-    """What `Researcher.run` takes besides the query, as keywords (`run_sync` takes them too)."""
-
-    on_started: OnStarted | None
-    request_id: str | None
 
 
 class ResearchKeywords(RunKeywords, total=False):
@@ -324,9 +305,8 @@ class Researcher:
         With `reuse_within` (seconds; default the researcher's), a run of the same question with the same options that
         finished inside the window, in any process sharing the ledger, is served again (`reused`, nothing billed).
         """
-        if _in_durable_workflow():  # DBOS workflow code: a start step and a collect step (durable.py)
-            from .. import durable
-
+        durable = durable_runner()
+        if durable is not None:  # DBOS workflow code: a start step and a collect step (durable/)
             return await durable.run(
                 self,
                 query,
@@ -372,9 +352,8 @@ class Researcher:
         self, response_id: str, *, wait_seconds: float | None = None, on_progress: OnProgress | None = None
     ) -> ResearchResult:
         """Wait again (up to the wait budget) for a run started earlier, by this or any other process."""
-        if _in_durable_workflow():  # DBOS workflow code: one checkpointed step (durable.py)
-            from .. import durable
-
+        durable = durable_runner()
+        if durable is not None:  # DBOS workflow code: one checkpointed step (durable/)
             return await durable.collect(self, response_id, wait_seconds=wait_seconds, on_progress=on_progress)
         record = await self._ledger_call(self.ledger.get, response_id) if self.ledger else None
         run = _Run(
@@ -868,13 +847,50 @@ def _limited(request: AgentRequest) -> AgentRequest:
     return cast('AgentRequest', limit_request(request))
 
 
-def _in_durable_workflow() -> bool:
-    """Whether this is DBOS workflow code (not a step): never imports dbos, so free when it is not in use."""
-    if 'dbos' not in sys.modules:
-        return False
-    from ..durable import active
+class DurableRunner(Protocol):
+    """Research calls as checkpointed steps of a durable workflow: `durable/` provides one (on DBOS); `Researcher.run`
+    and `collect` hand over to it when called from workflow code, so the core never imports `durable` or DBOS."""
 
-    return active()
+    def active(self) -> bool:
+        """Whether the caller is workflow code (not a step), where a research call must be checkpointed steps."""
+        ...
+
+    async def run(
+        self,
+        researcher: Researcher,
+        query: str,
+        *,
+        options: ResearchOptions | None = None,
+        on_progress: OnProgress | None = None,
+        on_started: OnStarted | None = None,
+        wait_seconds: float | None = None,
+        caller: str | None = None,
+        until_done: bool = False,
+        **given: Unpack[ResearchOptionsDict],
+    ) -> ResearchResult:
+        """`Researcher.run` as a start step and a collect step (`until_done`: collect until the run ends)."""
+        ...
+
+    async def collect(
+        self,
+        researcher: Researcher,
+        response_id: str,
+        *,
+        wait_seconds: float | None = None,
+        on_progress: OnProgress | None = None,
+    ) -> ResearchResult:
+        """`Researcher.collect` as one step."""
+        ...
+
+
+#: The durable runner: `durable/` fills it when imported (the package root imports it once DBOS is loaded).
+DURABLE: Slot[DurableRunner] = Slot('durable runner')
+
+
+def durable_runner() -> DurableRunner | None:
+    """The durable runner if this is DBOS workflow code (not a step), else None; free when DBOS is not in use."""
+    runner = DURABLE.get()
+    return runner if runner is not None and runner.active() else None
 
 
 async def research(query: str, **keywords: Unpack[ResearchKeywords]) -> ResearchResult:

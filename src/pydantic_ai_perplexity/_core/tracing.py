@@ -12,7 +12,7 @@ span that started the run) holding the run's model, usage, cost and outcome, wit
     perplexity.fetch           urls, pages fetched, the urls that failed, duration
     perplexity.mcp_list_tools  a remote MCP server that failed to list its tools: label, error
     perplexity.mcp_call        a remote MCP tool call: server label, tool, error, duration
-    perplexity.retry           a retried request (from the client): attempt, reason, delay
+    perplexity.retry           a retried request (reported by the client, see `watch_wire`): attempt, reason, delay
     perplexity.handoff         the wait ended with the run still going
 
 Steps are events rather than child spans because a span costs several times an event once a processor such as
@@ -38,7 +38,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from typing_extensions import TypedDict
 
-from .. import __version__
+from .._base.version import __version__
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
@@ -63,6 +63,7 @@ __all__ = (
     'research_span',
     'retry_event',
     'search_span',
+    'watch_wire',
 )
 
 #: Instrumentation scope of every span and metric the library writes.
@@ -629,6 +630,29 @@ def rate_limits(remaining: int | None, limit: int | None) -> None:
         span.set_attribute('perplexity.ratelimit.remaining', remaining)
     if limit is not None:
         span.set_attribute('perplexity.ratelimit.limit', limit)
+
+
+class _WireSpans:
+    """The wire's reports (`client/_events.py`) as span events and attributes on the current span."""
+
+    def retrying(self, method: str, path: str, attempt: int, delay: float, reason: str | int) -> None:
+        retry_event(method, path, attempt, delay, reason)
+
+    def rate_limits(self, remaining: int | None, limit: int | None) -> None:
+        rate_limits(remaining, limit)
+
+    def polling(self, reason: str) -> None:
+        event('perplexity.wait.polling', {'perplexity.reason': reason})
+
+    def resuming(self, after_sequence: int) -> None:
+        event('perplexity.stream.resume', {'perplexity.after_sequence': after_sequence})
+
+
+def watch_wire() -> None:
+    """Make the wire report to this module (the package root calls it the first time the wire reports anything)."""
+    from ..client._events import OBSERVER
+
+    OBSERVER.fill(_WireSpans())
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ reasoning tokens on top of `max_output_tokens`, the page reader's fee). `reserva
 A model the table does not know, and an effort's model (the API picks it, and it moves), are priced as the dearest
 model in the table. Prices come, in this order, from: the API's `/v1/models` (`api@<date>`, cached a day in the
 state directory, see `refresh_api_prices`), else the live prices shipped with the package (`fallback`,
-`_live_prices.py`); then `PERPLEXITY_PRICES` (`user file`; it may only raise prices, unless it says
+`_base/prices.py`); then `PERPLEXITY_PRICES` (`user file`; it may only raise prices, unless it says
 `"negotiated": true`); then prices learned from runs billed above the table (`observe`; the ledger keeps them for
 every process). `fit(...)` tightens a request to fit what is left of a budget, when the caller asked for that.
 """
@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .._base.errors import ConfigurationError
+from .._base.prices import LIVE_MODELS, LIVE_TOOL_FEES
 from .options import LEGACY_PRESETS
-from .prices import LIVE_MODELS, LIVE_TOOL_FEES
 
 if TYPE_CHECKING:
     from ..client import PerplexityClient
@@ -393,7 +393,7 @@ def _overridden(table: PriceTable, overrides: Mapping[str, Any], origin: str) ->
 
 
 def fallback_prices() -> PriceTable:
-    """The live prices shipped with the package (`_live_prices.py`, read on `CAPTURED_ON`) and the effort profiles."""
+    """The live prices shipped with the package (`_base/prices.py`, read on `CAPTURED_ON`) and the effort profiles."""
     return _FALLBACK
 
 

@@ -20,11 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._base.errors import InvalidArgumentError
 from ..client._models import TERMINAL_STATUSES, FetchUrlResultsItem, Response, SearchResultsItem
+from .display_slot import DISPLAY
 from .options import EFFORTS
 from .steps import Progress, StepReducer
 
 if TYPE_CHECKING:
-    from .._core.researcher import Researcher, RunKeywords
+    from .calls import RunKeywords, RunsResearch
 
 __all__ = (
     'MARKER',
@@ -344,7 +345,7 @@ class ResearchResult(_Model):
         return [s for s in self.sources if s.cited]
 
     async def follow_up(
-        self, question: str, *, researcher: Researcher, **keywords: Unpack[RunKeywords]
+        self, question: str, *, researcher: RunsResearch, **keywords: Unpack[RunKeywords]
     ) -> ResearchResult:
         """Ask `question` as a follow-up of this run: the new run continues this one's context (`previous_response_id`).
 
@@ -354,7 +355,7 @@ class ResearchResult(_Model):
         return await researcher.run(question, **self._follow_up_keywords(keywords))
 
     def follow_up_sync(
-        self, question: str, *, researcher: Researcher, **keywords: Unpack[RunKeywords]
+        self, question: str, *, researcher: RunsResearch, **keywords: Unpack[RunKeywords]
     ) -> ResearchResult:
         """`follow_up` for scripts (`Researcher.run_sync`); where an event loop runs (Jupyter), await `follow_up`."""
         return researcher.run_sync(question, **self._follow_up_keywords(keywords))
@@ -419,14 +420,10 @@ class ResearchResult(_Model):
 
     def to_markdown(self) -> str:
         """The answer with numbered sources and a status line, as Markdown (for people, not models)."""
-        from .._present.display import result_to_markdown  # presentation, imported when used: no import-time cycle
-
-        return result_to_markdown(self)
+        return DISPLAY.need().result_to_markdown(self)
 
     def _repr_markdown_(self) -> str:
         return self.to_markdown()
 
     def _repr_html_(self) -> str:
-        from .._present.display import result_to_html  # presentation, imported when used: no import-time cycle
-
-        return result_to_html(self)
+        return DISPLAY.need().result_to_html(self)

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import TypedDict, Unpack
 
+from .._base.words import plural
 from ..client._models import (
     AgentEvent,
     FetchUrlResultsItem,
@@ -33,7 +34,7 @@ from ..client._models import (
     field_of,
 )
 
-__all__ = ('Progress', 'Step', 'StepKind', 'StepReducer', 'plural')
+__all__ = ('Progress', 'Step', 'StepKind', 'StepReducer')
 
 StepKind = Literal['search', 'results', 'fetch', 'fetched', 'mcp', 'answer', 'status', 'other']
 """What a step is: a search sent, its results, pages asked for, pages fetched, a remote MCP tool, the answer, the
@@ -148,11 +149,6 @@ class _McpSpecifics(TypedDict, total=False):
     tools: int
     error: str | None
     item_type: str
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """A count with its noun, singular for exactly one: `1 result`, `3 results`, `2 searches` (`many` if irregular)."""
-    return f'{n} {word if n == 1 else (many or word + "s")}'
 
 
 def _urls(entries: Sequence[object] | None) -> tuple[str, ...]:

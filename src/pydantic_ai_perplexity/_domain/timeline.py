@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .display_slot import DISPLAY
 from .steps import StepKind
 
 if TYPE_CHECKING:
@@ -151,9 +152,7 @@ class Timeline:
 
     def to_svg(self, *, width: int = 720) -> str:
         """The picture: one lane per kind of step, a bar per step over a time axis (an SVG document fragment)."""
-        from .._present.display import timeline_to_svg  # presentation, imported when used: no import-time cycle
-
-        return timeline_to_svg(self.bars(), total_s=self.elapsed_s, title=self._title(), width=width)
+        return DISPLAY.need().timeline_to_svg(self.bars(), total_s=self.elapsed_s, title=self._title(), width=width)
 
     def _title(self) -> str:
         title = self.title or 'Research timeline'
@@ -161,17 +160,14 @@ class Timeline:
 
     def to_html(self) -> str:
         """The picture as inline-styled HTML (it survives an untrusted notebook's sanitizer), then the steps."""
-        from .._present.display import timeline_steps_html, timeline_to_html
-
-        return timeline_to_html(self.bars(), total_s=self.elapsed_s, title=self._title()) + timeline_steps_html(
-            self.steps
-        )
+        display = DISPLAY.need()
+        return display.timeline_to_html(
+            self.bars(), total_s=self.elapsed_s, title=self._title()
+        ) + display.timeline_steps_html(self.steps)
 
     def to_markdown(self) -> str:
         """The steps as a Markdown table under a title line."""
-        from .._present.display import timeline_steps_markdown
-
-        return timeline_steps_markdown(self.steps, title=self._title(), total_s=self.elapsed_s)
+        return DISPLAY.need().timeline_steps_markdown(self.steps, title=self._title(), total_s=self.elapsed_s)
 
     def _repr_html_(self) -> str:
         return self.to_html()

@@ -18,8 +18,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from .._base.words import plural
+from .._domain.display_slot import DISPLAY
 from .._domain.results import MARKER, marker_refs
-from .._domain.steps import plural
 from .._domain.timeline import LANES
 from .model_text import answer_with_source_numbers
 
@@ -398,3 +399,17 @@ def timeline_steps_markdown(steps: Sequence[TimelineStep], *, title: str, total_
     ]
     lines += [f'| {s.elapsed_s:.2f} s | {s.kind} | {_cell(s.detail)} |' for s in steps]
     return '\n'.join(lines)
+
+
+class _Display:
+    """The renderers the domain's `to_markdown`, `to_html` and notebook reprs call (`_domain/display_slot.py`)."""
+
+    result_to_markdown = staticmethod(result_to_markdown)
+    result_to_html = staticmethod(result_to_html)
+    timeline_to_svg = staticmethod(timeline_to_svg)
+    timeline_to_html = staticmethod(timeline_to_html)
+    timeline_steps_html = staticmethod(timeline_steps_html)
+    timeline_steps_markdown = staticmethod(timeline_steps_markdown)
+
+
+DISPLAY.fill(_Display())

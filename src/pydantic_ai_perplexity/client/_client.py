@@ -30,7 +30,7 @@ from .._base.errors import (
     PermissionDeniedError,
     ResearchTimeoutError,
 )
-from .._core import tracing
+from . import _events
 from ._errors import as_object, invalid_run_id, redact
 from ._models import AgentEvent, CancelAck, Model, ModelList, Response, SearchResponse
 from ._params import AgentRequest, InputItem, SearchRequest
@@ -312,7 +312,7 @@ class PerplexityClient:
                     raise
                 except APIError as exc:
                     logger.debug('wait %s: no stream (%s), polling instead', response_id, type(exc).__name__)
-                    tracing.event('perplexity.wait.polling', {'perplexity.reason': type(exc).__name__})
+                    _events.observer().polling(type(exc).__name__)
                     break
                 snapshot = _snapshot(event)
                 if snapshot is not None:

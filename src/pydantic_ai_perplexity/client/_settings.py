@@ -8,15 +8,14 @@ with whitespace or non-ASCII characters would otherwise surface inside an HTTP l
 from __future__ import annotations
 
 import functools
-import ipaddress
 import os
 import ssl
-from urllib.parse import urlsplit
 
 import httpx2
 from pydantic import SecretStr
 
 from .._base.errors import ConfigurationError
+from .._base.net import DEFAULT_BASE_URL, check_base_url
 
 __all__ = (
     'API_KEY_ENV',
@@ -30,11 +29,8 @@ __all__ = (
 
 API_KEY_ENV = 'PERPLEXITY_API_KEY'
 BASE_URL_ENV = 'PERPLEXITY_BASE_URL'
-DEFAULT_BASE_URL = 'https://api.perplexity.ai'
 #: 60 s to read (a quiet stream longer than that is resumed), 5 s to connect.
 DEFAULT_TIMEOUT = httpx2.Timeout(60.0, connect=5.0)
-
-_LOOPBACK_NAMES = frozenset({'localhost'})
 
 
 def resolve_api_key(api_key: str | None, *, source: str | None = None) -> SecretStr | None:
@@ -63,46 +59,7 @@ def resolve_base_url(base_url: str | None, *, source: str | None = None) -> str:
     """
     source = source or ('base_url' if base_url is not None else BASE_URL_ENV)
     raw = base_url if base_url is not None else os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-    raw = raw.strip()
-    try:
-        parts = urlsplit(raw)
-        host = parts.hostname or ''
-        port = parts.port
-    except ValueError:
-        raise ConfigurationError(f'{source} is not a valid URL; expected e.g. {DEFAULT_BASE_URL!r}.') from None
-    scheme = parts.scheme.lower()
-    if scheme not in ('http', 'https') or not host:
-        raise ConfigurationError(
-            f'{source} must be an absolute http(s) URL such as {DEFAULT_BASE_URL!r}; got a URL with scheme '
-            f'{scheme!r} and host {host!r}.'
-        )
-    shown = f'{scheme}://{_format_host(host)}' + (f':{port}' if port is not None else '')
-    if parts.username is not None or parts.password is not None:
-        raise ConfigurationError(
-            f'{source} must not contain credentials (user:password@); the API key is sent in the Authorization '
-            f'header only. Use {shown!r}.'
-        )
-    if parts.query or parts.fragment:
-        raise ConfigurationError(f'{source} must not contain a query string or fragment; use {shown!r} plus a path.')
-    if scheme == 'http' and not _is_loopback(host):
-        raise ConfigurationError(
-            f'{source} {shown!r} uses plain http to a host that is not loopback, so the API key would travel in '
-            f'clear text. Use https://, or http:// only to 127.0.0.1, localhost or ::1 (e.g. the emulator).'
-        )
-    return f'{shown}{parts.path.rstrip("/")}'
-
-
-def _is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _format_host(host: str) -> str:
-    return f'[{host}]' if ':' in host else host
+    return check_base_url(raw, source=source)
 
 
 @functools.cache

@@ -21,7 +21,7 @@ import anyio
 import httpx2
 
 from .._base.errors import APIConnectionError, RunMayHaveStartedError
-from .._core import tracing
+from . import _events
 from ._errors import ErrorContext, as_object, malformed_error, redact
 from ._models import AgentEvent, parse_event
 from ._retry import backoff
@@ -191,7 +191,7 @@ class EventStream(AsyncIterator[AgentEvent]):
             logger.debug('%s %s stream ended after seq %d: %s', ctx.method, ctx.path, self.last_sequence_number, drop)
             stalls = 0 if progressed else stalls + 1
             self._check_resumable(ctx, drop, stalls)
-            tracing.event('perplexity.stream.resume', {'perplexity.after_sequence': self.last_sequence_number})
+            _events.observer().resuming(self.last_sequence_number)
             if stalls:
                 await anyio.sleep(backoff(stalls - 1))
             opener, ctx = self._resume_opener()

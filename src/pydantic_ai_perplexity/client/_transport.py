@@ -20,7 +20,7 @@ from httpx2._client import UseClientDefault
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from .._base.errors import ConfigurationError
-from .._core import tracing
+from . import _events
 from ._errors import ErrorContext, malformed_error, network_error, status_error
 from ._retry import RequestKind, network_error_retryable, rate_limits, retry_delay, status_retryable
 from ._settings import API_KEY_ENV
@@ -127,12 +127,12 @@ class Transport:
                     sent = not network_error_retryable('create', exc)
                     error = network_error(exc, self._ctx(method, path, kind, attempt), sent=sent)
                     raise error from self.safe_cause(exc)
-                tracing.retry_event(method, path, attempt, delay, type(exc).__name__)
+                _events.observer().retrying(method, path, attempt, delay, type(exc).__name__)
             else:
                 logger.debug('%s %s -> %d (attempt %d)', method, path, response.status_code, attempt + 1)
                 self.emulated = _EMULATOR_HEADER in response.headers
                 limits = rate_limits(response.headers)
-                tracing.rate_limits(limits.remaining, limits.limit)
+                _events.observer().rate_limits(limits.remaining, limits.limit)
                 if response.is_success:
                     return response
                 try:
@@ -146,7 +146,7 @@ class Transport:
                 delay = self._next_delay(attempt, started, response.headers, status) if retryable else None
                 if delay is None:
                     raise status_error(response, self._ctx(method, path, kind, attempt))
-                tracing.retry_event(method, path, attempt, delay, response.status_code)
+                _events.observer().retrying(method, path, attempt, delay, response.status_code)
             await anyio.sleep(delay)
             attempt += 1
 

@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from .._base import errors
 from .._base.errors import AuthenticationError, ConfigurationError, PermissionDeniedError, PerplexityError
 from .._core.batch import _not_started, _split  # pyright: ignore[reportPrivateUsage]
-from .._core.researcher import Researcher
+from .._core.researcher import DURABLE, Researcher
 from .._domain.options import ResearchOptions, ResearchOptionsDict, response_format
 from .._domain.results import ResearchResult
 from .._ledger import RESERVED
@@ -530,3 +530,14 @@ class ResearchQueue:
                     f'options to wait for that batch again.',
                     argument='batch_id',
                 )
+
+
+class _Runner:
+    """What the core calls from workflow code (`Researcher.run` and `collect`): this module's `run` and `collect`."""
+
+    active = staticmethod(active)
+    run = staticmethod(run)
+    collect = staticmethod(collect)
+
+
+DURABLE.fill(_Runner())

@@ -86,7 +86,7 @@ EMULATOR_HEADER = 'x-pplx-emulator'
 
 def emulator_version() -> str:
     """The value of the `x-pplx-emulator` header: this package's version."""
-    from .. import __version__
+    from .._base.version import __version__
 
     return __version__
 

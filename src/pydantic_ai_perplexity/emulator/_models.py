@@ -1,7 +1,7 @@
 """The emulator's model table, in one place: the models `/v1/models` lists, their prices, and the model each
 effort level resolves to. A user extends it per emulator with `Emulator(models={...})`.
 
-The table is built from the live facts in `pydantic_ai_perplexity._domain.prices` (a live `/v1/models` and the
+The table is built from the live facts in `pydantic_ai_perplexity._base.prices` (a live `/v1/models` and the
 pricing page, 2026-10-09), so the emulator lists the live models and bills at the live prices.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._domain.prices import LIVE_MODELS, LIVE_TOOL_FEES
+from .._base.prices import LIVE_MODELS, LIVE_TOOL_FEES
 
 __all__ = (
     'EFFORT_MODELS',

@@ -19,7 +19,7 @@ import httpx2
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..client._settings import resolve_base_url
+from .._base.net import check_base_url
 from ._errors import ApiError
 from ._record import LIVE_HEADERS, Recorder, sse_events, sse_tee
 
@@ -42,7 +42,7 @@ def check_upstream(upstream: str) -> str:
     Raises:
         ConfigurationError: (a `ValueError`) the URL is unsafe or not an http(s) URL, said in one line.
     """
-    return resolve_base_url(upstream, source='the recording upstream')
+    return check_base_url(upstream, source='the recording upstream')
 
 
 def _json_or_none(raw: bytes) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from .._domain.steps import plural
+from .._base.words import plural
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
 from ._corpus import DEFAULT_CORPUS, Corpus, Document, best_sentences, relevance, search_corpus
 from ._faults import Directives, StatusFault

@@ -16,6 +16,7 @@ import anyio.to_thread
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
 
+from .._base.net import is_loopback
 from ._app import DEFAULT_UPSTREAM, EmulatorState, RecordedRequest, create_app, new_api_key
 from ._faults import FaultPlan
 from ._models import ModelSpec
@@ -62,8 +63,6 @@ def check_host(host: str, *, allow_remote: bool) -> None:
     Raises:
         ValueError: `host` is not a loopback address and `allow_remote` is false (checked before anything binds).
     """
-    from ..mcp.server._http import is_loopback
-
     if not allow_remote and not is_loopback(host):
         raise ValueError(
             f'the emulator binds to loopback only (127.0.0.1, ::1, localhost), not {host!r}: other machines could '

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import os
 import re
 import signal
@@ -51,6 +50,7 @@ import threading
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
 
+from ..._base.net import is_loopback
 from . import _jsonrpc
 from ._card import CARD_PATH
 from ._tokens import CALLER_SCOPE_KEY, STRENGTH_RULE, Tokens, is_weak
@@ -70,7 +70,6 @@ __all__ = (
     'SHUTDOWN_DEADLINE_SECONDS',
     'SHUTDOWN_GRACE_SECONDS',
     'http_app',
-    'is_loopback',
     'parse_origins',
     'refuse_unsafe_bind',
     'run_http',
@@ -106,16 +105,6 @@ def parse_origins(text: str) -> list[str]:
             )
         origins.append(entry.lower())
     return origins
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding `host` keeps the server reachable from this machine only."""
-    if host.strip('[]').lower() == 'localhost':
-        return True
-    try:
-        return ipaddress.ip_address(host.strip('[]')).is_loopback
-    except ValueError:
-        return False
 
 
 def _allowed_hosts(host: str, extra: list[str]) -> list[str]:

@@ -12,7 +12,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from ... import __version__
+from ..._base.version import __version__
 
 __all__ = (
     'DESCRIPTION',

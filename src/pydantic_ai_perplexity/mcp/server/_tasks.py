@@ -51,6 +51,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..._base.errors import PerplexityError
 from ..._core import tool_spec as tools
+from ._failures import error_text
 from ._scope import may_reach, request_caller
 
 if TYPE_CHECKING:
@@ -199,8 +200,6 @@ class ResearchTasks(Extension):
         try:
             started = await r.start(args.query, caller=caller, request_id=TASK_MARK, **given)
         except Exception as exc:
-            from ._tools import error_text
-
             if not isinstance(exc, PerplexityError):
                 _log.error('Unexpected %s starting a task (masked for the client)', type(exc).__name__, exc_info=exc)
             return CallToolResult(content=[TextContent(type='text', text=error_text(exc))], is_error=True)
@@ -238,7 +237,6 @@ class ResearchTasks(Extension):
     async def _state(self, r: Researcher, record: RunRecord, *, modern: bool) -> tuple[Task, ResearchResult | None]:
         """The task now, from the API: its status and latest step, and the run's result once it has ended."""
         from ...client._models import TERMINAL_STATUSES
-        from ._tools import error_text
 
         task_id = record.response_id
         try:
@@ -279,8 +277,6 @@ class ResearchTasks(Extension):
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: CancelTaskRequestParams) -> HandlerResult:
         """Cancel the run upstream (it stops billing), from whichever instance the request reached."""
-        from ._tools import error_text
-
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern:
             require_client_extension(ctx, EXTENSION)

@@ -22,14 +22,15 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import CallToolResult, Icon, TextContent, ToolAnnotations
 
-from ... import __version__
 from ..._base.errors import InvalidArgumentError, PerplexityError
+from ..._base.version import __version__
 from ..._core import tool_spec as tools
 from ..._core.tool_spec import ResearchOut
 from ..._domain.options import check_id
 from ..._domain.settings import DEFAULT_MCP_WAIT_SECONDS
 from . import _identity as identity
 from ._cancels import RemoteCancels, cancel_upstream, request_key
+from ._failures import error_text
 from ._scope import reach, request_caller
 from ._skills import SKILL_URI, SkillsExtension, skill_text
 from ._tasks import ResearchTasks
@@ -49,11 +50,6 @@ DEFAULT_WAIT_SECONDS = DEFAULT_MCP_WAIT_SECONDS
 SERVER_NAME = identity.SERVER_NAME
 RUN_URI = 'perplexity://runs/{response_id}'
 _CANCEL_GRACE_SECONDS = 15.0
-_MASKED = (
-    'Research failed: an internal error occurred in the Perplexity MCP server (the details are in its log). '
-    'Any run already started goes on: see perplexity_research_list.'
-)
-
 #: The tools' instructions, as `PerplexityToolset` gives them (both come from `tools.py`).
 INSTRUCTIONS = tools.INSTRUCTIONS
 
@@ -143,15 +139,6 @@ class _Runtime:
 
 def _text(text: str, *, error: bool = False, structured: dict[str, Any] | None = None) -> CallToolResult:
     return CallToolResult(content=[TextContent(type='text', text=text)], structured_content=structured, is_error=error)
-
-
-def error_text(exc: Exception) -> str:
-    """The text a model reads for a failed call: the toolset's words, never a traceback, key or raw upstream body."""
-    if isinstance(exc, PerplexityError):
-        from ..._present.model_text import error_for_model
-
-        return error_for_model(exc)[0]
-    return _MASKED
 
 
 async def _guarded(work: Callable[[], Awaitable[CallToolResult]]) -> CallToolResult:
