@@ -57,7 +57,7 @@ from .._domain.steps import Step, StepReducer
 from .._ledger import Ledger, OnBudget, Origin, Recorder, RunRecord, default_ledger_path, estimate_cost
 from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
-from ..client._params import AgentRequest, SearchRequest
+from ..client._params import AgentRequest, InputItem, SearchRequest
 from . import tracing
 from .reconcile import learn_from, reconcile, record_finished
 
@@ -570,7 +570,7 @@ class Researcher:
                 fingerprint=self._fingerprint(query, options),
                 **tracing.current_ids(),
             )
-            token, record, request, tightened = await self._reserve(record, request, query)
+            token, record, request, tightened = await self._reserve(record, request, options.to_input(query))
             if token is None:
                 # No cap: the row is written anyway before the create (a run's intent, keyed by `request_id` when
                 # given), so that a process killed while the create is in flight leaves a row to find, never nothing;
@@ -579,7 +579,7 @@ class Researcher:
                 intent = record.model_copy(update={'emulated': self.client.emulated is True})
                 token = await self._ledger_call(self.ledger.reserve, intent, cap_usd=None)
         try:
-            response = await self.client.start(query, **request)
+            response = await self.client.start(options.to_input(query), **request)
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
             # A billed run may exist, but its id never came back: the attempt stays in the ledger as a reservation
             # (counting its estimate against the budget) with the reason, so that it can be listed and checked.
@@ -602,8 +602,9 @@ class Researcher:
         """What makes two runs the same for reuse: the question (as the ledger keeps it), the request its options
         make with this researcher's defaults, and the API it goes to (an emulator's answer never stands in for one)."""
         request = _limited(options.to_request(self.effort))
+        files = [f.identity() for f in options.files or ()]  # what the run reads besides the web
         text = json.dumps(
-            [self.client.redact(query.strip()), request, self.client.api],
+            [self.client.redact(query.strip()), request, self.client.api, *([files] if files else [])],
             sort_keys=True,
             default=repr,
             ensure_ascii=True,
@@ -665,7 +666,7 @@ class Researcher:
                 await self.client.models()
 
     async def _reserve(
-        self, record: RunRecord, request: AgentRequest, query: str
+        self, record: RunRecord, request: AgentRequest, query: str | list[InputItem]
     ) -> tuple[str | None, RunRecord, AgentRequest, dict[str, tuple[int, int]] | None]:
         """Hold the most the run can cost (`pricing.reservation`) against the budget before anything is spent.
 
