@@ -35,6 +35,7 @@ from ._base.errors import (
 if TYPE_CHECKING:
     from ._core.researcher import Researcher, research, research_sync
     from ._domain.budget import Budget, BudgetWarning, Limits, SpendLine
+    from ._domain.options import ResearchFile, ResearchOptions
     from ._domain.results import Citation, Progress, ResearchResult, Source, Usage
     from ._domain.steps import Step
     from ._ledger import Ledger, RunRecord
@@ -82,6 +83,8 @@ __all__ = (
     'PerplexityToolset',
     'Progress',
     'RateLimitError',
+    'ResearchFile',
+    'ResearchOptions',
     'ResearchProgress',
     'ResearchResult',
     'ResearchStepEvent',
@@ -116,6 +119,8 @@ _LAZY = {
     'research': '._core.researcher',
     'research_sync': '._core.researcher',
     'use_emulator_if_no_key': '.emulator._offline',
+    'ResearchFile': '._domain.options',
+    'ResearchOptions': '._domain.options',
     'ResearchResult': '._domain.results',
     'Source': '._domain.results',
     'Citation': '._domain.results',

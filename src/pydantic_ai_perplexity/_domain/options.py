@@ -71,8 +71,10 @@ __all__ = (
     'check_recency',
     'check_wait',
     'describe_invalid',
+    'files_under',
     'normalize_effort',
     'option_fields',
+    'tool_files',
     'wire_date',
 )
 
@@ -509,6 +511,25 @@ def check_files(value: object) -> tuple[ResearchFile, ...]:
     return files
 
 
+def tool_files(given: Sequence[str], root: str | os.PathLike[str] | None = None) -> tuple[ResearchFile, ...]:
+    """The `files` a tool call names: https URLs and `data:` URIs; a local path only under `root` (a stdio MCP
+    server's `PERPLEXITY_MCP_FILES_ROOT`), never anywhere else: a model's argument must not read the host's files."""
+    files: list[ResearchFile] = []
+    for raw in given:
+        text = str(raw).strip()
+        if text.startswith('data:') or re.match(r'^[a-z][a-z0-9+.-]*://', text, re.IGNORECASE):
+            files.append(ResearchFile.coerce(text))
+        elif root is not None:
+            files.append(files_under(root, text))
+        else:
+            raise _file_error(
+                f'{_shown(text)} is not an https URL: this tool reads files by https URL, or their content as '
+                '"data:<type>;base64,...". (A local stdio MCP server reads paths inside the folder its operator '
+                'sets in PERPLEXITY_MCP_FILES_ROOT.)'
+            )
+    return check_files(files)
+
+
 def files_under(root: str | os.PathLike[str], given: str) -> ResearchFile:
     """A file named by a path relative to `root` (an operator's folder), read only if it lies inside it.
 
@@ -517,6 +538,11 @@ def files_under(root: str | os.PathLike[str], given: str) -> ResearchFile:
             or names no file.
     """
     base = Path(root).expanduser().resolve()
+    if not base.is_dir():
+        raise _file_error(
+            f'This server reads files from {str(base)!r}, which is not a folder: ask its operator to fix '
+            'PERPLEXITY_MCP_FILES_ROOT, or send the file by https URL or as a data: URI.'
+        )
     target = (base / given).resolve()
     if not target.is_relative_to(base):
         raise _file_error(
