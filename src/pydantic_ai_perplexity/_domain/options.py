@@ -886,8 +886,8 @@ class ResearchOptions(BaseModel):
     def _profile(cls, value: object) -> object:
         if value is None or value == '':
             return None
-        ident, _, version = value.strip().partition('@') if isinstance(value, str) else ('', '', '')
-        if not _PROFILE_ID.match(ident) or (version and not _PROFILE_ID.match(version)):
+        ident, pinned, version = value.strip().partition('@') if isinstance(value, str) else ('', '', '')
+        if not _PROFILE_ID.match(ident) or (pinned and not _PROFILE_ID.match(version)):
             raise InvalidArgumentError(
                 f'profile={_shown(value)} is not a profile id: give the id of a saved profile, optionally pinned '
                 'as "id@version".',
