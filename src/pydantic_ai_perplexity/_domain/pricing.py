@@ -19,7 +19,7 @@ reasoning tokens on top of `max_output_tokens`, the page reader's fee). `reserva
   tokens, or `max_urls` fetched pages, or a remote MCP result);
 - a file in the input counts one token per byte (a file given by URL, and any file, at most `FILE_TOKENS`: no model
   reads more than its context window), an image `IMAGE_TOKENS`; a `models` list is priced at its dearest model, a
-  `service_tier` at its factor (`SERVICE_TIER_FACTORS`), a high `reasoning.effort` raises the reasoning ceiling.
+  `service_tier` at its factor (`SERVICE_TIER_FACTORS`), a `reasoning.effort` at its reasoning ceiling at least.
 
 A model the table does not know, and an effort's model (the API picks it, and it moves), are priced as the dearest
 model in the table. Prices come, in this order, from: the API's `/v1/models` (`api@<date>`, cached a day in the
@@ -55,7 +55,7 @@ __all__ = (
     'FILE_TOKENS',
     'IMAGE_TOKENS',
     'PRICES_ENV',
-    'REASONING_FACTORS',
+    'REASONING_CEILINGS',
     'SERVICE_TIER_FACTORS',
     'EffortBundle',
     'Fit',
@@ -723,8 +723,9 @@ FILE_TOKENS = 2_000_000
 #: `flex` is priced at the standard price (its discount is not counted on), `priority` and `auto` (which may pick
 #: priority) at twice it (the premium other providers charge); `default` and `fast` (what live runs echo) at 1.
 SERVICE_TIER_FACTORS: Mapping[str, float] = {'default': 1.0, 'fast': 1.0, 'flex': 1.0, 'auto': 2.0, 'priority': 2.0}
-#: How much a `reasoning.effort` may raise the effort's reasoning ceiling (lower ones never lower it).
-REASONING_FACTORS: Mapping[str, int] = {'high': 2, 'xhigh': 4}
+#: The reasoning ceiling a `reasoning.effort` asks for (reasoning tokens on top of `max_output_tokens`, an
+#: assumption like the effort's own ceiling): the run is priced at the larger of the two (a lower one never lowers it).
+REASONING_CEILINGS: Mapping[str, int] = {'low': 2_048, 'medium': 4_096, 'high': 8_192, 'xhigh': 16_384}
 
 
 def _input_text(query: Any) -> str:
@@ -805,7 +806,9 @@ def reservation(query: Any, request: Mapping[str, Any], table: PriceTable | None
     )
     reasoning = sent.get('reasoning')
     thinking: Any = cast('Mapping[str, Any]', reasoning).get('effort') if isinstance(reasoning, Mapping) else None
-    output = max(16, int(sent['max_output_tokens'])) + bundle.reasoning_tokens * REASONING_FACTORS.get(str(thinking), 1)
+    output = max(16, int(sent['max_output_tokens'])) + max(
+        bundle.reasoning_tokens, REASONING_CEILINGS.get(str(thinking), 0)
+    )
     read = (steps + 1) * prompt + steps * (calls * per_call_tokens + output)
     tier = sent.get('service_tier')
     factor = SERVICE_TIER_FACTORS.get(tier, max(SERVICE_TIER_FACTORS.values())) if isinstance(tier, str) else 1.0
