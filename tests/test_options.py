@@ -431,3 +431,36 @@ async def test_files_and_default_options_through_the_toolset(emulator: Emulator)
     assert 'files' in offered and not offered & {'models', 'service_tier', 'profile', 'reasoning_effort'}
     assert TOOLS[0].schema['properties']['files']['anyOf'][0] == {'items': {'type': 'string'}, 'type': 'array'}
     assert 'files' not in tool_specs(lean=True)[0].schema['properties']
+
+
+def test_every_sdk_request_field_is_an_option_or_named_in_the_decisions() -> None:
+    """`perplexityai` 0.46.1 `ResponsesRequestInput`: each field is made by the options (all set) or is named, with
+    why, among the fields left out in docs/decisions.md."""
+    import re
+
+    from perplexity.generated.api import ResponsesRequestInput
+
+    options = ResearchOptions.parse(
+        effort='fast',
+        models=['openai/gpt-5.4'],
+        instructions='i',
+        domains=['nature.com'],
+        fetch_pages=2,
+        max_steps=2,
+        max_output_tokens=100,
+        language='de',
+        previous_response_id='resp_1',
+        output_type={'type': 'object', 'properties': {}},
+        files=['https://files.example/a.pdf'],
+        service_tier='flex',
+        profile='p',
+        reasoning_effort='low',
+        prompt_cache_key='k',
+    )
+    made = {'input', 'model', *options.to_request('fast')}  # `model` is the option beside `models`
+    decisions = (Path(__file__).parents[1] / 'docs' / 'decisions.md').read_text(encoding='utf-8')
+    left_out = decisions.split('Left out (each still reachable through `extra=`):', 1)[1].split('\n\n', 2)[1]
+    named = set(re.findall(r'`(\w+)`', ''.join(re.findall(r'^- \*\*(.*?)\*\*', left_out, re.MULTILINE))))
+    sdk = set(ResponsesRequestInput.model_fields)
+    assert sdk - made == named, (sdk - made, named)
+    assert not made & named
