@@ -51,6 +51,7 @@ __all__ = (
     'MAX_FILES_BYTES',
     'MAX_FILE_BYTES',
     'MAX_MODELS',
+    'MODEL_ID',
     'REASONING_EFFORTS',
     'RECENCIES',
     'RUN_STATUSES',
@@ -108,7 +109,8 @@ LEGACY_PRESETS = {
 _EFFORT = re.compile(r'^(fast|low|medium|high|xhigh)(@\d{4}-\d{2}-\d{2}\.\d+)?$')
 _DOMAIN = re.compile(r'^-?(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$')
 _SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
-_MODEL_ID = re.compile(r'^[A-Za-z0-9][\w.:@+-]{0,99}/[\w.:@+-]{1,150}$')
+#: A model id as `/v1/models` lists them, "provider/model" (matched whole).
+MODEL_ID = re.compile(r'[A-Za-z0-9][\w.:@+-]{0,99}/[\w.:@+-]{1,150}')
 #: Longer than any id the API hands out (`resp_` and a UUID), short enough to quote back in an error.
 MAX_ID_CHARS = 200
 MAX_DOMAINS = 20
@@ -198,6 +200,11 @@ def check_recency(recency: object) -> Recency:
     return cast('Recency', recency)
 
 
+def _printable(value: str) -> bool:
+    """Whether `value` holds no control characters and no lone surrogates."""
+    return all(ch.isprintable() and not '\ud800' <= ch <= '\udfff' for ch in value)
+
+
 def check_id(response_id: object) -> str:
     """A run id as a caller gave it back: stripped, non-empty, bounded, printable."""
     if not isinstance(response_id, str):
@@ -216,7 +223,7 @@ def check_id(response_id: object) -> str:
             'Pass the id a research call handed back.',
             argument='response_id',
         )
-    if any(not ch.isprintable() or '\ud800' <= ch <= '\udfff' for ch in value):
+    if not _printable(value):
         raise InvalidArgumentError(
             'response_id contains control or invalid characters: pass the id a research call handed back, '
             'like "resp_...".',
@@ -856,7 +863,7 @@ class ResearchOptions(BaseModel):
                 'models must be a list of model ids like ["openai/gpt-5.4", "openai/gpt-5.5"].', argument='models'
             )
         names = [n.strip() for item in cast('Sequence[object]', items) for n in str(item).split(',') if n.strip()]
-        bad = next((n for n in names if not _MODEL_ID.match(n)), None)
+        bad = next((n for n in names if not MODEL_ID.fullmatch(n)), None)
         if bad is not None:
             raise InvalidArgumentError(
                 f'models: {_shown(bad)} is not a model id: use "provider/model", e.g. "openai/gpt-5.4".',
@@ -900,11 +907,7 @@ class ResearchOptions(BaseModel):
     def _prompt_cache_key(cls, value: object) -> object:
         if value is None or value == '':
             return None
-        if (
-            not isinstance(value, str)
-            or len(value) > _CACHE_KEY_CHARS
-            or any(not ch.isprintable() or '\ud800' <= ch <= '\udfff' for ch in value)
-        ):
+        if not isinstance(value, str) or len(value) > _CACHE_KEY_CHARS or not _printable(value):
             raise InvalidArgumentError(
                 f'prompt_cache_key must be text of at most {_CACHE_KEY_CHARS} printable characters, e.g. '
                 '"weekly-report".',

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from .._base.errors import ConfigurationError
-from .options import LEGACY_PRESETS
+from .options import LEGACY_PRESETS, MODEL_ID
 from .prices import LIVE_MODELS, LIVE_TOOL_FEES
 
 if TYPE_CHECKING:
@@ -96,7 +96,6 @@ _EFFORT_ORDER = ('fast', 'low', 'medium', 'high', 'xhigh')
 _MAX_PRICE = 100_000.0
 _MAX_MODELS = 10_000
 _PROFILE_KEYS = frozenset({'effort', 'preset', 'max_steps', 'max_output_tokens', 'max_tool_calls'})
-_MODEL_ID = re.compile(r'[A-Za-z0-9][\w.:@+-]{0,99}/[\w.:@+-]{1,150}')
 
 
 @dataclass(frozen=True)
@@ -326,7 +325,7 @@ def _overridden(table: PriceTable, overrides: Mapping[str, Any], origin: str) ->
     if len(given_models) > _MAX_MODELS:
         raise ConfigurationError(f'{origin}: {len(given_models):,} models is more than the {_MAX_MODELS:,} allowed.')
     for model, value in given_models.items():
-        if not _MODEL_ID.fullmatch(model):
+        if not MODEL_ID.fullmatch(model):
             raise ConfigurationError(f'{origin}: {model[:60]!r} is not a model id ("provider/model").')
         pair: Any = value
         if isinstance(value, Mapping):
@@ -365,7 +364,7 @@ def _overridden(table: PriceTable, overrides: Mapping[str, Any], origin: str) ->
         for key, value in given.items():
             what = f'efforts.{name}.{key}'
             if key == 'model':
-                if value is not None and not (isinstance(value, str) and _MODEL_ID.fullmatch(value)):
+                if value is not None and not (isinstance(value, str) and MODEL_ID.fullmatch(value)):
                     raise ConfigurationError(f'{origin}: {what} must be a model id or null.')
                 if value is not None and not negotiated:
                     old, new = table.price(base.model), table.price(value)
@@ -499,7 +498,7 @@ def parse_api_prices(listing: Any) -> dict[str, ModelPrice]:
             continue
         item = cast('Mapping[str, Any]', entry)
         model, pricing = item.get('id'), item.get('pricing')
-        if not isinstance(model, str) or not _MODEL_ID.fullmatch(model) or not isinstance(pricing, Mapping):
+        if not isinstance(model, str) or not MODEL_ID.fullmatch(model) or not isinstance(pricing, Mapping):
             continue
         price = cast('Mapping[str, Any]', pricing)
         unit = price.get('unit', 'usd_per_1m_tokens')
