@@ -446,6 +446,8 @@ def test_a_run_over_the_budget_is_refused_unless_tighten_is_asked_and_then_says_
 
 
 def test_research_reads_files_and_takes_the_request_options(emulator: Emulator, tmp_path: Path):
+    import httpx2
+
     notes = tmp_path / 'notes.md'
     notes.write_text('Field notes. The pilot heat pumps cut household emissions by forty percent.', encoding='utf-8')
     env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
@@ -461,6 +463,11 @@ def test_research_reads_files_and_takes_the_request_options(emulator: Emulator, 
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data['model'] == 'openai/gpt-5.5'  # the first fallback was unavailable
+    echoed = httpx2.get(
+        f'{emulator.base_url}/v1/agent/{data["response_id"]}', headers={'Authorization': f'Bearer {emulator.api_key}'}
+    ).json()
+    assert echoed['service_tier'] == 'flex' and echoed['reasoning'] == {'effort': 'low'}
+    assert echoed['prompt_cache_key'] == 'notes'
     assert 'From the attached file notes.md: Field notes. The pilot heat pumps' in data['answer']
     assert missing.returncode == 2 and "Invalid value for --file: No file '" in missing.stderr
     assert bad_tier.returncode == 2 and "'cheap' is not one of 'auto', 'default', 'flex'" in bad_tier.stderr
