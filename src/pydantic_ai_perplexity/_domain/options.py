@@ -1077,7 +1077,7 @@ def options_table() -> str:
     lines = [
         '# Research options',
         '',
-        '<!-- Generated from `ResearchOptions` (src/pydantic_ai_perplexity/options.py): '
+        '<!-- Generated from `ResearchOptions` (src/pydantic_ai_perplexity/_domain/options.py): '
         'run `python -m pydantic_ai_perplexity._domain.options > docs/options.md` after changing a field. -->',
         '',
         'Every way in takes the same options: `Researcher.run(query, **options)` / `research(...)` in Python, the',
