@@ -170,12 +170,13 @@ class _Attachment:
     name: str
     text: str | None
     tokens: int
+    image: bool = False
 
 
 def _attachment(part: InputFile | InputImage) -> _Attachment:
     if isinstance(part, InputImage):
         name = 'an attached image' if part.image_url.startswith('data:') else part.image_url
-        return _Attachment(name, None, _IMAGE_TOKENS)
+        return _Attachment(name, None, _IMAGE_TOKENS, image=True)
     name = part.filename or part.file_url or 'an attached file'
     if part.file_data is None:
         return _Attachment(name, None, 0)
@@ -212,7 +213,7 @@ def _file_lines(query: str, files: list[_Attachment]) -> str:
             said = ' '.join(' '.join(best_sentences(doc, query, 2)).split()) or ' '.join(f.text.split())[:200]
             lines.append(f'- From the attached file {f.name}: {said}')
         else:
-            lines.append(f'- The attached {"image" if f.tokens == _IMAGE_TOKENS else "file"} {f.name}: {_UNREAD}.')
+            lines.append(f'- The attached {"image" if f.image else "file"} {f.name}: {_UNREAD}.')
     return 'Attached files:\n' + '\n'.join(lines) if lines else ''
 
 
