@@ -546,6 +546,7 @@ class Researcher:
         self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
     ) -> tuple[Response, _Run]:
         request = _limited(options.to_request(self.effort))
+        sent = options.to_input(query)  # the question, with the files the run reads
         effort = request.get('effort') or self.effort
         adapter = response_format(options.output_type)[1] if options.output_type is not None else None
         token: str | None = None
@@ -570,7 +571,7 @@ class Researcher:
                 fingerprint=self._fingerprint(query, options),
                 **tracing.current_ids(),
             )
-            token, record, request, tightened = await self._reserve(record, request, options.to_input(query))
+            token, record, request, tightened = await self._reserve(record, request, sent)
             if token is None:
                 # No cap: the row is written anyway before the create (a run's intent, keyed by `request_id` when
                 # given), so that a process killed while the create is in flight leaves a row to find, never nothing;
@@ -579,7 +580,7 @@ class Researcher:
                 intent = record.model_copy(update={'emulated': self.client.emulated is True})
                 token = await self._ledger_call(self.ledger.reserve, intent, cap_usd=None)
         try:
-            response = await self.client.start(options.to_input(query), **request)
+            response = await self.client.start(sent, **request)
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
             # A billed run may exist, but its id never came back: the attempt stays in the ledger as a reservation
             # (counting its estimate against the budget) with the reason, so that it can be listed and checked.
