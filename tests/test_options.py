@@ -416,6 +416,7 @@ async def test_files_and_default_options_through_the_toolset(emulator: Emulator)
         url = {'query': 'Summarise the report.', 'files': ['https://files.example/report.pdf']}
         [by_url] = await call_tools(toolset, [('perplexity_research', url)])
         [local] = await call_tools(toolset, [('perplexity_research', {'query': 'q', 'files': ['/etc/passwd']})])
+        [not_a_list] = await call_tools(toolset, [('perplexity_research', {'query': 'q', 'files': 42})])
         tier = {'query': 'What is solar power?', 'service_tier': 'priority'}
         [unoffered] = await call_tools(toolset, [('perplexity_research', tier)])
     assert outcome_of(by_url) == 'success' and 'The attached file https://files.example/report.pdf' in text_of_part(
@@ -425,6 +426,7 @@ async def test_files_and_default_options_through_the_toolset(emulator: Emulator)
     assert body['input'][0]['content'][1] == {'type': 'input_file', 'file_url': 'https://files.example/report.pdf'}
     assert body['service_tier'] == 'flex' and body['models'] == ['openai/gpt-5.4', 'openai/gpt-5.5']
     assert outcome_of(local) == 'retry' and 'is not an https URL' in text_of_part(local)
+    assert outcome_of(not_a_list) == 'retry' and 'files must be a list of https URLs' in text_of_part(not_a_list)
     assert outcome_of(unoffered) == 'retry' and 'Unknown argument' in text_of_part(unoffered)
     # Offered to models: files only (as https URLs or data: URIs); tiers, fallbacks and the rest are the caller's.
     offered = set(TOOLS[0].schema['properties'])

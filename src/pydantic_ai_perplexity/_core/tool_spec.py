@@ -188,6 +188,7 @@ _MUST = {
     'max_results': 'a whole number from 1 to 20',
     'domains': 'a list of bare domains like ["nature.com"]',
     'recency': 'one of hour, day, week, month, year',
+    'files': 'a list of https URLs of files or images (or their content as "data:<type>;base64,...")',
 }
 
 
