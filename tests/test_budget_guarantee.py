@@ -383,3 +383,83 @@ def test_a_model_billed_above_the_table_is_priced_higher_for_later_runs(monkeypa
     assert pricing.default_prices().price('openai/gpt-5.5').input_per_million == pytest.approx(20.0)
     # Now the dearest model: an effort's run (the API picks its model) is priced higher too.
     assert reservation('q', {'effort': 'medium'}).bound_usd > before
+
+
+# --- the request options in the reservation (issue 26) -------------------------------------------------------------
+
+
+def test_each_request_option_is_priced_from_its_own_terms() -> None:
+    from pydantic_ai_perplexity._domain.options import ResearchOptions
+    from pydantic_ai_perplexity._domain.pricing import FILE_TOKENS, IMAGE_TOKENS
+
+    table = PriceTable(models={'cheap/a': ModelPrice(1.0, 2.0), 'dear/b': ModelPrice(10.0, 50.0)})
+
+    def held(query: Any = 'What is solar power?', **options: Any) -> Any:
+        parsed = ResearchOptions.parse(**options)
+        return reservation(parsed.to_input(query if isinstance(query, str) else 'q'), parsed.to_request('fast'), table)
+
+    plain = held(model='cheap/a')
+    # Fallback models: priced at the dearest of the list, whichever answers.
+    assert held(models=['cheap/a', 'dear/b']).usd == held(model='dear/b').usd > plain.usd
+    # Tiers: flex at the listed price (its discount is not counted on), priority and auto at twice the tokens.
+    fees = plain.tool_calls * table.search_usd
+    assert held(model='cheap/a', service_tier='flex').usd == plain.usd
+    assert held(model='cheap/a', service_tier='default').usd == plain.usd
+    for tier in ('priority', 'auto'):
+        doubled = held(model='cheap/a', service_tier=tier)
+        assert doubled.usd == pytest.approx(2 * (plain.bound_usd - fees) + fees, abs=2e-6)
+        assert 'tokens at 2x for the service tier' in doubled.describe()
+    # Files: content counts a token per byte, a file by URL (size unknown) and an image at their ceilings.
+    data = b'x' * 300_000
+    with_data = held(model='cheap/a', files=[data])
+    assert with_data.input_tokens - plain.input_tokens == (plain.steps + 1) * len(data)
+    by_url = held(model='cheap/a', files=['https://files.example/a.pdf'])
+    assert by_url.input_tokens - plain.input_tokens == (plain.steps + 1) * FILE_TOKENS
+    image = held(model='cheap/a', files=['https://img.example/a.png'])
+    assert image.input_tokens - plain.input_tokens == (plain.steps + 1) * IMAGE_TOKENS
+    # A reasoning effort is priced at its reasoning ceiling at least (`fast` assumes none); `none` adds nothing.
+    assert held(model='cheap/a', reasoning_effort='none').usd == plain.usd
+    assert held(model='cheap/a', reasoning_effort='xhigh').output_tokens == plain.output_tokens + 16_384
+    assert held(model='cheap/a', effort='high', reasoning_effort='low').output_tokens == (
+        held(model='cheap/a', effort='high').output_tokens  # `high` assumes more than `low` asks: never lowered
+    )
+    # A profile or a cache key changes nothing the bound depends on (the request still sends every limit).
+    assert held(model='cheap/a', profile='p1', prompt_cache_key='k').usd == plain.usd
+
+
+async def test_a_large_file_under_a_small_cap_is_refused_before_anything_is_sent(
+    emulator: Emulator, target: str
+) -> None:
+    async with researcher(emulator, target, 0.05, effort='fast') as r:
+        with pytest.raises(BudgetExceededError) as refused:
+            await r.run('Summarise this file.', files=[b'solar power ' * 100_000], model='openai/gpt-5.4')
+    assert refused.value.estimate_usd > 0.05
+    assert [q for q in emulator.requests if q.method == 'POST'] == []
+    assert await spent(target) == 0.0
+
+
+async def test_runs_with_files_tiers_and_fallbacks_are_billed_within_their_reservation(
+    emulator: Emulator, target: str
+) -> None:
+    from pydantic_ai_perplexity._domain.options import ResearchOptions
+
+    cases: list[dict[str, Any]] = [
+        {'files': [b'Solar panels convert light into electricity. ' * 2_000], 'model': 'openai/gpt-5.4'},
+        {'service_tier': 'priority', 'models': ['openai/gpt-5.4', 'openai/gpt-5.5']},
+        {'service_tier': 'flex', 'reasoning_effort': 'high', 'prompt_cache_key': 'k', 'model': 'openai/gpt-5.4'},
+        {'service_tier': 'auto', 'files': ['https://files.example/a.pdf'], 'model': 'openai/gpt-6-luna'},
+    ]
+    cap = 30.0
+    async with researcher(emulator, target, cap, effort='fast', wait_seconds=30) as r:
+        for options in cases:
+            question = 'What is solar power? [[emulate: unavailable]]'
+            result = await r.run(question, **options)
+            await r.flush()
+            assert r.ledger is not None
+            record = r.ledger.get(result.response_id)
+            parsed = ResearchOptions.parse(**options)
+            bound = reservation(parsed.to_input(question), parsed.to_request('fast')).usd
+            assert result.status == 'completed' and result.cost_usd is not None
+            assert record is not None and record.cost_usd == pytest.approx(result.cost_usd)
+            assert result.cost_usd <= bound, (options, result.cost_usd, bound)
+    assert await spent(target) <= cap + EPSILON_USD

@@ -349,3 +349,19 @@ async def test_another_process_resolves_the_deferred_calls_and_the_agent_resumes
     assert isinstance(second.output, str) and 'Sources:' in second.output and 'https://' in second.output
     creates = [r for r in emulator_env.requests if r.method == 'POST' and r.path.endswith('/v1/agent')]
     assert len(creates) == 1  # the other process collected the run; nothing was researched twice
+
+
+async def test_the_capabilitys_default_options_reach_every_run(emulator_env: Emulator):
+    """`options=` (here fallback models, whose first is unavailable, and a file) applies to each research call."""
+    from pydantic_ai_perplexity import ResearchOptions
+
+    defaults = ResearchOptions(
+        models=['openai/gpt-5.4', 'openai/gpt-5.5'], files=(b'Attached: heat pumps are quiet.',), service_tier='flex'
+    )
+    research = PerplexityResearch(effort='fast', ledger=False, options=defaults)
+    agent = Agent(scripted_research_model(), capabilities=[research])
+    result = await agent.run('What does it say about heat pumps? [[emulate: unavailable]]')
+    [ret] = returns(result.all_messages())
+    found = ret.metadata['research_result']  # type: ignore[index]
+    assert isinstance(found, ResearchResult) and found.done and found.model == 'openai/gpt-5.5'
+    assert 'From the attached file file.txt: Attached: heat pumps are quiet.' in (found.answer or '')

@@ -265,3 +265,204 @@ async def test_language_goes_from_each_way_in_to_the_wire(emulator: Emulator) ->
     assert outcome_of(bad) == 'retry' and 'two-letter ISO 639-1 code' in text_of_part(bad)
     assert 'language' in TOOLS[0].schema['properties']
     assert '--language' in CliRunner().invoke(cli, ['research', '--help']).output
+
+
+# -- files, fallback models, service tier, profile, reasoning, prompt cache key (issue 26) ----------------------
+
+
+def test_files_in_every_form_become_parts_of_the_user_message(tmp_path: Path) -> None:
+    import base64
+
+    from pydantic_ai_perplexity import ResearchFile
+
+    notes = tmp_path / 'notes.md'
+    notes.write_text('Heat pumps cut emissions.', encoding='utf-8')
+    png = b'\x89PNG\r\n\x1a\n' + b'\x00' * 8
+    options = ResearchOptions.parse(
+        files=[
+            'https://files.example/report.pdf',
+            notes,
+            str(notes),
+            png,
+            'data:application/pdf;base64,' + base64.b64encode(b'%PDF-1.4 x').decode(),
+            ResearchFile(url='https://img.example/chart.webp'),
+        ]
+    )
+    [message] = options.to_input('What do they say?')
+    assert message['role'] == 'user' and message['content'][0] == {'type': 'input_text', 'text': 'What do they say?'}
+    assert message['content'][1:] == [
+        {'type': 'input_file', 'file_url': 'https://files.example/report.pdf'},
+        {
+            'type': 'input_file',
+            'file_data': base64.b64encode(b'Heat pumps cut emissions.').decode(),
+            'filename': 'notes.md',
+        },
+        {
+            'type': 'input_file',
+            'file_data': base64.b64encode(b'Heat pumps cut emissions.').decode(),
+            'filename': 'notes.md',
+        },
+        {'type': 'input_image', 'image_url': 'data:image/png;base64,' + base64.b64encode(png).decode()},
+        {'type': 'input_file', 'file_data': base64.b64encode(b'%PDF-1.4 x').decode(), 'filename': 'file.pdf'},
+        {'type': 'input_image', 'image_url': 'https://img.example/chart.webp'},
+    ]
+    assert ResearchOptions.parse().to_input('q') == 'q' and 'input' not in options.to_request('fast')
+
+
+@pytest.mark.parametrize(
+    ('files', 'words'),
+    [
+        (['/no/such/file.pdf'], "No file '/no/such/file.pdf'"),
+        (['http://files.example/a.pdf'], 'is not a file URL the API can read: give a public https URL'),
+        ([b''], 'is empty'),
+        ([b'\xff\xfe\x00\x01binary'], 'The type of the file is unknown: give its media_type'),
+        ([{'data': b'MZ...', 'filename': 'setup.exe'}], 'which the API does not read'),
+        ([{'url': 'https://a.example/x.pdf', 'data': b'x'}], 'exactly one of them'),
+        (['data:application/pdf;base64,***'], 'holds no valid base64 content'),
+        (['https://a.example/x.pdf'] * 11, '11 files given; a run reads at most 10'),
+        ([b'x' * (20 * 1024 * 1024 + 1)], 'a file may be at most 20.0 MiB'),
+        ([b'x' * (12 * 1024 * 1024)] * 2, 'a run takes at most 22.0 MiB'),
+        ([42], 'is not a file: give an https URL, a path, bytes'),
+    ],
+)
+def test_a_bad_file_is_refused_before_anything_is_sent(files: list[Any], words: str) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        ResearchOptions.parse(files=files)
+    assert info.value.argument == 'files' and words in str(info.value), str(info.value)
+
+
+def test_the_request_options_on_the_wire() -> None:
+    request = ResearchOptions.parse(
+        models='openai/gpt-5.4, openai/gpt-5.5',
+        service_tier='FLEX',
+        profile='prof_nightly@3',
+        reasoning_effort='high',
+        prompt_cache_key='weekly-report',
+    ).to_request('fast')
+    assert request == {
+        'effort': 'fast',
+        'models': ['openai/gpt-5.4', 'openai/gpt-5.5'],
+        'service_tier': 'flex',
+        'profile': {'type': 'custom', 'id': 'prof_nightly', 'version': '3'},
+        'reasoning': {'effort': 'high'},
+        'prompt_cache_key': 'weekly-report',
+    }
+    assert ResearchOptions.parse(profile='p1').to_request('fast')['profile'] == {'type': 'custom', 'id': 'p1'}
+    assert ResearchOptions.parse(models=['a/b', 'c/d']).models == ['a/b', 'c/d']
+
+
+@pytest.mark.parametrize(
+    ('given', 'argument', 'words'),
+    [
+        ({'models': ['gpt-5']}, 'models', 'is not a model id: use "provider/model"'),
+        ({'models': [f'openai/m{i}' for i in range(6)]}, 'models', '6 models given; list 1 to 5 fallback models'),
+        ({'model': 'openai/a', 'models': ['openai/b']}, 'models', 'model and models cannot be combined'),
+        ({'service_tier': 'cheap'}, 'service_tier', 'is not one of auto, default, flex, priority, fast'),
+        ({'reasoning_effort': 'max'}, 'reasoning_effort', 'is not one of none, minimal, low, medium, high, xhigh'),
+        ({'profile': 'has space'}, 'profile', 'is not a profile id'),
+        ({'profile': 'p@'}, 'profile', 'is not a profile id'),
+        ({'prompt_cache_key': 'x' * 257}, 'prompt_cache_key', 'at most 256 printable characters'),
+        ({'prompt_cache_key': 'a\nb'}, 'prompt_cache_key', 'at most 256 printable characters'),
+    ],
+)
+def test_a_bad_request_option_reads_in_the_projects_words(given: dict[str, Any], argument: str, words: str) -> None:
+    with pytest.raises(InvalidArgumentError) as info:
+        ResearchOptions.parse(**given)
+    assert info.value.argument == argument and words in str(info.value), str(info.value)
+
+
+def test_a_tool_reads_local_paths_only_inside_its_root(tmp_path: Path) -> None:
+    from pydantic_ai_perplexity._domain.options import tool_files
+
+    root, outside = tmp_path / 'root', tmp_path / 'outside'
+    (root / 'sub').mkdir(parents=True)
+    outside.mkdir()
+    (root / 'sub' / 'notes.txt').write_text('inside', encoding='utf-8')
+    (outside / 'secret.txt').write_text('secret', encoding='utf-8')
+    (root / 'escape.txt').symlink_to(outside / 'secret.txt')
+    (root / 'linked').symlink_to(outside)
+
+    [inside] = tool_files(['sub/notes.txt'], root)
+    assert inside.data == b'inside' and inside.filename == 'notes.txt'
+    for given in ['../outside/secret.txt', str(outside / 'secret.txt'), 'escape.txt', 'linked/secret.txt']:
+        with pytest.raises(InvalidArgumentError, match='outside the folder this server reads files from'):
+            tool_files([given], root)
+    with pytest.raises(InvalidArgumentError, match='is not an https URL: this tool reads files by https URL'):
+        tool_files(['sub/notes.txt'])  # no root: a model's argument never reads a local file
+    with pytest.raises(InvalidArgumentError, match='which is not a folder'):
+        tool_files(['notes.txt'], tmp_path / 'missing')
+    [url, data] = tool_files(['https://files.example/a.pdf', 'data:text/plain;base64,aGk='])
+    assert url.url == 'https://files.example/a.pdf' and data.data == b'hi'
+
+
+async def test_files_and_default_options_through_the_toolset(emulator: Emulator) -> None:
+    import json
+
+    import httpx2
+
+    from pydantic_ai_perplexity._core.tool_spec import TOOLS, tool_specs
+
+    bodies: list[dict[str, Any]] = []
+
+    async def keep(request: httpx2.Request) -> None:
+        if request.method == 'POST' and request.url.path.endswith('/v1/agent'):
+            bodies.append(json.loads(request.content))
+
+    defaults = ResearchOptions(service_tier='flex', models=['openai/gpt-5.4', 'openai/gpt-5.5'])
+    async with httpx2.AsyncClient(event_hooks={'request': [keep]}) as http:
+        toolset = PerplexityToolset(
+            api_key=emulator.api_key, base_url=emulator.base_url, http_client=http, options=defaults
+        )
+        url = {'query': 'Summarise the report.', 'files': ['https://files.example/report.pdf']}
+        [by_url] = await call_tools(toolset, [('perplexity_research', url)])
+        [local] = await call_tools(toolset, [('perplexity_research', {'query': 'q', 'files': ['/etc/passwd']})])
+        [not_a_list] = await call_tools(toolset, [('perplexity_research', {'query': 'q', 'files': 42})])
+        tier = {'query': 'What is solar power?', 'service_tier': 'priority'}
+        [unoffered] = await call_tools(toolset, [('perplexity_research', tier)])
+    assert outcome_of(by_url) == 'success' and 'The attached file https://files.example/report.pdf' in text_of_part(
+        by_url
+    )
+    [body] = bodies  # the local path and the unoffered option sent nothing
+    assert body['input'][0]['content'][1] == {'type': 'input_file', 'file_url': 'https://files.example/report.pdf'}
+    assert body['service_tier'] == 'flex' and body['models'] == ['openai/gpt-5.4', 'openai/gpt-5.5']
+    assert outcome_of(local) == 'retry' and 'is not an https URL' in text_of_part(local)
+    assert outcome_of(not_a_list) == 'retry' and 'files must be a list of https URLs' in text_of_part(not_a_list)
+    assert outcome_of(unoffered) == 'retry' and 'Unknown argument' in text_of_part(unoffered)
+    # Offered to models: files only (as https URLs or data: URIs); tiers, fallbacks and the rest are the caller's.
+    offered = set(TOOLS[0].schema['properties'])
+    assert 'files' in offered and not offered & {'models', 'service_tier', 'profile', 'reasoning_effort'}
+    assert TOOLS[0].schema['properties']['files']['anyOf'][0] == {'items': {'type': 'string'}, 'type': 'array'}
+    assert 'files' not in tool_specs(lean=True)[0].schema['properties']
+
+
+def test_every_sdk_request_field_is_an_option_or_named_in_the_decisions() -> None:
+    """`perplexityai` 0.46.1 `ResponsesRequestInput`: each field is made by the options (all set) or is named, with
+    why, among the fields left out in docs/decisions.md."""
+    import re
+
+    from perplexity.generated.api import ResponsesRequestInput
+
+    options = ResearchOptions.parse(
+        effort='fast',
+        models=['openai/gpt-5.4'],
+        instructions='i',
+        domains=['nature.com'],
+        fetch_pages=2,
+        max_steps=2,
+        max_output_tokens=100,
+        language='de',
+        previous_response_id='resp_1',
+        output_type={'type': 'object', 'properties': {}},
+        files=['https://files.example/a.pdf'],
+        service_tier='flex',
+        profile='p',
+        reasoning_effort='low',
+        prompt_cache_key='k',
+    )
+    made = {'input', 'model', *options.to_request('fast')}  # `model` is the option beside `models`
+    decisions = (Path(__file__).parents[1] / 'docs' / 'decisions.md').read_text(encoding='utf-8')
+    left_out = decisions.split('Left out (each still reachable through `extra=`):', 1)[1].split('\n\n', 2)[1]
+    named = set(re.findall(r'`(\w+)`', ''.join(re.findall(r'^- \*\*(.*?)\*\*', left_out, re.MULTILINE))))
+    sdk = set(ResponsesRequestInput.model_fields)
+    assert sdk - made == named, (sdk - made, named)
+    assert not made & named

@@ -296,3 +296,80 @@ async def test_a_polled_run_reports_the_steps_its_running_snapshots_show(tmp_pat
     assert any(d.startswith('found ') and d.endswith(' results') for d in details), details
     assert steps[-1].progress.searches >= 1 and steps[-1].progress.results_seen > 0
     assert result.progress.searches >= steps[-1].progress.searches  # nothing counted twice or lost at the end
+
+
+# -- files, fallback models and tiers (issue 26) ---------------------------------------------------------------
+
+
+class _Creates:
+    """Every create body sent, read from the wire."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, object]] = []
+
+    async def __call__(self, request: object) -> None:
+        import json
+
+        import httpx2
+
+        assert isinstance(request, httpx2.Request)
+        if request.method == 'POST' and request.url.path.endswith('/v1/agent'):
+            self.bodies.append(json.loads(request.content))
+
+
+async def test_a_local_file_is_read_here_sent_as_content_and_cited_in_the_answer(emulator: Emulator, tmp_path: Path):
+    import httpx2
+
+    notes = tmp_path / 'notes.md'
+    notes.write_text('Field notes. The pilot heat pumps cut household emissions by forty percent.', encoding='utf-8')
+    creates = _Creates()
+    async with (
+        httpx2.AsyncClient(event_hooks={'request': [creates]}) as http,
+        researcher_for(emulator, effort='fast', ledger=tmp_path / 'l.sqlite3', http_client=http) as r,
+    ):
+        result = await r.run('What do my notes say about heat pumps?', files=[notes])
+        await r.flush()
+        assert r.ledger is not None
+        record = r.ledger.get(result.response_id)
+    assert result.status == 'completed'
+    assert 'From the attached file notes.md: Field notes. The pilot heat pumps cut household emissions' in (
+        result.answer or ''
+    )
+    [body] = creates.bodies
+    parts = body['input'][0]['content']  # type: ignore[index]
+    assert parts[1]['filename'] == 'notes.md' and 'file_url' not in parts[1]  # the path never leaves this machine
+    assert record is not None and record.query == 'What do my notes say about heat pumps?'
+
+
+async def test_a_fallback_model_answers_when_the_first_is_unavailable(emulator: Emulator):
+    async with researcher_for(emulator, effort='fast', ledger=False) as r:
+        result = await r.run(
+            'What is solar power? [[emulate: unavailable]]', models=['openai/gpt-5.4', 'openai/gpt-5.5']
+        )
+    assert result.status == 'completed' and result.model == 'openai/gpt-5.5'
+
+
+async def test_reuse_tells_runs_apart_by_the_files_they_read(emulator: Emulator, tmp_path: Path):
+    async with researcher_for(emulator, effort='fast', ledger=tmp_path / 'l.sqlite3', reuse_within=600) as r:
+        first = await r.run('What does this say?', files=[b'Solar panels convert light.'])
+        same = await r.run('What does this say?', files=[b'Solar panels convert light.'])
+        other = await r.run('What does this say?', files=[b'Wind turbines convert wind.'])
+    assert same.reused and same.response_id == first.response_id
+    assert not other.reused and other.response_id != first.response_id
+
+
+async def test_a_nightly_batch_runs_at_the_flex_tier(emulator: Emulator, tmp_path: Path):
+    import httpx2
+
+    from pydantic_ai_perplexity._core.batch import research_many
+
+    creates = _Creates()
+    async with (
+        httpx2.AsyncClient(event_hooks={'request': [creates]}) as http,
+        researcher_for(emulator, effort='fast', ledger=tmp_path / 'l.sqlite3', http_client=http) as r,
+    ):
+        results = await research_many(
+            ['What is solar power?', 'What is wind power?'], researcher=r, service_tier='flex', concurrency=2
+        )
+    assert [res.status for res in results] == ['completed', 'completed']
+    assert [b['service_tier'] for b in creates.bodies] == ['flex', 'flex']

@@ -38,6 +38,7 @@ from ._base.version import __version__
 if TYPE_CHECKING:
     from ._core.researcher import Researcher, research, research_sync
     from ._domain.budget import Budget, BudgetWarning, Limits, SpendLine
+    from ._domain.options import ResearchFile, ResearchOptions
     from ._domain.results import Citation, Progress, ResearchResult, Source, Usage
     from ._domain.steps import Step
     from ._ledger import Ledger, RunRecord
@@ -84,6 +85,8 @@ __all__ = (
     'PerplexityToolset',
     'Progress',
     'RateLimitError',
+    'ResearchFile',
+    'ResearchOptions',
     'ResearchProgress',
     'ResearchResult',
     'ResearchStepEvent',
@@ -118,6 +121,8 @@ _LAZY = {
     'research': '._core.researcher',
     'research_sync': '._core.researcher',
     'use_emulator_if_no_key': '.emulator._offline',
+    'ResearchFile': '._domain.options',
+    'ResearchOptions': '._domain.options',
     'ResearchResult': '._domain.results',
     'Source': '._domain.results',
     'Citation': '._domain.results',

@@ -443,3 +443,33 @@ def test_a_run_over_the_budget_is_refused_unless_tighten_is_asked_and_then_says_
 
     text = ' '.join(helped.stdout.split())
     assert '--tighten' in text and 'lifetime cap' in text and 'all time' in text
+
+
+def test_research_reads_files_and_takes_the_request_options(emulator: Emulator, tmp_path: Path):
+    import httpx2
+
+    notes = tmp_path / 'notes.md'
+    notes.write_text('Field notes. The pilot heat pumps cut household emissions by forty percent.', encoding='utf-8')
+    env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
+    options = ['--effort', 'fast', '--models', 'openai/gpt-5.4,openai/gpt-5.5', '--service-tier', 'flex']
+    options += ['--reasoning-effort', 'low', '--profile', 'prof_1@2', '--prompt-cache-key', 'notes', '--json']
+    done, missing, bad_tier, both = run_all(
+        ('research', 'What do my notes say? [[emulate: unavailable]]', '--file', str(notes), *options),
+        ('research', 'q', '--file', str(tmp_path / 'missing.pdf')),
+        ('research', 'q', '--service-tier', 'cheap'),
+        ('research', 'q', '--model', 'openai/gpt-5.4', '--models', 'openai/gpt-5.5'),
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data['model'] == 'openai/gpt-5.5'  # the first fallback was unavailable
+    echoed = httpx2.get(
+        f'{emulator.base_url}/v1/agent/{data["response_id"]}', headers={'Authorization': f'Bearer {emulator.api_key}'}
+    ).json()
+    assert echoed['service_tier'] == 'flex' and echoed['reasoning'] == {'effort': 'low'}
+    assert echoed['prompt_cache_key'] == 'notes'
+    assert 'From the attached file notes.md: Field notes. The pilot heat pumps' in data['answer']
+    assert missing.returncode == 2 and "Invalid value for --file: No file '" in missing.stderr
+    assert bad_tier.returncode == 2 and "'cheap' is not one of 'auto', 'default', 'flex'" in bad_tier.stderr
+    assert both.returncode == 2 and 'model and models cannot be combined' in both.stderr
+    assert [q for q in emulator.requests if q.method == 'POST' and q.path == '/v1/agent'][1:] == []  # one run only

@@ -393,3 +393,76 @@ async def test_concurrent_runs_do_not_interfere(emu: Emulator):
     for i, r in results.items():
         by_topic.setdefault(topics[i], set()).add(answer(r))
     assert all(len(texts) == 1 for texts in by_topic.values())  # same question, same answer, even concurrently
+
+
+def _user(text: str, *parts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{'type': 'message', 'role': 'user', 'content': [{'type': 'input_text', 'text': text}, *parts]}]
+
+
+def test_an_attached_text_file_is_read_cited_by_name_and_billed(client: httpx2.Client):
+    import base64
+
+    notes = 'Quarterly notes. The pilot heat pumps cut household emissions by forty percent. Unrelated closing line.'
+    part = {'type': 'input_file', 'file_data': base64.b64encode(notes.encode()).decode(), 'filename': 'notes.md'}
+    question = 'What do the notes say about heat pumps?'
+    plain = create(client, input=question, effort='fast')
+    attached = create(client, input=_user(question, part), effort='fast')
+    text = answer(attached)
+    assert 'From the attached file notes.md: ' in text and 'cut household emissions by forty percent' in text
+    assert 'notes.md' not in answer(plain)
+    # The file's text is read: its tokens (4 characters each) are billed on top of the question's.
+    extra = attached['usage']['input_tokens'] - plain['usage']['input_tokens']
+    assert extra == -(-len(notes) // 4)
+
+
+def test_a_pdf_a_file_by_url_and_an_image_are_cited_by_name_without_being_read(client: httpx2.Client):
+    parts = [
+        {'type': 'input_file', 'file_data': 'JVBERi0xLjQK', 'filename': 'report.pdf'},
+        {'type': 'input_file', 'file_url': 'https://files.example/survey.pdf'},
+        {'type': 'input_image', 'image_url': 'https://img.example/chart.png'},
+    ]
+    text = answer(create(client, input=_user('Summarise these.', *parts), effort='fast'))
+    assert '- The attached file report.pdf: its text is not extracted offline' in text
+    assert '- The attached file https://files.example/survey.pdf: its text is not extracted offline' in text
+    assert '- The attached image https://img.example/chart.png: its text is not extracted offline' in text
+
+
+def test_fallback_models_answer_in_order_and_the_unavailable_directive_skips_the_first(client: httpx2.Client):
+    models = ['openai/gpt-5.4', 'openai/gpt-5.5']
+    assert create(client, input='What is solar power?', models=models)['model'] == 'openai/gpt-5.4'
+    skipped = create(client, input='What is solar power? [[emulate: unavailable]]', models=models)
+    assert skipped['model'] == 'openai/gpt-5.5'
+    alone = create(client, input='What is solar power? [[emulate: unavailable]]', models=models[:1])
+    assert alone['model'] == 'openai/gpt-5.4'  # no fallback left: the only model answers
+
+
+def test_the_service_tier_is_echoed_and_billed_at_its_terms(client: httpx2.Client):
+    runs = {
+        tier: create(client, input='What is solar power?', effort='fast', **({'service_tier': tier} if tier else {}))
+        for tier in (None, 'flex', 'priority', 'auto')
+    }
+    assert [r['service_tier'] for r in runs.values()] == ['default', 'flex', 'priority', 'default']
+
+    def tokens_cost(run: dict[str, Any]) -> float:
+        cost = run['usage']['cost']
+        return cost['total_cost'] - cost['tool_calls_cost']
+
+    base = tokens_cost(runs[None])
+    assert tokens_cost(runs['flex']) == pytest.approx(base / 2, abs=3e-5)
+    assert tokens_cost(runs['priority']) == pytest.approx(base * 2, abs=3e-5)
+    assert tokens_cost(runs['auto']) == pytest.approx(base, abs=1e-9)
+    assert len({r['usage']['cost']['tool_calls_cost'] for r in runs.values()}) == 1  # tool fees do not change
+
+
+def test_a_repeated_prompt_cache_key_reads_the_prompt_from_the_cache(client: httpx2.Client):
+    import uuid
+
+    key = f'k-{uuid.uuid4()}'
+    body: dict[str, Any] = {'input': 'What is solar power?', 'effort': 'fast', 'instructions': 'Be brief. ' * 100}
+    first = create(client, **body, prompt_cache_key=key)
+    second = create(client, **body, prompt_cache_key=key)
+    other = create(client, **body, prompt_cache_key=f'{key}-other')
+    read = [r['usage']['input_tokens_details']['cache_read_input_tokens'] for r in (first, second, other)]
+    assert read[0] == read[2] and read[1] > read[0] + 200  # the instructions (250 tokens) came from the cache
+    assert second['usage']['cost']['total_cost'] < first['usage']['cost']['total_cost']
+    assert first['prompt_cache_key'] == key

@@ -493,3 +493,68 @@ def test_top_logprobs_is_accepted_with_no_effect(client: httpx2.Client):
     """The migration guide: `logprobs`, `top_logprobs`: "Some such fields are accepted but have no effect"."""
     response = client.post('/v1/agent', json={**OK, 'top_logprobs': 5})
     assert response.status_code == 200 and response.json()['top_logprobs'] == 0
+
+
+def _with(*parts: dict[str, Any]) -> dict[str, Any]:
+    content = [{'type': 'input_text', 'text': 'What does this say?'}, *parts]
+    return {**OK, 'input': [{'type': 'message', 'role': 'user', 'content': content}]}
+
+
+@pytest.mark.parametrize(
+    ('part', 'message'),
+    [
+        ({'type': 'input_file'}, 'input_file needs exactly one of file_url and file_data'),
+        (
+            {'type': 'input_file', 'file_url': 'https://a.example/x.pdf', 'file_data': 'aGk='},
+            'input_file needs exactly one of file_url and file_data',
+        ),
+        ({'type': 'input_file', 'file_url': 'http://a.example/x.pdf'}, 'input_file.file_url must be an https URL'),
+        ({'type': 'input_file', 'file_data': 'not base64!'}, 'input_file.file_data must be base64-encoded'),
+        ({'type': 'input_image', 'image_url': 'http://a.example/x.png'}, 'input_image.image_url must be an https'),
+        ({'type': 'input_image', 'image_url': 'data:text/plain,hi'}, 'input_image.image_url must be an https'),
+    ],
+)
+def test_files_and_images_in_the_input_are_checked(client: httpx2.Client, part: dict[str, Any], message: str):
+    """Not captured live: the SDK's `input_file` (`file_url` | `file_data`, `filename`?) and `input_image`
+    (`image_url`: https or a data URI) shapes, refused in the words of the captured validation failures."""
+    error = error_of(client.post('/v1/agent', json=_with(part)), 400)
+    assert error['type'] == 'invalid_request' and error['message'].startswith(f'validation failed: {message}')
+
+
+@pytest.mark.parametrize(
+    ('body', 'words'),
+    [
+        ({**OK, 'service_tier': 'cheap'}, 'service tier must be one of: auto default flex priority fast'),
+        ({**OK, 'reasoning': {'effort': 'huge'}}, 'effort must be one of: none minimal low medium high xhigh max'),
+        ({**OK, 'profile': {'type': 'saved', 'id': 'p'}}, 'type must be one of: custom'),
+        ({**OK, 'models': ['openai/gpt-5.4'] * 6}, 'models: List should have at most 5 items'),
+        ({**OK, 'models': []}, 'models: List should have at least 1 item'),
+    ],
+)
+def test_the_request_options_are_typed_as_the_sdk_types_them(client: httpx2.Client, body: dict[str, Any], words: str):
+    """SDK 0.46.1 `ResponsesRequestInput`: `service_tier` and `reasoning.effort` are enums, `profile.type` is
+    `custom`, `models` holds 1 to 5 ids; refused as the captured validation failures are."""
+    error = error_of(client.post('/v1/agent', json=body), 400)
+    assert error['message'] == f'validation failed: {words}' or error['message'].startswith(
+        f'validation failed: {words}'
+    )
+
+
+def test_good_files_and_request_options_are_accepted(client: httpx2.Client):
+    body = _with(
+        {'type': 'input_file', 'file_url': 'https://a.example/report.pdf'},
+        {'type': 'input_file', 'file_data': 'aGVsbG8=', 'filename': 'hello.txt'},
+        {'type': 'input_image', 'image_url': 'data:image/png;base64,iVBORw0KGgo='},
+    )
+    body |= {
+        'models': ['openai/gpt-5.4', 'openai/gpt-5.5'],
+        'service_tier': 'flex',
+        'profile': {'type': 'custom', 'id': 'prof_1', 'version': '2'},
+        'reasoning': {'effort': 'low'},
+        'prompt_cache_key': 'weekly',
+    }
+    response = client.post('/v1/agent', json=body)
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert data['service_tier'] == 'flex' and data['model'] == 'openai/gpt-5.4'
+    assert data['prompt_cache_key'] == 'weekly' and data['reasoning'] == {'effort': 'low'}

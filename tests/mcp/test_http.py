@@ -448,3 +448,21 @@ def test_each_named_caller_has_its_own_daily_budget_and_jobs_spend_shows_both(
     assert lines[None, 'day']['spent_usd'] + lines[None, 'day']['held_usd'] == pytest.approx(
         sum(lines[c, 'day']['spent_usd'] + lines[c, 'day']['held_usd'] for c in ('alice', 'bob'))
     )
+
+
+def test_over_http_a_file_path_is_never_read_even_with_a_files_root(emu: Emulator, tmp_path: Path) -> None:
+    """`PERPLEXITY_MCP_FILES_ROOT` is for a local stdio server: a remote HTTP caller's path reads nothing."""
+    root = tmp_path / 'shared'
+    root.mkdir()
+    (root / 'notes.md').write_text('Operator notes.', encoding='utf-8')
+    env = server_env(emu, tmp_path / 'state', PERPLEXITY_MCP_TOKEN=TOKEN, PERPLEXITY_MCP_FILES_ROOT=str(root))
+    server = HttpServer(env)
+    try:
+        arguments = {'query': 'What do the notes say?', 'effort': 'fast', 'files': ['notes.md']}
+        result = call_as(server, TOKEN, 'perplexity_research', arguments)
+        by_url = call_as(server, TOKEN, 'perplexity_research', arguments | {'files': ['https://files.example/a.pdf']})
+    finally:
+        server.stop()
+    text = '\n'.join(block['text'] for block in result['content'] if block['type'] == 'text')
+    assert result.get('isError') is True and 'is not an https URL' in text and 'Operator notes' not in text
+    assert by_url.get('isError') is not True

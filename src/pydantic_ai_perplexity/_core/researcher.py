@@ -58,7 +58,7 @@ from .._domain.steps import Step, StepReducer
 from .._ledger import Ledger, OnBudget, Origin, Recorder, RunRecord, default_ledger_path, estimate_cost
 from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
-from ..client._params import AgentRequest, SearchRequest
+from ..client._params import AgentRequest, InputItem, SearchRequest
 from . import tracing
 from .reconcile import learn_from, reconcile, record_finished
 
@@ -525,6 +525,7 @@ class Researcher:
         self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
     ) -> tuple[Response, _Run]:
         request = _limited(options.to_request(self.effort))
+        sent = options.to_input(query)  # the question, with the files the run reads
         effort = request.get('effort') or self.effort
         adapter = response_format(options.output_type)[1] if options.output_type is not None else None
         token: str | None = None
@@ -549,7 +550,7 @@ class Researcher:
                 fingerprint=self._fingerprint(query, options),
                 **tracing.current_ids(),
             )
-            token, record, request, tightened = await self._reserve(record, request, query)
+            token, record, request, tightened = await self._reserve(record, request, sent)
             if token is None:
                 # No cap: the row is written anyway before the create (a run's intent, keyed by `request_id` when
                 # given), so that a process killed while the create is in flight leaves a row to find, never nothing;
@@ -558,7 +559,7 @@ class Researcher:
                 intent = record.model_copy(update={'emulated': self.client.emulated is True})
                 token = await self._ledger_call(self.ledger.reserve, intent, cap_usd=None)
         try:
-            response = await self.client.start(query, **request)
+            response = await self.client.start(sent, **request)
         except (RunMayHaveStartedError, InternalServerError, MalformedResponseError) as exc:
             # A billed run may exist, but its id never came back: the attempt stays in the ledger as a reservation
             # (counting its estimate against the budget) with the reason, so that it can be listed and checked.
@@ -581,8 +582,9 @@ class Researcher:
         """What makes two runs the same for reuse: the question (as the ledger keeps it), the request its options
         make with this researcher's defaults, and the API it goes to (an emulator's answer never stands in for one)."""
         request = _limited(options.to_request(self.effort))
+        files = [f.identity() for f in options.files or ()]  # what the run reads besides the web
         text = json.dumps(
-            [self.client.redact(query.strip()), request, self.client.api],
+            [self.client.redact(query.strip()), request, self.client.api, *([files] if files else [])],
             sort_keys=True,
             default=repr,
             ensure_ascii=True,
@@ -644,7 +646,7 @@ class Researcher:
                 await self.client.models()
 
     async def _reserve(
-        self, record: RunRecord, request: AgentRequest, query: str
+        self, record: RunRecord, request: AgentRequest, query: str | list[InputItem]
     ) -> tuple[str | None, RunRecord, AgentRequest, dict[str, tuple[int, int]] | None]:
         """Hold the most the run can cost (`pricing.reservation`) against the budget before anything is spent.
 

@@ -13,6 +13,7 @@ offering a new option to models is a change in `options.py` only.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired, Required, cast
@@ -21,7 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from typing_extensions import TypedDict
 
 from .._base.errors import InvalidArgumentError
-from .._domain.options import RUN_STATUSES, Recency, RunStatus, check_id, check_wait, describe_invalid, option_fields
+from .._domain.options import (
+    RUN_STATUSES,
+    Recency,
+    RunStatus,
+    check_id,
+    check_wait,
+    describe_invalid,
+    option_fields,
+    tool_files,
+)
 from .._present.model_text import NAMES, ToolNames
 
 if TYPE_CHECKING:
@@ -178,6 +188,7 @@ _MUST = {
     'max_results': 'a whole number from 1 to 20',
     'domains': 'a list of bare domains like ["nature.com"]',
     'recency': 'one of hour, day, week, month, year',
+    'files': 'a list of https URLs of files or images (or their content as "data:<type>;base64,...")',
 }
 
 
@@ -351,10 +362,16 @@ async def research(
     on_progress: OnProgress | None = None,
     on_started: OnStarted | None = None,
     caller: str | None = None,
+    files_root: str | os.PathLike[str] | None = None,
     **fixed: Any,
 ) -> ResearchResult:
-    """`perplexity_research`: start the run (its id recorded first) and wait up to the way in's budget."""
+    """`perplexity_research`: start the run (its id recorded first) and wait up to the way in's budget.
+
+    `files` are https URLs or `data:` URIs; local paths only under `files_root` (a stdio MCP server's folder).
+    """
     given = args.model_dump(exclude={'query'}, exclude_none=True)
+    if given.get('files'):
+        given['files'] = tool_files(given['files'], files_root)
     result = await r.run(args.query, on_progress=on_progress, on_started=on_started, caller=caller, **(given | fixed))
     return _numbered(result, 1)
 

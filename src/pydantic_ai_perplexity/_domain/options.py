@@ -11,11 +11,17 @@ goes on the wire, and its key in `ResearchOptionsDict`. Mark it `tool=True` to o
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import math
+import mimetypes
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, cast, get_args
 
 from pydantic import (
@@ -34,29 +40,42 @@ from typing_extensions import TypedDict
 from .._base.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from ..client._params import AgentRequest, McpTool, ResponseFormat, Tool, WebSearchFilters
+    from ..client._params import AgentRequest, InputItem, McpTool, ResponseFormat, Tool, WebSearchFilters
 else:  # the client package imports the HTTP stack, which the CLI must not load to list its options
-    AgentRequest = McpTool = dict
+    AgentRequest = McpTool = InputItem = dict
 
 __all__ = (
     'EFFORTS',
     'LEGACY_PRESETS',
+    'MAX_FILES',
+    'MAX_FILES_BYTES',
+    'MAX_FILE_BYTES',
+    'MAX_MODELS',
+    'MODEL_ID',
+    'REASONING_EFFORTS',
     'RECENCIES',
     'RUN_STATUSES',
+    'SERVICE_TIERS',
     'Effort',
+    'FileInput',
     'LegacyPreset',
     'Opt',
+    'ReasoningEffort',
     'Recency',
+    'ResearchFile',
     'ResearchOptions',
     'ResearchOptionsDict',
     'RunStatus',
+    'ServiceTier',
     'check_domains',
     'check_id',
     'check_recency',
     'check_wait',
     'describe_invalid',
+    'files_under',
     'normalize_effort',
     'option_fields',
+    'tool_files',
     'wire_date',
 )
 
@@ -72,6 +91,13 @@ LegacyPreset = Literal['fast-search', 'pro-search', 'deep-research', 'advanced-d
 #: waiting longer changes nothing.
 RunStatus = Literal['queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled']
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+#: The processing tiers of the API's `service_tier`: `flex` for cheaper, unhurried runs (a nightly batch), `priority`
+#: for faster ones; `auto`/`default` leave it to the account, `fast` is what live responses echo.
+ServiceTier = Literal['auto', 'default', 'flex', 'priority', 'fast']
+SERVICE_TIERS: tuple[str, ...] = get_args(ServiceTier)
+#: How hard the model itself reasons (`reasoning.effort`): not the run's `effort`, which bundles steps and tools.
+ReasoningEffort = Literal['none', 'minimal', 'low', 'medium', 'high', 'xhigh']
+REASONING_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)
 
 #: The old preset names the API still accepts, and the effort each stands for.
 LEGACY_PRESETS = {
@@ -83,10 +109,21 @@ LEGACY_PRESETS = {
 _EFFORT = re.compile(r'^(fast|low|medium|high|xhigh)(@\d{4}-\d{2}-\d{2}\.\d+)?$')
 _DOMAIN = re.compile(r'^-?(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$')
 _SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
+#: A model id as `/v1/models` lists them, "provider/model" (matched whole).
+MODEL_ID = re.compile(r'[A-Za-z0-9][\w.:@+-]{0,99}/[\w.:@+-]{1,150}')
 #: Longer than any id the API hands out (`resp_` and a UUID), short enough to quote back in an error.
 MAX_ID_CHARS = 200
 MAX_DOMAINS = 20
 DEFAULT_FETCH_PAGES = 5
+#: Fallback models a request may list (the API's `models`: 1 to 5, tried in order).
+MAX_MODELS = 5
+#: Files one run may read, the largest one, and all of them together: a create body is at most 32 MiB (413 above
+#: it) and base64 makes 4 bytes of 3, so the files' bytes are held under 22 MiB, leaving room for the rest.
+MAX_FILES = 10
+MAX_FILE_BYTES = 20 * 1024 * 1024
+MAX_FILES_BYTES = 22 * 1024 * 1024
+_PROFILE_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$')
+_CACHE_KEY_CHARS = 256
 
 
 # -- the checks, each written once (the model's validators and `Researcher.search` call them) --------------------
@@ -163,6 +200,11 @@ def check_recency(recency: object) -> Recency:
     return cast('Recency', recency)
 
 
+def _printable(value: str) -> bool:
+    """Whether `value` holds no control characters and no lone surrogates."""
+    return all(ch.isprintable() and not '\ud800' <= ch <= '\udfff' for ch in value)
+
+
 def check_id(response_id: object) -> str:
     """A run id as a caller gave it back: stripped, non-empty, bounded, printable."""
     if not isinstance(response_id, str):
@@ -181,7 +223,7 @@ def check_id(response_id: object) -> str:
             'Pass the id a research call handed back.',
             argument='response_id',
         )
-    if any(not ch.isprintable() or '\ud800' <= ch <= '\udfff' for ch in value):
+    if not _printable(value):
         raise InvalidArgumentError(
             'response_id contains control or invalid characters: pass the id a research call handed back, '
             'like "resp_...".',
@@ -224,6 +266,297 @@ def response_format(output_type: type[BaseModel] | dict[str, Any]) -> tuple[Resp
         adapter = TypeAdapter(output_type)
     name = _SCHEMA_NAME.sub('_', name)[:64] or 'research_result'
     return {'type': 'json_schema', 'json_schema': {'name': name, 'schema': schema}}, adapter
+
+
+# -- files and images the run reads ---------------------------------------------------------------------------
+
+#: Images the API takes as `input_image` (as an https URL or a data URI).
+_IMAGE_TYPES = frozenset({'image/png', 'image/jpeg', 'image/webp', 'image/gif'})
+#: Documents it takes as `input_file` (text is sent as it is; PDFs and office files are read by the API).
+_DOCUMENT_TYPES = frozenset(
+    {
+        'application/pdf',
+        'text/plain',
+        'text/markdown',
+        'text/csv',
+        'text/html',
+        'application/json',
+        'application/rtf',
+        'application/msword',
+        'application/vnd.openxmlformats-officedocument.wordprocessingml.document',
+        'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet',
+        'application/vnd.openxmlformats-officedocument.presentationml.presentation',
+    }
+)
+_EXTRA_TYPES = {'.md': 'text/markdown', '.markdown': 'text/markdown', '.csv': 'text/csv', '.webp': 'image/webp'}
+#: Magic numbers of the binary types, for bytes given without a media type.
+_MAGIC = (
+    (b'%PDF-', 'application/pdf'),
+    (b'\x89PNG\r\n\x1a\n', 'image/png'),
+    (b'\xff\xd8\xff', 'image/jpeg'),
+    (b'GIF87a', 'image/gif'),
+    (b'GIF89a', 'image/gif'),
+)
+_DATA_URI = re.compile(r'^data:(?P<type>[\w.+-]+/[\w.+-]+)?(?:;[\w-]+=[\w.-]+)*;base64,(?P<data>.*)$', re.DOTALL)
+
+
+def _media_type_of(name: str) -> str | None:
+    """The media type a file name's extension says (None when it says nothing known)."""
+    suffix = Path(name.split('?', 1)[0]).suffix.lower()
+    return _EXTRA_TYPES.get(suffix) or mimetypes.types_map.get(suffix)
+
+
+def _sniffed(data: bytes) -> str | None:
+    """The media type of bytes given without one: a known magic number, or UTF-8 text."""
+    for magic, kind in _MAGIC:
+        if data.startswith(magic):
+            return kind
+    if data[:4] == b'RIFF' and data[8:12] == b'WEBP':
+        return 'image/webp'
+    try:
+        data.decode('utf-8')
+    except UnicodeDecodeError:
+        return None
+    return 'text/plain'
+
+
+def _file_error(message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(message, argument='files')
+
+
+def _label(name: str | None) -> str:
+    return f' {_shown(name)}' if name else ''
+
+
+def _accepted_types() -> str:
+    return 'PDF, text (txt, md, csv, html, json), office documents and images (png, jpeg, webp, gif)'
+
+
+class ResearchFile(BaseModel):
+    """A file or image the run reads along with the web: an https URL, or content (bytes with their media type).
+
+    A local path is read on the caller's side (`ResearchFile.from_path`) and sent as content, so the API never needs
+    to reach it. Size and type are checked here, before anything is reserved or sent. Images go to the API as
+    `input_image`, every other file as `input_file`.
+    """
+
+    model_config = ConfigDict(extra='forbid', frozen=True)
+
+    url: str | None = None
+    data: bytes | None = None
+    media_type: str | None = None
+    filename: str | None = None
+
+    @model_validator(mode='after')
+    def _check(self) -> Self:
+        if (self.url is None) == (self.data is None):
+            raise _file_error('A file is an https URL or its content (bytes), exactly one of them.')
+        if self.url is not None:
+            if not re.match(r'^https://[^\s/?#]+\.[^\s/?#]+', self.url) or len(self.url) > 2048:
+                raise _file_error(
+                    f'{_shown(self.url)} is not a file URL the API can read: give a public https URL (at most 2048 '
+                    'characters), or the file itself (a path or its bytes).'
+                )
+            kind = self.media_type or _media_type_of(self.url)
+        else:
+            data = cast('bytes', self.data)
+            if not data:
+                raise _file_error(f'The file{_label(self.filename)} is empty: there is nothing to read.')
+            if len(data) > MAX_FILE_BYTES:
+                raise _file_error(
+                    f'The file{_label(self.filename)} is {_mib(len(data))}; a file may be at most '
+                    f'{_mib(MAX_FILE_BYTES)} (the API takes a request of at most 32 MiB). Send a smaller file, or '
+                    'its public https URL.'
+                )
+            kind = self.media_type or (_media_type_of(self.filename) if self.filename else None) or _sniffed(data)
+            if kind is None:
+                raise _file_error(
+                    f'The type of the file{_label(self.filename)} is unknown: give its media_type (e.g. '
+                    f'"application/pdf") or a file name with its extension. Accepted: {_accepted_types()}.'
+                )
+        if kind is not None:
+            kind = kind.split(';', 1)[0].strip().lower()
+            if kind not in _IMAGE_TYPES and kind not in _DOCUMENT_TYPES:
+                raise _file_error(
+                    f'The file{_label(self.filename or self.url)} is of type {kind}, which the API does not read. '
+                    f'Accepted: {_accepted_types()}.'
+                )
+        if self.filename is not None and (not self.filename.strip() or len(self.filename) > 255):
+            raise _file_error('A file name must be 1 to 255 characters long.')
+        object.__setattr__(self, 'media_type', kind)
+        return self
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike[str], *, media_type: str | None = None) -> ResearchFile:
+        """A local file, read now (its size checked before it is read); sent as its content."""
+        where = Path(path).expanduser()
+        try:
+            size = where.stat().st_size
+            if not where.is_file():
+                raise _file_error(f'{_shown(str(path))} is not a file: give the path of a file to read.')
+            if size > MAX_FILE_BYTES:
+                raise _file_error(
+                    f'The file {where.name} is {_mib(size)}; a file may be at most {_mib(MAX_FILE_BYTES)}. Send a '
+                    'smaller file, or its public https URL.'
+                )
+            data = where.read_bytes()
+        except FileNotFoundError:
+            raise _file_error(f'No file {_shown(str(path))}: give the path of a file to read.') from None
+        except OSError as exc:
+            raise _file_error(f'The file {_shown(str(path))} cannot be read ({exc.strerror or exc}).') from None
+        return cls(data=data, media_type=media_type, filename=where.name)
+
+    @classmethod
+    def coerce(cls, value: object) -> ResearchFile:
+        """A file from what a caller gives: a `ResearchFile`, an https URL, a `data:` URI, a path, or bytes."""
+        if isinstance(value, ResearchFile):
+            return value
+        if isinstance(value, bytes | bytearray):
+            return cls(data=bytes(value))
+        if isinstance(value, os.PathLike):
+            return cls.from_path(cast('os.PathLike[str]', value))
+        if isinstance(value, Mapping):
+            return cls.model_validate(value)
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith('data:'):
+                return cls.from_data_uri(text)
+            if re.match(r'^[a-z][a-z0-9+.-]*://', text, re.IGNORECASE):
+                return cls(url=text)
+            return cls.from_path(text)
+        raise _file_error(
+            f'{_shown(value)} is not a file: give an https URL, a path, bytes, a data: URI or a ResearchFile.'
+        )
+
+    @classmethod
+    def from_data_uri(cls, uri: str, *, filename: str | None = None) -> ResearchFile:
+        """Content given as `data:<media type>;base64,<content>` (how an MCP client sends a file)."""
+        match = _DATA_URI.match(uri)
+        if match is None:
+            raise _file_error(
+                'A data: URI must be "data:<media type>;base64,<content>", e.g. "data:application/pdf;base64,JVBE...".'
+            )
+        body = match['data']
+        if len(body) > (MAX_FILE_BYTES // 3 + 1) * 4 + 8:
+            raise _file_error(f'The file is over {_mib(MAX_FILE_BYTES)}: send a smaller file, or its https URL.')
+        try:
+            data = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise _file_error('The data: URI holds no valid base64 content.') from None
+        return cls(data=data, media_type=match['type'], filename=filename)
+
+    @property
+    def is_image(self) -> bool:
+        """Whether the API takes it as an image (`input_image`)."""
+        return self.media_type in _IMAGE_TYPES
+
+    @property
+    def name(self) -> str:
+        """How messages name it: its file name, else its URL, else its type."""
+        return self.filename or self.url or f'a {self.media_type} file'
+
+    def identity(self) -> str:
+        """What makes two files the same for reuse: the URL, or a digest of the content."""
+        if self.url is not None:
+            return self.url
+        return 'sha256:' + hashlib.sha256(cast('bytes', self.data)).hexdigest()
+
+    def to_part(self) -> dict[str, Any]:
+        """The content part of the create request's user message."""
+        if self.is_image:
+            if self.url is not None:
+                return {'type': 'input_image', 'image_url': self.url}
+            encoded = base64.b64encode(cast('bytes', self.data)).decode('ascii')
+            return {'type': 'input_image', 'image_url': f'data:{self.media_type};base64,{encoded}'}
+        part: dict[str, Any] = {'type': 'input_file'}
+        if self.url is not None:
+            part['file_url'] = self.url
+        else:
+            part['file_data'] = base64.b64encode(cast('bytes', self.data)).decode('ascii')
+        name = self.filename or (_default_name(self.media_type) if self.data is not None else None)
+        if name:
+            part['filename'] = name
+        return part
+
+    def __repr__(self) -> str:
+        size = f', {len(self.data)} bytes' if self.data is not None else ''
+        return f'ResearchFile({self.name!r}, {self.media_type!r}{size})'
+
+
+def _default_name(media_type: str | None) -> str | None:
+    """A file name for content given without one, so that the API can tell its type."""
+    suffix = mimetypes.guess_extension(media_type) if media_type else None
+    return f'file{suffix}' if suffix else None
+
+
+def _mib(size: int) -> str:
+    return f'{size / (1024 * 1024):.1f} MiB'
+
+
+FileInput = ResearchFile | str | bytes | os.PathLike[str]
+"""What `files=` takes per file: a `ResearchFile`, an https URL, a path (read here), bytes, or a `data:` URI."""
+
+
+def check_files(value: object) -> tuple[ResearchFile, ...]:
+    """The files a run reads, each checked, with their count and total size bounded."""
+    items: list[object]
+    if isinstance(value, str | bytes | bytearray | os.PathLike | ResearchFile | Mapping):
+        items = [cast('object', value)]
+    elif isinstance(value, Sequence):
+        items = list(cast('Sequence[object]', value))
+    else:
+        raise _file_error('files must be a list of files: https URLs, paths, bytes or ResearchFile.')
+    if len(items) > MAX_FILES:
+        raise _file_error(f'{len(items)} files given; a run reads at most {MAX_FILES}.')
+    files = tuple(ResearchFile.coerce(item) for item in items)
+    total = sum(len(f.data) for f in files if f.data is not None)
+    if total > MAX_FILES_BYTES:
+        raise _file_error(
+            f'The files come to {_mib(total)} together; a run takes at most {_mib(MAX_FILES_BYTES)} (the API takes a '
+            'request of at most 32 MiB). Send fewer or smaller files, or their https URLs.'
+        )
+    return files
+
+
+def tool_files(given: Sequence[str], root: str | os.PathLike[str] | None = None) -> tuple[ResearchFile, ...]:
+    """The `files` a tool call names: https URLs and `data:` URIs; a local path only under `root` (a stdio MCP
+    server's `PERPLEXITY_MCP_FILES_ROOT`), never anywhere else: a model's argument must not read the host's files."""
+    files: list[ResearchFile] = []
+    for raw in given:
+        text = str(raw).strip()
+        if text.startswith('data:') or re.match(r'^[a-z][a-z0-9+.-]*://', text, re.IGNORECASE):
+            files.append(ResearchFile.coerce(text))
+        elif root is not None:
+            files.append(files_under(root, text))
+        else:
+            raise _file_error(
+                f'{_shown(text)} is not an https URL: this tool reads files by https URL, or their content as '
+                '"data:<type>;base64,...". (A local stdio MCP server reads paths inside the folder its operator '
+                'sets in PERPLEXITY_MCP_FILES_ROOT.)'
+            )
+    return check_files(files)
+
+
+def files_under(root: str | os.PathLike[str], given: str) -> ResearchFile:
+    """A file named by a path relative to `root` (an operator's folder), read only if it lies inside it.
+
+    Raises:
+        InvalidArgumentError: the path leaves the root (`..`, an absolute path elsewhere, or a symlink out of it),
+            or names no file.
+    """
+    base = Path(root).expanduser().resolve()
+    if not base.is_dir():
+        raise _file_error(
+            f'This server reads files from {str(base)!r}, which is not a folder: ask its operator to fix '
+            'PERPLEXITY_MCP_FILES_ROOT, or send the file by https URL or as a data: URI.'
+        )
+    target = (base / given).resolve()
+    if not target.is_relative_to(base):
+        raise _file_error(
+            f'{_shown(given)} is outside the folder this server reads files from: give a path inside it '
+            '(relative to it), an https URL, or the content as a data: URI.'
+        )
+    return ResearchFile.from_path(target)
 
 
 # -- the model -------------------------------------------------------------------------------------------------
@@ -345,6 +678,63 @@ class ResearchOptions(BaseModel):
         ),
         Opt('the id a research call handed back, like "resp_..."', tool=True, cli='--follow-up'),
     ] = None
+    # -- the request options of issue 26: files, fallback models, tier, profile, reasoning, cache key ------------
+    files: Annotated[
+        tuple[ResearchFile, ...] | None,
+        Field(
+            description='Files or images to read along with the web (PDF, text, office documents, png/jpeg/webp/gif):'
+            ' https URLs (or the content as "data:<type>;base64,..."). The answer can cite them.'
+        ),
+        Opt(
+            f'a list of at most {MAX_FILES} files: https URLs, paths, bytes or ResearchFile '
+            f'(each at most {MAX_FILE_BYTES // (1024 * 1024)} MiB)',
+            tool=True,
+            tool_type=list[str] | None,
+            cli='--file',
+            cli_help='A file or image to read with the web: a path or an https URL (repeatable).',
+        ),
+    ] = None
+    models: Annotated[
+        list[str] | None,
+        Field(
+            description=f'Fallback models, tried in order (at most {MAX_MODELS}), each "provider/model": the first '
+            'one available answers. Instead of `model`.'
+        ),
+        Opt(
+            f'a list of 1 to {MAX_MODELS} model ids "provider/model"',
+            cli='--models',
+            cli_help=f'Fallback models tried in order, comma-separated (at most {MAX_MODELS}); instead of --model.',
+        ),
+    ] = None
+    service_tier: Annotated[
+        ServiceTier | None,
+        Field(
+            description='The processing tier: flex (cheaper, unhurried: batches), priority (faster, dearer), '
+            'default or auto. Reserved at the dearest terms the tier may bill.'
+        ),
+        Opt(f'one of {", ".join(SERVICE_TIERS)}', cli='--service-tier'),
+    ] = None
+    profile: Annotated[
+        str | None,
+        Field(description='An organisation\'s saved run profile: its id, optionally pinned as "id@version".'),
+        Opt('a profile id, optionally "id@version"', cli='--profile'),
+    ] = None
+    reasoning_effort: Annotated[
+        ReasoningEffort | None,
+        Field(
+            description="How hard the model itself reasons (the API's reasoning.effort), not the run's depth: "
+            'none, minimal, low, medium, high or xhigh.'
+        ),
+        Opt(f'one of {", ".join(REASONING_EFFORTS)}', cli='--reasoning-effort'),
+    ] = None
+    prompt_cache_key: Annotated[
+        str | None,
+        Field(
+            description='A key that groups runs sharing long instructions, so that repeats read them from the '
+            'prompt cache (billed as cached input).'
+        ),
+        Opt(f'text of at most {_CACHE_KEY_CHARS} printable characters', cli='--prompt-cache-key'),
+    ] = None
     output_type: Annotated[
         SkipValidation[type[BaseModel] | dict[str, Any] | None],
         Field(description='A pydantic model or JSON Schema: the answer comes back as that structure.'),
@@ -455,11 +845,86 @@ class ResearchOptions(BaseModel):
                 str(exc).replace('response_id', 'previous_response_id', 1), argument='previous_response_id'
             ) from None
 
+    @field_validator('files', mode='before')
+    @classmethod
+    def _files(cls, value: object) -> object:
+        if value is None or (isinstance(value, list | tuple) and not value):
+            return None
+        return check_files(cast('object', value))
+
+    @field_validator('models', mode='before')
+    @classmethod
+    def _models(cls, value: object) -> object:
+        if value is None or value == '' or (isinstance(value, Sequence) and not value):
+            return None
+        items: object = [value] if isinstance(value, str) else cast('object', value)
+        if not isinstance(items, Sequence):
+            raise InvalidArgumentError(
+                'models must be a list of model ids like ["openai/gpt-5.4", "openai/gpt-5.5"].', argument='models'
+            )
+        names = [n.strip() for item in cast('Sequence[object]', items) for n in str(item).split(',') if n.strip()]
+        bad = next((n for n in names if not MODEL_ID.fullmatch(n)), None)
+        if bad is not None:
+            raise InvalidArgumentError(
+                f'models: {_shown(bad)} is not a model id: use "provider/model", e.g. "openai/gpt-5.4".',
+                argument='models',
+            )
+        if not 1 <= len(names) <= MAX_MODELS:
+            raise InvalidArgumentError(
+                f'{len(names)} models given; list 1 to {MAX_MODELS} fallback models, tried in order.', argument='models'
+            )
+        return names
+
+    @field_validator('service_tier', 'reasoning_effort', mode='before')
+    @classmethod
+    def _choice(cls, value: object, info: Any) -> object:
+        if value is None or value == '':
+            return None
+        choices = SERVICE_TIERS if info.field_name == 'service_tier' else REASONING_EFFORTS
+        word = value.strip().lower() if isinstance(value, str) else value
+        if word not in choices:
+            raise InvalidArgumentError(
+                f'{info.field_name}={_shown(value)} is not one of {", ".join(choices)}.', argument=info.field_name
+            )
+        return word
+
+    @field_validator('profile', mode='before')
+    @classmethod
+    def _profile(cls, value: object) -> object:
+        if value is None or value == '':
+            return None
+        ident, pinned, version = value.strip().partition('@') if isinstance(value, str) else ('', '', '')
+        if not _PROFILE_ID.match(ident) or (pinned and not _PROFILE_ID.match(version)):
+            raise InvalidArgumentError(
+                f'profile={_shown(value)} is not a profile id: give the id of a saved profile, optionally pinned '
+                'as "id@version".',
+                argument='profile',
+            )
+        return cast('str', value).strip()
+
+    @field_validator('prompt_cache_key', mode='before')
+    @classmethod
+    def _prompt_cache_key(cls, value: object) -> object:
+        if value is None or value == '':
+            return None
+        if not isinstance(value, str) or len(value) > _CACHE_KEY_CHARS or not _printable(value):
+            raise InvalidArgumentError(
+                f'prompt_cache_key must be text of at most {_CACHE_KEY_CHARS} printable characters, e.g. '
+                '"weekly-report".',
+                argument='prompt_cache_key',
+            )
+        return value
+
     @model_validator(mode='after')
     def _recency_or_dates(self) -> Self:
         if self.recency and (self.after or self.before):
             raise InvalidArgumentError(
                 'recency cannot be combined with after/before: use one or the other.', argument='recency'
+            )
+        if self.model and self.models:
+            raise InvalidArgumentError(
+                'model and models cannot be combined: list the model first in models (the fallbacks after it).',
+                argument='models',
             )
         return self
 
@@ -481,6 +946,17 @@ class ResearchOptions(BaseModel):
         request: AgentRequest = {'effort': self.effort or default_effort}
         if self.model:
             request['model'] = self.model
+        if self.models:
+            request['models'] = list(self.models)
+        if self.service_tier:
+            request['service_tier'] = self.service_tier
+        if self.profile:
+            ident, _, version = self.profile.partition('@')
+            request['profile'] = {'type': 'custom', 'id': ident, **({'version': version} if version else {})}
+        if self.reasoning_effort:
+            request['reasoning'] = {'effort': self.reasoning_effort}
+        if self.prompt_cache_key:
+            request['prompt_cache_key'] = self.prompt_cache_key
         if self.instructions:
             request['instructions'] = self.instructions
         if self.max_steps is not None:
@@ -514,6 +990,14 @@ class ResearchOptions(BaseModel):
             request.update(self.extra)
         return request
 
+    def to_input(self, query: str) -> str | list[InputItem]:
+        """The create request's `input`: the question, with the files as parts of the same user message."""
+        if not self.files:
+            return query
+        parts: list[dict[str, Any]] = [{'type': 'input_text', 'text': query}]
+        parts.extend(f.to_part() for f in self.files)
+        return [{'type': 'message', 'role': 'user', 'content': parts}]
+
 
 class ResearchOptionsDict(TypedDict, total=False):
     """`ResearchOptions` as keywords (`Researcher.run(query, effort='fast')`): a misspelt key is a type error."""
@@ -530,6 +1014,12 @@ class ResearchOptionsDict(TypedDict, total=False):
     max_steps: int | None
     max_output_tokens: int | None
     previous_response_id: str | None
+    files: Sequence[FileInput] | None
+    models: Sequence[str] | None
+    service_tier: ServiceTier | None
+    profile: str | None
+    reasoning_effort: ReasoningEffort | None
+    prompt_cache_key: str | None
     output_type: type[BaseModel] | dict[str, Any] | None
     mcp_servers: Sequence[McpTool] | None
     extra: AgentRequest | None
@@ -587,7 +1077,7 @@ def options_table() -> str:
     lines = [
         '# Research options',
         '',
-        '<!-- Generated from `ResearchOptions` (src/pydantic_ai_perplexity/options.py): '
+        '<!-- Generated from `ResearchOptions` (src/pydantic_ai_perplexity/_domain/options.py): '
         'run `python -m pydantic_ai_perplexity._domain.options > docs/options.md` after changing a field. -->',
         '',
         'Every way in takes the same options: `Researcher.run(query, **options)` / `research(...)` in Python, the',

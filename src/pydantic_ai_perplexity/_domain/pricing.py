@@ -16,7 +16,10 @@ reasoning tokens on top of `max_output_tokens`, the page reader's fee). `reserva
   `(steps + 1) x prompt + steps x (tool calls x tokens per call + output)`;
 - output is at most `max_output_tokens` plus the effort's reasoning ceiling;
 - tool calls are at most `max_tool_calls`, each at most the dearest call the request allows (a search of `max_tokens`
-  tokens, or `max_urls` fetched pages, or a remote MCP result).
+  tokens, or `max_urls` fetched pages, or a remote MCP result);
+- a file in the input counts one token per byte (a file given by URL, and any file, at most `FILE_TOKENS`: no model
+  reads more than its context window), an image `IMAGE_TOKENS`; a `models` list is priced at its dearest model, a
+  `service_tier` at its factor (`SERVICE_TIER_FACTORS`), a `reasoning.effort` at its reasoning ceiling at least.
 
 A model the table does not know, and an effort's model (the API picks it, and it moves), are priced as the dearest
 model in the table. Prices come, in this order, from: the API's `/v1/models` (`api@<date>`, cached a day in the
@@ -43,13 +46,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._base.errors import ConfigurationError
 from .._base.prices import LIVE_MODELS, LIVE_TOOL_FEES
-from .options import LEGACY_PRESETS
+from .options import LEGACY_PRESETS, MODEL_ID
 
 if TYPE_CHECKING:
     from ..client import PerplexityClient
 
 __all__ = (
+    'FILE_TOKENS',
+    'IMAGE_TOKENS',
     'PRICES_ENV',
+    'REASONING_CEILINGS',
+    'SERVICE_TIER_FACTORS',
     'EffortBundle',
     'Fit',
     'ModelPrice',
@@ -61,6 +68,7 @@ __all__ = (
     'efforts_that_fit',
     'fallback_prices',
     'fit',
+    'input_tokens',
     'limit_request',
     'load_prices',
     'observe_usage',
@@ -88,7 +96,6 @@ _EFFORT_ORDER = ('fast', 'low', 'medium', 'high', 'xhigh')
 _MAX_PRICE = 100_000.0
 _MAX_MODELS = 10_000
 _PROFILE_KEYS = frozenset({'effort', 'preset', 'max_steps', 'max_output_tokens', 'max_tool_calls'})
-_MODEL_ID = re.compile(r'[A-Za-z0-9][\w.:@+-]{0,99}/[\w.:@+-]{1,150}')
 
 
 @dataclass(frozen=True)
@@ -318,7 +325,7 @@ def _overridden(table: PriceTable, overrides: Mapping[str, Any], origin: str) ->
     if len(given_models) > _MAX_MODELS:
         raise ConfigurationError(f'{origin}: {len(given_models):,} models is more than the {_MAX_MODELS:,} allowed.')
     for model, value in given_models.items():
-        if not _MODEL_ID.fullmatch(model):
+        if not MODEL_ID.fullmatch(model):
             raise ConfigurationError(f'{origin}: {model[:60]!r} is not a model id ("provider/model").')
         pair: Any = value
         if isinstance(value, Mapping):
@@ -357,7 +364,7 @@ def _overridden(table: PriceTable, overrides: Mapping[str, Any], origin: str) ->
         for key, value in given.items():
             what = f'efforts.{name}.{key}'
             if key == 'model':
-                if value is not None and not (isinstance(value, str) and _MODEL_ID.fullmatch(value)):
+                if value is not None and not (isinstance(value, str) and MODEL_ID.fullmatch(value)):
                     raise ConfigurationError(f'{origin}: {what} must be a model id or null.')
                 if value is not None and not negotiated:
                     old, new = table.price(base.model), table.price(value)
@@ -491,7 +498,7 @@ def parse_api_prices(listing: Any) -> dict[str, ModelPrice]:
             continue
         item = cast('Mapping[str, Any]', entry)
         model, pricing = item.get('id'), item.get('pricing')
-        if not isinstance(model, str) or not _MODEL_ID.fullmatch(model) or not isinstance(pricing, Mapping):
+        if not isinstance(model, str) or not MODEL_ID.fullmatch(model) or not isinstance(pricing, Mapping):
             continue
         price = cast('Mapping[str, Any]', pricing)
         unit = price.get('unit', 'usd_per_1m_tokens')
@@ -677,6 +684,8 @@ class Reservation:
     pages: int
     #: Which prices (`PriceTable.source`).
     source: str = 'fallback'
+    #: The factor the request's `service_tier` bills tokens at (`SERVICE_TIER_FACTORS`; 1 without a tier).
+    tier_factor: float = 1.0
 
     @property
     def searches(self) -> int:
@@ -690,6 +699,7 @@ class Reservation:
             f'and {self.output_tokens:,} output tokens, {self.tool_calls} tool call'
             f'{"s" if self.tool_calls != 1 else ""} ({self.pages} fetched page{"s" if self.pages != 1 else ""} at '
             f'most); {self.source} prices'
+            + (f', tokens at {self.tier_factor:g}x for the service tier' if self.tier_factor != 1 else '')
         )
 
 
@@ -703,8 +713,55 @@ def _json_size(value: Any, table: PriceTable) -> int:
     return text_tokens(json.dumps(value, ensure_ascii=False, default=str), table) if value else 0
 
 
+#: Tokens one image may put in a model call at most (a ceiling: providers resize an image to a few thousand tokens).
+IMAGE_TOKENS = 10_000
+#: Tokens one file may put in a model call at most: the context window of the largest models listed (about 1M-2M
+#: tokens); a file given by URL, whose size is not known before the run, is priced at this.
+FILE_TOKENS = 2_000_000
+#: What each `service_tier` bills tokens at, as a factor of the listed prices. Perplexity publishes no tier terms:
+#: `flex` is priced at the standard price (its discount is not counted on), `priority` and `auto` (which may pick
+#: priority) at twice it (the premium other providers charge); `default` and `fast` (what live runs echo) at 1.
+SERVICE_TIER_FACTORS: Mapping[str, float] = {'default': 1.0, 'fast': 1.0, 'flex': 1.0, 'auto': 2.0, 'priority': 2.0}
+#: The reasoning ceiling a `reasoning.effort` asks for (reasoning tokens on top of `max_output_tokens`, an
+#: assumption like the effort's own ceiling): the run is priced at the larger of the two (a lower one never lowers it).
+REASONING_CEILINGS: Mapping[str, int] = {'low': 2_048, 'medium': 4_096, 'high': 8_192, 'xhigh': 16_384}
+
+
 def _input_text(query: Any) -> str:
     return query if isinstance(query, str) else json.dumps(query, ensure_ascii=False, default=str)
+
+
+def _part_tokens(part: Mapping[str, Any], table: PriceTable) -> int:
+    """The most one content part of the input can put in a model call: text by its bytes, a file by its size (one
+    token per byte, at most `FILE_TOKENS`; by URL, `FILE_TOKENS`), an image `IMAGE_TOKENS`."""
+    kind = part.get('type')
+    if kind == 'input_text':
+        return text_tokens(str(part.get('text') or ''), table)
+    if kind == 'input_image':
+        return IMAGE_TOKENS
+    if kind == 'input_file':
+        data = part.get('file_data')
+        if isinstance(data, str):
+            size = len(data) * 3 // 4  # base64: 4 characters carry 3 bytes
+            return min(math.ceil(size / table.bytes_per_token), FILE_TOKENS)
+        return FILE_TOKENS
+    return _json_size(part, table)
+
+
+def input_tokens(query: Any, table: PriceTable | None = None) -> int:
+    """The most the create request's `input` (a question, or messages with files and images) puts in a model call."""
+    table = table or _FALLBACK
+    if not isinstance(query, list | tuple):
+        return text_tokens(_input_text(query), table)
+    total = 0
+    for item in cast('list[Any]', query):
+        content: Any = cast('Mapping[str, Any]', item).get('content') if isinstance(item, Mapping) else None
+        if isinstance(content, list):
+            parts: list[Any] = [p for p in cast('list[Any]', content) if isinstance(p, Mapping)]
+            total += sum(_part_tokens(cast('Mapping[str, Any]', p), table) for p in parts)
+        else:
+            total += text_tokens(_input_text(content if isinstance(content, str) else item), table)
+    return total
 
 
 def reservation(query: Any, request: Mapping[str, Any], table: PriceTable | None = None) -> Reservation:
@@ -741,16 +798,22 @@ def reservation(query: Any, request: Mapping[str, Any], table: PriceTable | None
     schema = sent.get('response_format')
     prompt = (
         bundle.system_tokens
-        + text_tokens(_input_text(query), table)
+        + input_tokens(query, table)
         + text_tokens(str(sent.get('instructions') or ''), table)
         + _json_size(schema, table)
         + _json_size(tools, table)
     )
-    output = max(16, int(sent['max_output_tokens'])) + bundle.reasoning_tokens
-    input_tokens = (steps + 1) * prompt + steps * (calls * per_call_tokens + output)
+    reasoning = sent.get('reasoning')
+    thinking: Any = cast('Mapping[str, Any]', reasoning).get('effort') if isinstance(reasoning, Mapping) else None
+    output = max(16, int(sent['max_output_tokens'])) + max(
+        bundle.reasoning_tokens, REASONING_CEILINGS.get(str(thinking), 0)
+    )
+    read = (steps + 1) * prompt + steps * (calls * per_call_tokens + output)
+    tier = sent.get('service_tier')
+    factor = SERVICE_TIER_FACTORS.get(tier, max(SERVICE_TIER_FACTORS.values())) if isinstance(tier, str) else 1.0
     bound = (
-        input_tokens * price.input_per_million / 1_000_000
-        + output * price.output_per_million / 1_000_000
+        factor * read * price.input_per_million / 1_000_000
+        + factor * output * price.output_per_million / 1_000_000
         + calls * per_call_usd
         + bundle.fixed_usd
     )
@@ -760,11 +823,12 @@ def reservation(query: Any, request: Mapping[str, Any], table: PriceTable | None
         bound_usd=bound,
         model=shown,
         steps=steps,
-        input_tokens=input_tokens,
+        input_tokens=read,
         output_tokens=output,
         tool_calls=calls,
         pages=calls * urls,
         source=table.source,
+        tier_factor=factor,
     )
 
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from .._core import tool_spec as tools
 from .._core.researcher import Researcher
 from .._domain.budget import Budget
+from .._domain.options import ResearchOptions
 from .._ledger import Ledger, OnBudget
 from .._present import model_text as render
 from ..client._params import McpTool
@@ -72,6 +73,8 @@ class PerplexityResearch(AbstractCapability[Any]):
         ledger: A `Ledger`, a path for one, or `False` for none.
         output_type: A pydantic model or JSON schema research answers come back as.
         mcp_servers: Remote MCP servers Perplexity may call during research.
+        options: `ResearchOptions` every research call starts from (e.g. `service_tier='flex'`, fallback `models`,
+            `files`); the model's arguments override them.
         max_answer_chars: Bound on the answer text the model sees; the full result is in the tool metadata.
         api_key: Perplexity API key; defaults to `PERPLEXITY_API_KEY`.
         base_url: API base URL (https, or http to loopback, e.g. the emulator).
@@ -96,6 +99,7 @@ class PerplexityResearch(AbstractCapability[Any]):
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
         output_type: type[BaseModel] | dict[str, Any] | None = None,
         mcp_servers: Sequence[McpTool] | None = None,
+        options: ResearchOptions | None = None,
         max_answer_chars: int = render.DEFAULT_MAX_ANSWER_CHARS,
         api_key: str | None = None,
         base_url: str | None = None,
@@ -124,6 +128,7 @@ class PerplexityResearch(AbstractCapability[Any]):
             ledger=ledger,
             output_type=output_type,
             mcp_servers=mcp_servers,
+            options=options,
             defer=execution == 'external',
             on_refusal=on_refusal,
             max_answer_chars=max_answer_chars,

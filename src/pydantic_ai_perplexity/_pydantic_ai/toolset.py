@@ -48,6 +48,7 @@ from .._base.errors import BudgetExceededError, PerplexityError
 from .._core import tool_spec as tools
 from .._core.researcher import Researcher
 from .._domain.budget import Budget
+from .._domain.options import ResearchOptions
 from .._domain.results import ResearchResult
 from .._domain.steps import Step
 from .._ledger import Ledger, OnBudget
@@ -133,6 +134,8 @@ class PerplexityToolset(FunctionToolset[Any]):
         ledger: A `Ledger`, a path for one, or `False` for none; default under `PERPLEXITY_STATE_DIR`.
         output_type: A pydantic model or JSON schema: research answers come back as that structure.
         mcp_servers: Remote MCP servers (Agent API `mcp` tools) Perplexity may call during research.
+        options: `ResearchOptions` every research call starts from (e.g. `service_tier='flex'`, fallback `models`,
+            `files`); the model's arguments override them.
         defer: End the agent run with a deferred call instead of a hand-off when a run outlasts the wait; the run
             id is under `RESPONSE_ID_KEY` in the call's metadata, and `resolve_deferred` answers it.
         on_refusal: Tell the application of a budget refusal (the model reads it as text either way): a callback
@@ -162,6 +165,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
         output_type: type[BaseModel] | dict[str, Any] | None = None,
         mcp_servers: Sequence[McpTool] | None = None,
+        options: ResearchOptions | None = None,
         defer: bool = False,
         on_refusal: OnRefusal | None = None,
         include: Sequence[str] | None = None,
@@ -188,6 +192,9 @@ class PerplexityToolset(FunctionToolset[Any]):
         self.spotlight = spotlight
         self.output_type = output_type
         self.mcp_servers = list(mcp_servers or ())
+        #: Options every research call starts from (e.g. `service_tier`, fallback `models`, `files`); the model's
+        #: arguments override them.
+        self.options = options
         self.defer = defer
         self.on_refusal = on_refusal
         self.max_answer_chars = max_answer_chars
@@ -266,6 +273,8 @@ class PerplexityToolset(FunctionToolset[Any]):
 
     async def _research(self, ctx: RunContext[Any], args: Any) -> ToolReturn:
         fixed: dict[str, Any] = {'output_type': self.output_type, 'mcp_servers': self.mcp_servers or None}
+        if self.options is not None:
+            fixed['options'] = self.options
         result = await tools.research(self.researcher, args, on_progress=self._emitter(ctx), **fixed)
         return self._returned(result)
 

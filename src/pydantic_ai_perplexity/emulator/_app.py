@@ -169,6 +169,8 @@ class EmulatorState:
         self.corpus: Corpus = load_corpus(folder) if folder is not None else DEFAULT_CORPUS
         self.requests: list[RecordedRequest] = []
         self.runs: dict[str, Run] = {}
+        #: The `prompt_cache_key`s seen: a repeat reads its instructions and input from the prompt cache.
+        self.cache_keys: set[str] = set()
         self.rate = RateBucket(time_scale)
         self.closing = False
         self._closed: anyio.Event | None = None
@@ -484,7 +486,18 @@ async def create_response(request: Request) -> Any:
         headers = replay_headers(recording, run.id)
     else:
         _check_previous(state, req.previous_response_id)
-        run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models, corpus=state.corpus)
+        cache_hit = req.prompt_cache_key is not None and req.prompt_cache_key in state.cache_keys
+        if req.prompt_cache_key is not None:
+            state.cache_keys.add(req.prompt_cache_key)
+        run = build_run(
+            req,
+            query,
+            directives,
+            time_scale=state.time_scale,
+            models=state.models,
+            corpus=state.corpus,
+            cache_hit=cache_hit,
+        )
         headers = _run_headers(run)
     state.add_run(run)
     if req.stream:

@@ -21,7 +21,7 @@ _STATUS = re.compile(r'^(429|500|502|503|504)(?:x(\d+))?(?:@(create|retrieve))?$
 _NUMBER = r'(\d+(?:\.\d+)?)'
 _KNOWN = (
     'NNNxN (429, 500, 502, 503, 504; @retrieve), retry_after=S, drop@S, slow=T, malformed, fail, incomplete, '
-    'duration=N, inject, mcp, grouped, grouped=web'
+    'duration=N, inject, mcp, grouped, grouped=web, unavailable'
 )
 
 #: The `type` of the error envelope for each injectable status.
@@ -63,6 +63,7 @@ class Directives:
     inject: bool = False
     mcp: bool = False
     grouped: Literal['plain', 'web'] | None = None  # cite two sources in one marker: `[a, b]` or `[web:a, web:b]`
+    unavailable: bool = False  # the first of the request's `models` is down: the next one answers
 
     @property
     def create_faults(self) -> tuple[StatusFault, ...]:
@@ -88,6 +89,7 @@ class Directives:
             inject=self.inject or other.inject,
             mcp=self.mcp or other.mcp,
             grouped=other.grouped or self.grouped,
+            unavailable=self.unavailable or other.unavailable,
         )
 
     def has_run_effects(self) -> bool:
@@ -103,7 +105,7 @@ def _parse_token(token: str, into: dict[str, object], faults: list[StatusFault])
         status, count, scope = int(m[1]), int(m[2] or 1), m[3] or 'create'
         faults.append(StatusFault(status, count, 'retrieve' if scope == 'retrieve' else 'create'))
         return
-    if word in {'malformed', 'fail', 'incomplete', 'inject', 'mcp'}:
+    if word in {'malformed', 'fail', 'incomplete', 'inject', 'mcp', 'unavailable'}:
         into[word] = True
         return
     if word in {'grouped', 'grouped=plain', 'grouped=web'}:

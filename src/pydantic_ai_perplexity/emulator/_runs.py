@@ -8,11 +8,14 @@ the same searches, sources and answer text; only ids and timestamps differ.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 import anyio
@@ -22,7 +25,16 @@ from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to
 from ._corpus import DEFAULT_CORPUS, Corpus, Document, best_sentences, relevance, search_corpus
 from ._faults import Directives, StatusFault
 from ._models import EFFORT_MODELS, FETCH_READER_MODEL, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
-from ._validation import CreateRequest, FetchUrlTool, McpTool, MessageItem, WebSearchTool, resolve_effort
+from ._validation import (
+    CreateRequest,
+    FetchUrlTool,
+    InputFile,
+    InputImage,
+    McpTool,
+    MessageItem,
+    WebSearchTool,
+    resolve_effort,
+)
 
 __all__ = ('TERMINAL', 'Run', 'Step', 'build_run', 'chunks')
 
@@ -141,6 +153,68 @@ def _all_input_text(req: CreateRequest) -> str:
         else:
             parts.append(item.model_dump_json())
     return '\n'.join(parts)
+
+
+#: What a file the emulator does not read (a PDF, an office file, a file by URL) is cited with: it has no PDF
+#: reader and fetches nothing, so it names the file and says so.
+_UNREAD = 'its text is not extracted offline; the emulator cites it by name'
+#: Tokens an attached image counts as in `usage` (providers bill an image at a few hundred to a few thousand).
+_IMAGE_TOKENS = 1_000
+_TEXT_SUFFIXES = frozenset({'.txt', '.md', '.markdown', '.csv', '.json', '.html', '.htm'})
+
+
+@dataclass(frozen=True, slots=True)
+class _Attachment:
+    """A file or image of the input: its name, and its text when the emulator can read it (text files)."""
+
+    name: str
+    text: str | None
+    tokens: int
+    image: bool = False
+
+
+def _attachment(part: InputFile | InputImage) -> _Attachment:
+    if isinstance(part, InputImage):
+        name = 'an attached image' if part.image_url.startswith('data:') else part.image_url
+        return _Attachment(name, None, _IMAGE_TOKENS, image=True)
+    name = part.filename or part.file_url or 'an attached file'
+    if part.file_data is None:
+        return _Attachment(name, None, 0)
+    try:
+        data = base64.b64decode(part.file_data, validate=True)
+    except (binascii.Error, ValueError):
+        data = b''
+    text: str | None = None
+    if PurePosixPath(name).suffix.lower() in _TEXT_SUFFIXES or not part.filename:
+        try:
+            text = data.decode('utf-8')
+        except UnicodeDecodeError:
+            text = None
+    return _Attachment(name, text, tokens(text) if text is not None else max(1, len(data) // 4))
+
+
+def _attachments(req: CreateRequest) -> list[_Attachment]:
+    """The files and images of the request's messages, in order."""
+    if isinstance(req.input, str):
+        return []
+    found: list[_Attachment] = []
+    for item in req.input:
+        if isinstance(item, MessageItem) and not isinstance(item.content, str):
+            found += [_attachment(p) for p in item.content if isinstance(p, InputFile | InputImage)]
+    return found
+
+
+def _file_lines(query: str, files: list[_Attachment]) -> str:
+    """What the answer says of each attached file: the sentences of it that bear on the question, named by file."""
+    lines: list[str] = []
+    for f in files:
+        if f.text is not None and f.text.strip():
+            doc = Document(f.name, f.name, f.text[:200], '', '', f.text)
+            said = ' '.join(' '.join(best_sentences(doc, query, 2)).split()) or ' '.join(f.text.split())[:200]
+            lines.append(f'- From the attached file {f.name}: {said}')
+        else:
+            lines.append(f'- The attached {"image" if f.image else "file"} {f.name}: {_UNREAD}.')
+    return 'Attached files:\n' + '\n'.join(lines) if lines else ''
 
 
 class _Script:
@@ -458,9 +532,15 @@ def _cost(tokens_: int, per_million: float) -> float:
     return round(tokens_ * per_million / 1_000_000, 5)
 
 
-def _split_input(input_tokens: int) -> tuple[int, int]:
-    """`(cache_creation, cache_read)` tokens: the system prompt is read from the cache, the rest written to it."""
-    read = min(_SYSTEM_TOKENS, max(0, input_tokens - _UNCACHED_TOKENS))
+#: What each `service_tier` bills tokens at in the emulator (Perplexity publishes no terms; these are the usual
+#: ones elsewhere: flex at half, priority at twice the listed prices). The client reserves flex at the full price.
+TIER_FACTORS = {'flex': 0.5, 'priority': 2.0}
+
+
+def _split_input(input_tokens: int, cached: int = 0) -> tuple[int, int]:
+    """`(cache_creation, cache_read)` tokens: the system prompt (and, on a repeat of a `prompt_cache_key`, the
+    `cached` tokens of its instructions and input) are read from the cache, the rest written to it."""
+    read = min(_SYSTEM_TOKENS + cached, max(0, input_tokens - _UNCACHED_TOKENS))
     return max(0, input_tokens - _UNCACHED_TOKENS - read), read
 
 
@@ -497,9 +577,14 @@ def _usage(
     reasoning_tokens: int,
     searches: int,
     fetched: list[Document],
+    *,
+    cached: int = 0,
+    tier: str | None = None,
 ) -> dict[str, Any]:
-    """`usage` as the live API bills it: input spend as cache creation/read (`input_cost: 0`), tool fees per tool."""
-    creation, read = _split_input(input_tokens)
+    """`usage` as the live API bills it: input spend as cache creation/read (`input_cost: 0`), tool fees per tool;
+    tokens at the `service_tier`'s factor."""
+    creation, read = _split_input(input_tokens, cached)
+    factor = TIER_FACTORS.get(tier or '', 1.0)
     details: dict[str, dict[str, Any]] = {}
     if searches:
         details['search_web'] = {'invocation': searches, 'cost_usd': round(searches * SEARCH_WEB_PRICE, 5)}
@@ -510,11 +595,11 @@ def _usage(
     cost: dict[str, Any] = {
         'currency': 'USD',
         'input_cost': 0,
-        'cache_creation_cost': _cost(creation, info.cache_write_price),
+        'cache_creation_cost': _cost(creation, info.cache_write_price * factor),
     }
     if read:
-        cost['cache_read_cost'] = _cost(read, info.cache_read_price)
-    cost['output_cost'] = _cost(output_tokens, info.output_per_million)
+        cost['cache_read_cost'] = _cost(read, info.cache_read_price * factor)
+    cost['output_cost'] = _cost(output_tokens, info.output_per_million * factor)
     cost['tool_calls_cost'] = round(sum(cost_details.values()), 5)
     cost['tool_calls_cost_details'] = cost_details
     cost['total_cost'] = round(
@@ -562,7 +647,7 @@ def _base(req: CreateRequest, response_id: str, created_at: int, effort: str | N
         'model': '',
         'effort': effort,
         'preset': effort,
-        'service_tier': 'default',
+        'service_tier': req.service_tier if req.service_tier not in (None, 'auto') else 'default',
         'error': None,
         'incomplete_details': None,
         'instructions': req.instructions,
@@ -598,12 +683,16 @@ class _Identity:
     running_model: str
 
     @classmethod
-    def of(cls, req: CreateRequest) -> _Identity:
+    def of(cls, req: CreateRequest, *, unavailable: bool = False) -> _Identity:
+        """`unavailable` (the `unavailable` directive): the first of `models` is down, the next one answers."""
         effort = req.effort if req.effort is not None else req.preset
         base, _ = _level(req)
         if effort is not None and req.effort is None and base is not None and '@' not in effort:
             effort = base  # legacy preset names are echoed as the effort they stand for
-        model = (req.models or [None])[0] or req.model or EFFORT_MODELS[base or 'low']
+        listed = list(req.models or ())
+        if unavailable and len(listed) > 1:
+            listed = listed[1:]
+        model = (listed or [None])[0] or req.model or EFFORT_MODELS[base or 'low']
         return cls(effort, model, effort or model)
 
 
@@ -641,6 +730,8 @@ def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Direc
     """The answer (or a JSON instance of the requested schema), cut to `max_output_tokens` when it is too long."""
     cited, injected = _citations(query, plan)
     answer = compose_answer(query, cited, injected=injected, searched=bool(plan.searches), grouped=directives.grouped)
+    if files := _file_lines(query, _attachments(req)):
+        answer = f'{answer}\n\n{files}'
     first_url = plan.searches[0][1][0]['url'] if plan.searches and plan.searches[0][1] else 'https://example.com/'
     text = answer
     if req.response_format is not None and req.response_format.json_schema is not None:
@@ -654,12 +745,20 @@ def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Direc
     return _Text(text, incomplete=False)
 
 
+def _prompt_tokens(req: CreateRequest) -> int:
+    """The tokens of the instructions and the input: what a repeat of a `prompt_cache_key` reads from the cache."""
+    return (
+        (tokens(req.instructions) if req.instructions else 0)
+        + tokens(_all_input_text(req))
+        + sum(f.tokens for f in _attachments(req))
+    )
+
+
 def _input_tokens(req: CreateRequest, plan: _Plan, mcp_output_tokens: int) -> int:
     """Input tokens: the system prompt, instructions, input, result titles and snippets, fetched text, MCP output."""
     return (
         _SYSTEM_TOKENS
-        + (tokens(req.instructions) if req.instructions else 0)
-        + tokens(_all_input_text(req))
+        + _prompt_tokens(req)
         + sum(tokens(r['title'] + r['snippet']) for _, results, _ in plan.searches for r in results)
         + sum(tokens(doc.text) for batch in plan.fetches for doc in batch)
         + mcp_output_tokens
@@ -808,6 +907,7 @@ def build_run(
     now: float | None = None,
     models: Mapping[str, ModelInfo] = MODELS,
     corpus: Corpus = DEFAULT_CORPUS,
+    cache_hit: bool = False,
 ) -> Run:
     """Plan and time a whole run for a validated request; `query` is the question with directives removed.
 
@@ -817,7 +917,7 @@ def build_run(
     t0 = time.monotonic() if now is None else now
     wall = time.time()
     response_id = _uid('resp')
-    who = _Identity.of(req)
+    who = _Identity.of(req, unavailable=directives.unavailable)
     plan = _plan(req, query, directives, corpus)
     duration = directives.duration if directives.duration is not None else plan.level.duration
     base = _base(req, response_id, int(wall), who.effort)
@@ -852,6 +952,8 @@ def build_run(
             reasoning_tokens,
             len(plan.searches),
             [doc for batch in plan.fetches for doc in batch],
+            cached=_prompt_tokens(req) if cache_hit else 0,
+            tier=req.service_tier,
         )
         terminal = {**ended, 'status': status, 'output': timeline.output, 'usage': usage}
         reason = f'max_output_tokens {_SYSTEM_TURN}' if directives.inject else 'max_output_tokens'

@@ -778,6 +778,31 @@ def _check_input(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
         raise validation_failed('input cannot be empty')
 
 
+_BASE64 = re.compile(r'^[A-Za-z0-9+/]*={0,2}$')
+
+
+def _check_attachments(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
+    """Each `input_file` has exactly one of `file_url` (https) and `file_data` (base64); each `input_image` an https
+    URL or a base64 data URI. Not captured live: worded like the captured validation failures."""
+    if isinstance(req.input, str):
+        return
+    for item in req.input:
+        if not isinstance(item, MessageItem) or isinstance(item.content, str):
+            continue
+        for part in item.content:
+            if isinstance(part, InputFile):
+                if (part.file_url is None) == (part.file_data is None):
+                    raise validation_failed('input_file needs exactly one of file_url and file_data')
+                if part.file_url is not None and not part.file_url.startswith('https://'):
+                    raise validation_failed('input_file.file_url must be an https URL')
+                if part.file_data is not None and (not part.file_data or not _BASE64.match(part.file_data)):
+                    raise validation_failed('input_file.file_data must be base64-encoded file content')
+            elif isinstance(part, InputImage):
+                url = part.image_url
+                if not (url.startswith('https://') or (url.startswith('data:image/') and ';base64,' in url)):
+                    raise validation_failed('input_image.image_url must be an https URL or a base64 data URI')
+
+
 def _check_target(req: CreateRequest, models: Mapping[str, ModelInfo]) -> None:
     """One of `model`, `models`, `effort` or `preset` names what answers; efforts must be known names or pins."""
     if req.model is None and req.models is None and req.effort is None and req.preset is None:
@@ -910,6 +935,7 @@ def _check_mcp_tools(req: CreateRequest, models: Mapping[str, ModelInfo]) -> Non
 #: The semantic checks of a create, one per rule of the live API, in the order the first error is reported.
 _CREATE_CHECKS = (
     _check_input,
+    _check_attachments,
     _check_target,
     _check_models,
     _check_anthropic,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -267,8 +268,12 @@ def build_server(
     drain: Drain | None = None,
     lean: bool | None = None,
     heartbeat_seconds: float | None = None,
+    files_root: str | os.PathLike[str] | None = None,
 ) -> MCPServer[Any]:
     """The `MCPServer` with the five research tools, the skill and the per-run resources (see `build_mcp_server`).
+
+    `files_root`: the one folder whose files a research call may name by path (a stdio server's
+    `PERPLEXITY_MCP_FILES_ROOT`); None (always over HTTP): files by https URL or as `data:` URIs only.
 
     `drain`, started on shutdown, hands off the research calls in flight at once. `lean` lists the tools' lean
     variant (`tools.LEAN_TOOLS`); None reads `PERPLEXITY_MCP_LEAN`. `heartbeat_seconds` bounds the quiet between two
@@ -344,7 +349,13 @@ def build_server(
                     await cancels.check_mark(r, response_id)
 
             return await tools.research(
-                r, args, on_progress=progress.step, on_started=started, caller=caller_of(ctx), request_id=key
+                r,
+                args,
+                on_progress=progress.step,
+                on_started=started,
+                caller=caller_of(ctx),
+                request_id=key,
+                files_root=files_root,
             )
 
         ids: list[str] = []
