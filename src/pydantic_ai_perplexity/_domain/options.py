@@ -11,6 +11,7 @@ goes on the wire, and its key in `ResearchOptionsDict`. Mark it `tool=True` to o
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -219,11 +220,16 @@ def response_format(output_type: type[BaseModel] | dict[str, Any]) -> tuple[Resp
         name = str(schema.get('title') or 'research_result')
         adapter = None
     else:
-        schema = output_type.model_json_schema()
-        name = output_type.__name__
-        adapter = TypeAdapter(output_type)
+        schema, name, adapter = _model_format(output_type)
     name = _SCHEMA_NAME.sub('_', name)[:64] or 'research_result'
     return {'type': 'json_schema', 'json_schema': {'name': name, 'schema': schema}}, adapter
+
+
+@functools.lru_cache(maxsize=64)
+def _model_format(model: type[BaseModel]) -> tuple[dict[str, Any], str, TypeAdapter[Any]]:
+    """A model's JSON schema, name and adapter, built once per model: a run asks for them several times (the check,
+    the fingerprint, the create), and a toolset or server for every run (the schema is shared: never change it)."""
+    return model.model_json_schema(), model.__name__, TypeAdapter(model)
 
 
 # -- the model -------------------------------------------------------------------------------------------------
