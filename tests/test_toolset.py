@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -495,3 +495,17 @@ async def test_arguments_are_checked_once_before_the_tool_runs_in_the_projects_w
     assert [first.outcome, second.outcome, third.outcome] == ['retried', 'retried', 'success']
     assert 'must be a JSON object' in first.content and 'web_perplexity_research' in first.content
     assert 'colour' in second.content and 'validation error' not in second.content.lower()
+
+
+def test_checked_arguments_that_crossed_a_durable_boundary_as_json_are_checked_again(emulator: Emulator):
+    """Durable execution sends a call's validated arguments across as JSON and validates them again with the same
+    validator: they come back as the spec's arguments, still checked."""
+    from pydantic_ai_perplexity._pydantic_ai.toolset import _ARGS  # pyright: ignore[reportPrivateUsage]
+
+    check = toolset_for(emulator)._checks['perplexity_research']  # pyright: ignore[reportPrivateUsage]
+    [first] = check.validate_json(b'{"query": "EU AI Act", "effort": "fast"}').values()
+    crossed = json.loads(json.dumps({_ARGS: first.model_dump(exclude_none=True)}))
+    [again] = check.validate_python(crossed).values()
+    assert again == first and again.query == 'EU AI Act'
+    with pytest.raises(ModelRetry, match='effort'):
+        check.validate_python({_ARGS: {'query': 'q', 'effort': 'slowest'}})
