@@ -51,7 +51,8 @@ def start_emulator_process(port: int, time_scale: float = 0.0) -> subprocess.Pop
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
-            if httpx2.get(f'http://127.0.0.1:{port}/v1/models', timeout=1).status_code == 200:
+            headers = {'Authorization': f'Bearer {KEY}'}  # the models list answers 401 without a key, as live
+            if httpx2.get(f'http://127.0.0.1:{port}/v1/models', headers=headers, timeout=1).status_code == 200:
                 return child
         except httpx2.TransportError:
             time.sleep(0.05)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -280,6 +280,33 @@ async def test_structured_research_results(emulator: Emulator):
     assert json.loads(research.answer) == research.data
 
 
+async def test_a_model_output_type_is_turned_into_its_response_format_once(emulator: Emulator):
+    """Its JSON schema is built once for every run of the toolset, not for each use within each run."""
+    from pydantic import BaseModel
+
+    built: list[str] = []
+
+    class Brief(BaseModel):
+        headline: str
+        points: list[str]
+
+        @classmethod
+        def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            built.append(cls.__name__)
+            return super().model_json_schema(*args, **kwargs)
+
+    toolset = toolset_for(emulator, effort='fast', output_type=Brief)
+    agent = Agent(
+        scripted([[call('perplexity_research', query='EU AI Act'), call('perplexity_research', query='GDPR')], 'ok']),
+        toolsets=[toolset],
+    )
+    result = await agent.run('go')
+    first, second = returns(result.all_messages())
+    for ret in (first, second):
+        assert isinstance(ret.metadata['research_result'].data, Brief)  # type: ignore[index]
+    assert built == ['Brief']
+
+
 async def test_a_deep_agent_uses_the_toolset(emulator: Emulator):
     from pydantic_deep import DeepAgentDeps, create_deep_agent
 
@@ -435,3 +462,50 @@ async def test_a_prefixed_toolset_hands_off_and_defers_under_its_names(emulator:
         [ret] = resolved.calls.values()
         text = ret.return_value  # type: ignore[union-attr]
         assert 'still going' in text and 'call web_perplexity_research_result with' in text
+
+
+async def test_arguments_are_checked_once_before_the_tool_runs_in_the_projects_words(emulator: Emulator):
+    """The spec's check is the tool's `args_validator` (pydantic-ai's public hook): a refused call is invalid at
+    validation (`args_valid` False, the tool never runs), and the model reads the project's words, never pydantic's."""
+    from pydantic_ai.messages import FunctionToolCallEvent
+
+    agent = Agent(
+        scripted(
+            [
+                [ToolCallPart('web_perplexity_research', '["not an object"]')],
+                [call('web_perplexity_research', query='q', colour='blue')],
+                [call('web_perplexity_research', query='EU AI Act', effort='fast')],
+                'ok',
+            ]
+        ),
+        toolsets=[toolset_for(emulator).prefixed('web')],
+    )
+    valid: list[bool | None] = []
+    async with agent.iter('go') as run:
+        async for node in run:
+            if Agent.is_call_tools_node(node):
+                async with node.stream(run.ctx) as events:
+                    async for event in events:
+                        if isinstance(event, FunctionToolCallEvent):
+                            valid.append(event.args_valid)
+    assert valid == [False, False, True]
+    result = run.result
+    assert result is not None
+    first, second, third = returns(result.all_messages())
+    assert [first.outcome, second.outcome, third.outcome] == ['retried', 'retried', 'success']
+    assert 'must be a JSON object' in first.content and 'web_perplexity_research' in first.content
+    assert 'colour' in second.content and 'validation error' not in second.content.lower()
+
+
+def test_checked_arguments_that_crossed_a_durable_boundary_as_json_are_checked_again(emulator: Emulator):
+    """Durable execution sends a call's validated arguments across as JSON and validates them again with the same
+    validator: they come back as the spec's arguments, still checked."""
+    from pydantic_ai_perplexity._pydantic_ai.toolset import _ARGS  # pyright: ignore[reportPrivateUsage]
+
+    check = toolset_for(emulator)._checks['perplexity_research']  # pyright: ignore[reportPrivateUsage]
+    [first] = check.validate_json(b'{"query": "EU AI Act", "effort": "fast"}').values()
+    crossed = json.loads(json.dumps({_ARGS: first.model_dump(exclude_none=True)}))
+    [again] = check.validate_python(crossed).values()
+    assert again == first and again.query == 'EU AI Act'
+    with pytest.raises(ModelRetry, match='effort'):
+        check.validate_python({_ARGS: {'query': 'q', 'effort': 'slowest'}})

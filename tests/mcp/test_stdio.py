@@ -7,6 +7,7 @@ environment or the end of the pipe start their own.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -185,6 +186,9 @@ def test_research_returns_the_answer_with_sources_as_text_and_structured_content
     assert '[1]' in text and 'Sources:' in text and f'response_id: {structured["response_id"]}' in text
     assert 'data retrieved from the web' in text  # spotlighted
     assert structured['emulated'] is True and text.splitlines()[-1].endswith('| emulated: ' + EMULATED_NOTE)
+    # One answer, rendered once: the text and the structured answer are wrapped in the same delimiters.
+    [nonce] = set(re.findall(r'<<web-([0-9a-f]+)>>', text))
+    assert structured['answer'].startswith(f'<<web-{nonce}>>') and f'<<web-{nonce}>>' in structured['notice']
 
 
 def test_a_replayed_recording_is_marked_emulated_in_text_and_structured_content(

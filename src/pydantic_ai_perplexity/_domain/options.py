@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import math
 import mimetypes
@@ -261,9 +262,7 @@ def response_format(output_type: type[BaseModel] | dict[str, Any]) -> tuple[Resp
         name = str(schema.get('title') or 'research_result')
         adapter = None
     else:
-        schema = output_type.model_json_schema()
-        name = output_type.__name__
-        adapter = TypeAdapter(output_type)
+        schema, name, adapter = _model_format(output_type)
     name = _SCHEMA_NAME.sub('_', name)[:64] or 'research_result'
     return {'type': 'json_schema', 'json_schema': {'name': name, 'schema': schema}}, adapter
 
@@ -557,6 +556,13 @@ def files_under(root: str | os.PathLike[str], given: str) -> ResearchFile:
             '(relative to it), an https URL, or the content as a data: URI.'
         )
     return ResearchFile.from_path(target)
+
+
+@functools.lru_cache(maxsize=64)
+def _model_format(model: type[BaseModel]) -> tuple[dict[str, Any], str, TypeAdapter[Any]]:
+    """A model's JSON schema, name and adapter, built once per model: a run asks for them several times (the check,
+    the fingerprint, the create), and a toolset or server for every run (the schema is shared: never change it)."""
+    return model.model_json_schema(), model.__name__, TypeAdapter(model)
 
 
 # -- the model -------------------------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ __all__ = (
     'answer_with_source_numbers',
     'error_for_model',
     'for_model',
+    'for_model_and_fields',
     'handoff_for_model',
     'plain',
     'runs_for_model',
@@ -286,8 +287,40 @@ def for_model(
     """A finished run as a model should read it: the answer, numbered sources, one status line."""
     if not result.done:
         return handoff_for_model(result, names=names)
-    spot = Spotlight(spotlight)
-    answer, cut = _bounded(answer_with_source_numbers(result), max_answer_chars)
+    return _text(result, _Shown.of(result, spotlight, max_answer_chars), max_sources)
+
+
+class _Shown:
+    """What both renderings of one finished result share: its spotlight (one nonce) and its bounded answer."""
+
+    def __init__(self, spot: Spotlight, answer: str, cut: int) -> None:
+        self.spot = spot
+        self.answer = answer
+        self.cut = cut
+
+    @classmethod
+    def of(cls, result: ResearchResult, spotlight: bool, max_answer_chars: int) -> _Shown:
+        return cls(Spotlight(spotlight), *_bounded(answer_with_source_numbers(result), max_answer_chars))
+
+
+def for_model_and_fields(
+    result: ResearchResult,
+    *,
+    spotlight: bool = True,
+    max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+    max_sources: int = DEFAULT_MAX_SOURCES,
+    names: ToolNames | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """`for_model` and `structured_for_model` of one result, rendered once: both show the same spotlight nonce
+    (MCP's `content` and `structuredContent` of one answer)."""
+    if not result.done:
+        return handoff_for_model(result, names=names), _fields(result, None, max_sources, names)
+    shown = _Shown.of(result, spotlight, max_answer_chars)
+    return _text(result, shown, max_sources), _fields(result, shown, max_sources, names)
+
+
+def _text(result: ResearchResult, shown: _Shown, max_sources: int) -> str:
+    spot, answer, cut = shown.spot, shown.answer, shown.cut
     lines: list[str] = []
     if result.status != 'completed':
         reason = plain(result.error, _MAX_ERROR_CHARS) or 'no reason given'
@@ -339,7 +372,12 @@ def structured_for_model(
     names: ToolNames | None = None,
 ) -> dict[str, Any]:
     """The same bounded, spotlighted result as fields (MCP `structuredContent`); stands alone without the text."""
-    spot = Spotlight(spotlight)
+    shown = _Shown.of(result, spotlight, max_answer_chars) if result.done else None
+    return _fields(result, shown, max_sources, names)
+
+
+def _fields(result: ResearchResult, shown: _Shown | None, max_sources: int, names: ToolNames | None) -> dict[str, Any]:
+    """`structured_for_model`'s fields; `shown` is None for a run still going (no answer to show yet)."""
     out: dict[str, Any] = {
         'response_id': plain(result.response_id),
         'status': plain(result.status),
@@ -355,23 +393,23 @@ def structured_for_model(
         out['reused'] = True
     if result.notes:
         out['notes'] = [plain(note) for note in result.notes]
-    if not result.done:
+    if shown is None:
         out['progress'] = result.progress.summary()
         out['next'] = f'{_names(names).collect}(response_id="{out["response_id"]}"{_poll_argument(result, ", ")})'
         if result.poll is not None:
             out['poll'] = result.poll
         return out
-    answer, cut = _bounded(answer_with_source_numbers(result), max_answer_chars)
-    if spotlight:
+    spot, answer, cut = shown.spot, shown.answer, shown.cut
+    if spot.enabled:
         out['notice'] = spot.preamble().strip() + ' ' + _FIELDS_NOTICE
     out['answer'] = spot.text(answer) if answer else ''
     if cut:
         out['answer_cut_chars'] = cut
-    shown = [s for s in result.sources if s.cited] + [s for s in result.sources if not s.cited]
+    cited_first = [s for s in result.sources if s.cited] + [s for s in result.sources if not s.cited]
     # Fields carry clean data (the answer is the one spotlighted block): a title on one line, an http(s) URL or ''.
     out['sources'] = [
         {'n': s.n, **_source_ref(s.url, s.title), 'cited': s.cited}
-        for s in sorted(shown[:max_sources], key=lambda s: s.n)
+        for s in sorted(cited_first[:max_sources], key=lambda s: s.n)
     ]
     if result.orphan_markers:
         out['orphan_markers'] = result.orphan_markers

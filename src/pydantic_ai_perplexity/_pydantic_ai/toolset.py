@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import copy
 import inspect
-import json
 import os
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 try:
     from pydantic_ai import (
@@ -35,8 +34,9 @@ try:
         ToolReturn,
     )
     from pydantic_ai.messages import InstructionPart
-    from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
+    from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDefinition
     from pydantic_ai.toolsets import PrefixedToolset, ToolsetTool
+    from pydantic_ai.toolsets.function import FunctionToolsetTool
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     from .._base.errors import install_hint
 
@@ -221,9 +221,28 @@ class PerplexityToolset(FunctionToolset[Any]):
             tools.SEARCH.name: self._search,
         }
         self.tools = {}
+        #: Each tool's arguments check, handed to pydantic-ai as its `ToolsetTool.args_validator` (`get_tools`).
+        self._checks: dict[str, _SpecCheck] = {}
         for spec in tools.tool_specs(lean=self.lean):
             if spec.name in self.include:
                 self.add_tool(_rendered(spec, handlers[spec.name], self.names, self._absent()))
+                self._checks[spec.name] = _SpecCheck(spec, self.names)
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        """The tools, each with its spec's check as the arguments validator: a call is checked once, in the
+        project's words, before the tool runs."""
+        listed = await super().get_tools(ctx)
+        return {name: self._checked(tool) for name, tool in listed.items()}
+
+    def tool_for_tool_def(
+        self, tool_def: ToolDefinition, *, ctx: RunContext[Any], original_name: str | None = None
+    ) -> FunctionToolsetTool[Any]:
+        """The tool of a definition `get_tools` made elsewhere (durable execution), checked as `get_tools`'s are."""
+        return self._checked(super().tool_for_tool_def(tool_def, ctx=ctx, original_name=original_name))
+
+    def _checked(self, tool: _T) -> _T:
+        check = self._checks.get(tool.tool_def.name)
+        return replace(tool, args_validator=check) if check is not None else tool
 
     def _absent(self) -> list[str]:
         return [spec.name for spec in tools.TOOLS if spec.name not in self.include]
@@ -334,41 +353,52 @@ class PerplexityToolset(FunctionToolset[Any]):
 
 
 _Handler = Callable[[RunContext[Any], Any], Awaitable[Any]]
-#: Where the lenient validator puts arguments that are not a JSON object, for `ToolSpec.parse` to refuse in words.
-_RAW = '\x00arguments'
+_T = TypeVar('_T', bound='ToolsetTool[Any]')
+#: The one keyword a checked call's arguments reach the tool under: the spec's parsed arguments.
+_ARGS = '\x00checked'
 
 
-class _Lenient:
-    """Hands a call's raw arguments to the tool as they came (a dict, or anything under `_RAW`).
+class _SpecCheck:
+    """A tool's arguments validator (pydantic-ai's `ToolsetTool.args_validator`): `ToolSpec.parse`, once per call.
 
-    pydantic-ai would otherwise check them against the schema itself and show the model pydantic's own messages;
-    `ToolSpec.parse` checks them instead, in the project's words, the same as over MCP.
+    pydantic-ai would otherwise check the arguments against the schema itself and show the model pydantic's own
+    messages; the spec checks them instead, in the project's words, the same as over MCP. A refusal is a retry (or a
+    failure, when the model cannot fix it), as pydantic-ai treats a validation error.
     """
 
-    def validate_json(self, data: str | bytes, **_: Any) -> dict[str, Any]:
-        try:
-            value = json.loads(data or '{}')
-        except ValueError:
-            return {_RAW: data}
-        return self.validate_python(value)
+    def __init__(self, spec: tools.ToolSpec, names: tools.ToolNames) -> None:
+        self.spec = spec
+        self.names = names
 
-    def validate_python(self, value: Any, **_: Any) -> dict[str, Any]:
-        return cast('dict[str, Any]', value) if isinstance(value, dict) else {_RAW: value}
+    def validate_json(self, input: str | bytes | bytearray, **_: Any) -> dict[str, Any]:
+        return self.validate_python(input.decode(errors='replace') if not isinstance(input, str) else input)
+
+    def validate_python(self, input: Any, **_: Any) -> dict[str, Any]:
+        given = cast(object, input)
+        if isinstance(given, dict):
+            fields = cast('dict[str, Any]', given)
+            # Arguments checked before, and sent across a durable boundary, come back under `_ARGS`.
+            given = fields[_ARGS] if list(fields) == [_ARGS] else fields
+        try:
+            return {_ARGS: self.spec.parse(cast(object, given))}
+        except PerplexityError as exc:
+            text, fixable = render.error_for_model(exc, names=self.names)
+            text = self.names.say(text)  # the tool named as the model calls it
+            raise (ModelRetry(text) if fixable else ToolFailed(text)) from exc
 
 
 def _rendered(spec: tools.ToolSpec, handler: _Handler, names: tools.ToolNames, absent: Sequence[str]) -> Tool[Any]:
     """The pydantic-ai tool of a spec: its name, description (naming tools as the model knows them, and none of the
-    `absent` ones) and JSON schema, arguments checked by the spec."""
+    `absent` ones) and JSON schema; its arguments arrive checked by the spec (`_SpecCheck`)."""
 
-    async def call(ctx: RunContext[Any], **raw: Any) -> Any:
-        return await handler(ctx, spec.parse(raw[_RAW] if _RAW in raw else raw))
+    async def call(ctx: RunContext[Any], **checked: Any) -> Any:
+        args: object = checked[_ARGS] if _ARGS in checked else checked
+        if not isinstance(args, BaseModel):  # crossed a durable boundary as JSON, or bypassed `get_tools`
+            args = spec.parse(args)
+        return await handler(ctx, args)
 
     description = names.say(_without_clauses_naming(spec.description, absent))
-    tool: Tool[Any] = Tool.from_schema(
-        call, name=spec.name, description=description, json_schema=spec.schema, takes_ctx=True
-    )
-    tool.function_schema = replace(tool.function_schema, validator=cast('Any', _Lenient()))
-    return tool
+    return Tool.from_schema(call, name=spec.name, description=description, json_schema=spec.schema, takes_ctx=True)
 
 
 #: Where one clause of a text ends: after a `.` or `;`, the whitespace (kept, to join the rest as written).

@@ -47,61 +47,72 @@ class TooDeep(ValueError):
         self.members = members
 
 
-_TOKEN = re.compile(
-    r'\s*(?:(?P<punct>[{}\[\]:,])|(?P<string>"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*")'
-    r'|(?P<scalar>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null|NaN|-?Infinity))'
-)
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r'[ \t\n\r]*')
+_CLOSE = {'{': '}', '[': ']'}
 
 
 def shallow(text: str) -> Any:
     """The value of valid JSON `text`, read without recursion (for text too deep for `json.loads`), keeping only
     what a request's envelope needs: a top-level object's members, with nested objects and arrays left empty (a
-    top-level array comes back empty). ValueError if `text` is not valid JSON."""
-    stack: list[str] = []  # the open containers, '{' or '['
-    top: Any = None
-    key: str | None = None
-    expect = 'value'  # value, value_or_close, key, key_or_close, colon, next (a comma or a close), done
-    position = 0
-    while True:
-        match = _TOKEN.match(text, position)
-        if match is None:
-            if expect == 'done' and not text[position:].strip():
-                return cast(object, top)
-            raise ValueError('not JSON')
-        position = match.end()
-        punct, string, scalar = match.group('punct'), match.group('string'), match.group('scalar')
-        if punct in ('}', ']') and expect in ('next', 'key_or_close' if punct == '}' else 'value_or_close'):
-            if not stack or stack.pop() != ('{' if punct == '}' else '['):
-                raise ValueError('not JSON: a close without its open')
-            expect = 'next' if stack else 'done'
+    top-level array comes back empty). ValueError if `text` is not valid JSON.
+
+    The containers are walked with a stack of their own; every key and scalar is read by the standard library's
+    decoder (`raw_decode`), so strings, numbers and literals are exactly what `json.loads` accepts.
+    """
+    top, position, opened = _value(text, _skip(text, 0))
+    stack = [opened] if opened else []  # the open containers' openers
+    read = [False] * len(stack)  # whether each has a member yet
+    while stack:
+        position = _skip(text, position)
+        if text[position : position + 1] == _CLOSE[stack[-1]]:  # never right after a comma: read with its member
+            stack.pop()
+            read.pop()
+            position += 1
             continue
-        if expect in ('key', 'key_or_close'):
-            if string is None:
-                raise ValueError('not JSON: a key was expected')
-            key, expect = json.loads(string), 'colon'
-            continue
-        if expect == 'colon' or expect == 'next':
-            if punct != (':' if expect == 'colon' else ','):
-                raise ValueError('not JSON: a separator was expected')
-            expect = 'value' if expect == 'colon' or stack[-1] == '[' else 'key'
-            continue
-        if expect == 'done':
-            raise ValueError('not JSON: text after the value')
-        if punct in ('{', '['):
-            value: Any = {} if punct == '{' else []
-            holder = len(stack)
-            stack.append(punct)
-            expect = 'key_or_close' if punct == '{' else 'value_or_close'
-        elif string is not None or scalar is not None:
-            value = json.loads(string if string is not None else scalar)
-            holder = len(stack)
-            expect = 'next' if stack else 'done'
-        else:
-            raise ValueError('not JSON: a value was expected')
-        if holder == 0:
-            top = value
-        elif holder == 1 and isinstance(top, dict) and key is not None:
+        if read[-1]:
+            position = _skip(text, _expect(text, position, ','))
+        key = None
+        if stack[-1] == '{':
+            key, position = _key(text, position)
+        value, position, opened = _value(text, position)
+        read[-1] = True
+        if len(stack) == 1 and key is not None and isinstance(top, dict):
             cast('dict[str, Any]', top)[key] = value
+        if opened:
+            stack.append(opened)
+            read.append(False)
+    if _skip(text, position) != len(text):
+        raise ValueError('not JSON: text after the value')
+    return cast(object, top)
+
+
+def _skip(text: str, position: int) -> int:
+    match = _SPACE.match(text, position)
+    return match.end() if match else position
+
+
+def _expect(text: str, position: int, char: str) -> int:
+    if text[position : position + 1] != char:
+        raise ValueError(f'not JSON: {char!r} was expected at {position}')
+    return position + 1
+
+
+def _key(text: str, position: int) -> tuple[str, int]:
+    """A member's key and the position of its value."""
+    if text[position : position + 1] != '"':
+        raise ValueError(f'not JSON: a key was expected at {position}')
+    key, position = _DECODER.raw_decode(text, position)
+    return cast(str, key), _skip(text, _expect(text, _skip(text, position), ':'))
+
+
+def _value(text: str, position: int) -> tuple[Any, int, str | None]:
+    """A value: a scalar read whole, or a container opened (empty here; its members are read by `shallow`)."""
+    char = text[position : position + 1]
+    if char in ('{', '['):
+        return ({} if char == '{' else []), position + 1, char
+    value, position = _DECODER.raw_decode(text, position)
+    return value, position, None
 
 
 def readable_id(message: Any) -> int | str | None:

@@ -9,19 +9,20 @@ imported on the first tool call, in a worker thread, never at start-up.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp_types import CallToolResult, Icon, TextContent, ToolAnnotations
+from pydantic import create_model
 
 from ..._base.errors import InvalidArgumentError, PerplexityError
 from ..._base.version import __version__
@@ -156,10 +157,11 @@ _Body = Callable[[Context[Any, Any], Any], Awaitable[CallToolResult]]
 
 
 def _rendered(spec: tools.ToolSpec, body: _Body) -> Tool:
-    """The MCP tool of a spec: its name, description, hints and JSON schema; arguments checked by the spec.
+    """The MCP tool of a spec: its name, description, hints, input schema (`parameters`, what clients see) and output
+    schema, declared as the SDK's `Tool` fields; arguments checked by the spec.
 
-    The SDK is shown a signature of untyped keywords (so it passes every argument on as sent, without its own
-    messages) and the spec's schema is what clients see; `ToolSpec.parse` checks the call, in the project's words.
+    The SDK reads the call with an argument model of untyped fields (so it passes every argument on as sent, without
+    its own messages); `ToolSpec.parse` checks the call, in the project's words.
     """
 
     async def call(ctx: Context[Any, Any], **arguments: Any) -> CallToolResult:
@@ -169,13 +171,11 @@ def _rendered(spec: tools.ToolSpec, body: _Body) -> Tool:
 
         return await _guarded(work)
 
-    keyword = inspect.Parameter.KEYWORD_ONLY
     # Every argument the spec checks, also those a lean schema leaves out: a model that sends one is understood.
-    params = [inspect.Parameter(name, keyword, default=None, annotation=Any) for name in spec.args.model_fields]
-    params.append(inspect.Parameter('ctx', keyword, annotation=Context[Any, Any]))
+    fields: dict[str, Any] = dict.fromkeys(spec.args.model_fields, (Any, None))
+    arguments = create_model(f'{spec.name}Arguments', __base__=ArgModelBase, **fields)
     # The lean list has no output schema (most of its size); the structured content is sent all the same.
-    returns = Annotated[CallToolResult, ResearchOut] if spec.structured and not spec.lean else CallToolResult
-    setattr(call, '__signature__', inspect.Signature(params, return_annotation=returns))  # noqa: B010
+    output = ResearchOut if spec.structured and not spec.lean else None
     hints = spec.hints
     annotations = ToolAnnotations(
         title=hints.title,
@@ -184,8 +184,17 @@ def _rendered(spec: tools.ToolSpec, body: _Body) -> Tool:
         idempotent_hint=hints.idempotent,
         open_world_hint=hints.open_world,
     )
-    tool = Tool.from_function(call, name=spec.name, description=spec.description, annotations=annotations)
-    return tool.model_copy(update={'parameters': spec.schema})
+    return Tool(
+        fn=call,
+        name=spec.name,
+        title=None,
+        description=spec.description,
+        parameters=spec.schema,
+        fn_metadata=FuncMetadata(arg_model=arguments, output_model=output),
+        is_async=True,
+        context_kwarg='ctx',
+        annotations=annotations,
+    )
 
 
 def http_request_key(ctx: Context[Any, Any]) -> str | None:
@@ -298,8 +307,8 @@ def build_server(
         """A research result as the client reads it (a plain call's answer, and a task's result)."""
         from ..._present import model_text as render
 
-        opts = runtime.render_options
-        return _text(render.for_model(result, **opts), structured=render.structured_for_model(result, **opts))
+        text, fields = render.for_model_and_fields(result, **runtime.render_options)
+        return _text(text, structured=fields)
 
     research_tasks = ResearchTasks(runtime.researcher, rendered)  # MCP tasks, both eras (_tasks.py)
     skills = SkillsExtension()  # skills/list and skills/get (_skills.py)
@@ -314,7 +323,6 @@ def build_server(
         """Run a research wait under the drain, with the progress heartbeat; `ids` holds the run's id once known
         (for a hand-off or a cancel)."""
         from ..._domain.results import ResearchResult
-        from ..._present import model_text as render
 
         result: ResearchResult | None = None
         with runtime.drain.guard():
@@ -328,10 +336,7 @@ def build_server(
                 raise
         if result is None:  # the server is shutting down: hand the run off now, for any instance to collect
             result = ResearchResult(response_id=ids[-1], status='in_progress')
-        return _text(
-            render.for_model(result, **runtime.render_options),
-            structured=render.structured_for_model(result, **runtime.render_options),
-        )
+        return rendered(result)
 
     async def research(ctx: Context[Any, Any], args: Any) -> CallToolResult:
         r = await runtime.researcher()
