@@ -1,0 +1,5 @@
+"""`python -m pydantic_ai_perplexity.cli`: the command line, as the `pydantic-ai-perplexity` script runs it."""
+
+from . import main
+
+main()
