@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from postgres_support import execute, fresh_schema
-from pydantic_ai_perplexity import _ledger as _ledger_package
+from pydantic_ai_perplexity._ledger import _ledger as _ledger_package
 from pydantic_ai_perplexity._base.errors import BudgetExceededError, ConfigurationError
 from pydantic_ai_perplexity._ledger import (
     ESTIMATED_COST_USD,
