@@ -46,20 +46,24 @@ field `RunRecord` does not have. A PostgreSQL URL's password never appears in a 
 
 from __future__ import annotations
 
+from ._aio import AsyncLedger
 from ._engine import MIGRATIONS, SCHEMA_VERSION, EngineName, MigrationDB, migration
 from ._ledger import Admission, Ledger, LedgerHealth, OnBudget, process_health
 from ._recorder import Recorder
 from ._records import (
     BUDGET_ENV,
+    CALL_KEY_PREFIX,
     DEFAULT_EFFORT,
     EPSILON_USD,
     ESTIMATED_COST_USD,
     LEDGER_URL_ENV,
     RESERVED,
     STATE_DIR_ENV,
+    TASK_KEY,
     BudgetUnenforceableError,
     LedgerWarning,
     Origin,
+    RequestKind,
     RunRecord,
     budget_from_env,
     estimate_cost,
@@ -70,6 +74,7 @@ from ._sqlite import LEDGER_FILENAME, default_ledger_path, private_mode_problem
 
 __all__ = (
     'BUDGET_ENV',
+    'CALL_KEY_PREFIX',
     'DEFAULT_EFFORT',
     'EPSILON_USD',
     'ESTIMATED_COST_USD',
@@ -79,7 +84,9 @@ __all__ = (
     'RESERVED',
     'SCHEMA_VERSION',
     'STATE_DIR_ENV',
+    'TASK_KEY',
     'Admission',
+    'AsyncLedger',
     'BudgetUnenforceableError',
     'EngineName',
     'Ledger',
@@ -89,6 +96,7 @@ __all__ = (
     'OnBudget',
     'Origin',
     'Recorder',
+    'RequestKind',
     'RunRecord',
     'budget_from_env',
     'default_ledger_path',

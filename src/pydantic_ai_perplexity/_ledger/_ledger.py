@@ -47,6 +47,7 @@ from .._domain.pricing import (
     limit_request,
     reservation,
 )
+from ._aio import AsyncLedger
 from ._engine import Engine, EngineName, Failure, Reserved
 from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url, target_problem
 from ._recorder import track
@@ -191,6 +192,7 @@ class Ledger:
         self._dropped = 0
         self._pending: dict[str, RunRecord] = {}
         self._backlog: deque[tuple[str, Callable[[Engine], object]]] = deque()
+        self._aio: AsyncLedger | None = None
         track(self)  # closed at interpreter exit, after every recorder has flushed
         _LEDGERS.add(self)
 
@@ -208,6 +210,15 @@ class Ledger:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    @property
+    def aio(self) -> AsyncLedger:
+        """The ledger for code on an event loop: named operations, applied in order on this ledger's one recorder
+        thread (`_aio.py`)."""
+        with self._state:
+            if self._aio is None:
+                self._aio = AsyncLedger(self)
+            return self._aio
 
     @property
     def engine(self) -> EngineName:
@@ -261,6 +272,38 @@ class Ledger:
         key = storable_text(response_id)
         at = now()
         self._write('updating a run', lambda engine: engine.update(key, values, at))
+
+    def mark_cancel_requested(self, response_id: str, /, *, by: str, release_call: bool = False) -> None:
+        """Record that `by` asked for the run to be cancelled (`cancel_requested_at`, `cancel_requested_by`), for
+        whichever instance binds its id or serves its call to read. `release_call`: the cancel was applied, so the run
+        also leaves its MCP call's key (a late notification, or the client's next use of the id, no longer finds it).
+        """
+        at = now()
+        values: dict[str, Any] = {'cancel_requested_at': at, 'cancel_requested_by': storable_text(by)}
+        if release_call:
+            values |= {'request_id': None, 'request_kind': None}
+        key = storable_text(response_id)
+        self._write('marking a cancel request', lambda engine: engine.update(key, values, at))
+
+    def claim_call(self, response_id: str, /, *, caller: str | None, key: str, statuses: tuple[str, ...]) -> bool:
+        """Record the MCP call `key` on the run while the call waits for it, so a cancel reaching any instance finds
+        it: only if `caller` started the run, its status is one of `statuses` and it carries no key of another kind
+        (a durable workflow's, say). One conditional update; whether it claimed the run."""
+        run_id, caller, key = storable_text(response_id), _clean(caller), storable_text(key)
+        return self._write_returning(
+            'claiming a run for an MCP call',
+            lambda engine: engine.claim_call(run_id, caller, key, statuses, now()),
+            False,
+        )
+
+    def answered(self, response_id: str, /, *, reason: str) -> bool:
+        """The MCP call serving the run has answered: its call key leaves the run and, if a cancel was requested and
+        the run ended `cancelled`, `error` says `reason`. One conditional update (none when the run holds neither a
+        call key nor a cancel request); whether a cancel was requested."""
+        run_id, reason = storable_text(response_id), storable_text(reason)
+        return self._write_returning(
+            'clearing an answered call from its run', lambda engine: engine.answered(run_id, reason, now()), False
+        )
 
     def get(self, response_id: str) -> RunRecord | None:
         """The recorded run with this `response_id` (or reservation key), or None."""
@@ -565,16 +608,21 @@ class Ledger:
         return result
 
     def _write(self, action: str, op: Callable[[Engine], object]) -> None:
+        self._write_returning(action, op, None)
+
+    def _write_returning(self, action: str, op: Callable[[Engine], _T], default: _T) -> _T:
+        """Apply the write `op` now (after the kept ones) and return what it returns; `default` when it could not be
+        applied now (it is then kept, in order, if the store may take it later)."""
         self._check_fork()
         if self._problem is not None:
-            return
+            return default
         if self._backlog:
             with self._writes:
                 if self._backlog and not self._drain():
                     self._keep(action, op)  # after the others, so the order of writes holds
-                    return
+                    return default
         try:
-            op(self._engine)
+            result = op(self._engine)
         except Exception as exc:
             failure = self._engine.failure(action, exc)
             kept = failure.retry and not failure.lasting
@@ -582,9 +630,10 @@ class Ledger:
                 with self._writes:
                     self._keep(action, op)
             self._report(action, failure, kept=kept)
-            return
+            return default
         if not self._backlog:
             self._recovered()
+        return result
 
     def _reserve_within(self, record: RunRecord, limits: Sequence[Limit]) -> tuple[str | None, Reserved]:
         """Store `record` as a reservation if it fits every limit (in one transaction); its key, or None if it does not
