@@ -25,6 +25,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
 
 import anyio
+import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
 
 from .._base.errors import (
@@ -811,9 +812,10 @@ class Researcher:
             await self.ledger.aio.flush()
 
     async def _ledger_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """A ledger read (or the budget reservation), in order after the writes queued before it."""
-        assert self.ledger is not None
-        return await self.ledger.aio.run(fn, *args, **kwargs)
+        """A ledger read (or the budget reservation): earlier queued writes land first, so it sees them. It runs in a
+        worker thread, not on the recorder: an admission waiting for the budget lock must not hold up other writes."""
+        await self._flush()
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
 
 def _check_reuse(seconds: object) -> float | None:
