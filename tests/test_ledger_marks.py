@@ -9,7 +9,6 @@ tests/reliability/test_cancel_http.py and tests/scale/test_cancel.py.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,12 +16,13 @@ from typing import Any
 import anyio
 import pytest
 
+import test_budget_windows
 import test_ledger
-from postgres_support import execute
 from pydantic_ai_perplexity._ledger import RESERVED, Ledger, RunRecord
 
 # The ledger's fixtures: each test that takes `target` or `ledger` runs on SQLite and on PostgreSQL.
 engine, path, target, ledger = test_ledger.engine, test_ledger.path, test_ledger.target, test_ledger.ledger
+raw = test_budget_windows.raw  # SQL past the ledger, committed: on the SQLite file or the PostgreSQL schema
 
 UNFINISHED = ('starting', 'reserved', 'queued', 'in_progress', 'requires_action')
 REASON = 'cancelled: the MCP client cancelled the call'
@@ -34,17 +34,6 @@ def run(response_id: str, **fields: Any) -> RunRecord:
     fields.setdefault('query', 'q')
     fields.setdefault('origin', 'mcp')
     return RunRecord(response_id=response_id, **fields)
-
-
-def raw(target: str, sql: str) -> list[tuple[Any, ...]]:
-    if target.startswith('postgresql://'):
-        return [tuple(row) for row in execute(target, sql)]
-    db = sqlite3.connect(target)
-    try:
-        return db.execute(sql).fetchall()
-    finally:
-        db.commit()
-        db.close()
 
 
 # --- the columns ----------------------------------------------------------------------------------------------------
