@@ -25,7 +25,6 @@ from typing import Any
 import pytest
 
 from postgres_support import execute, fresh_schema
-from pydantic_ai_perplexity import _ledger as _ledger_package
 from pydantic_ai_perplexity._base.errors import BudgetExceededError, ConfigurationError
 from pydantic_ai_perplexity._ledger import (
     ESTIMATED_COST_USD,
@@ -43,6 +42,7 @@ from pydantic_ai_perplexity._ledger import (
     estimate_cost,
     is_provisional,
 )
+from pydantic_ai_perplexity._ledger import _ledger as _ledger_package
 
 JOIN_TIMEOUT = 120
 
@@ -127,9 +127,13 @@ def test_every_field_round_trips(ledger: Ledger) -> None:
         trace_id='0af7651916cd43dd8448eb211c80319c',
         span_id='b7ad6b7169203331',
         caller='notebook-token',
+        request_id='mcp-http:7',
+        cancel_requested_at=created + timedelta(seconds=30),
+        cancel_requested_by='mcp-client',
     )
     ledger.record_start(record)
     assert ledger.get(record.response_id) == record
+    assert record.request_kind == 'call'  # set from the key's form
     assert ledger.get('resp_unknown') is None
 
 
@@ -255,6 +259,7 @@ def test_migrations_run_once_and_the_schema_is_versioned(engine: str, target: st
             'm005_runs_cost_details',
             'm006_prices',
             'm007_runs_fingerprint',
+            'm008_request_kind_and_cancel_marks',
         ]
     )
     assert len(names) == SCHEMA_VERSION

@@ -278,7 +278,7 @@ async def test_over_mcp_http_a_full_disk_shows_in_healthz_and_every_run_is_liste
 def test_kept_writes_are_bounded_with_a_warning_and_the_newest_are_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from pydantic_ai_perplexity import _ledger as ledger_package
+    from pydantic_ai_perplexity._ledger import _ledger as ledger_package
     from pydantic_ai_perplexity._ledger import _sqlite
 
     monkeypatch.setattr(_sqlite, '_BUSY_TIMEOUT_MS', 10)

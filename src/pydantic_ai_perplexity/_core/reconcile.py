@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.to_thread
 
 from .._base.errors import PerplexityError
 from .._ledger import RESERVED, Ledger, RunRecord, is_provisional
@@ -64,7 +63,7 @@ async def reconcile(
     Returns the rows as they are after the refresh, by `response_id` (only those that were asked about).
     """
     if records is None:
-        records = await anyio.to_thread.run_sync(lambda: ledger.list(status=(*UNFINISHED, RESERVED), limit=limit))
+        records = await ledger.aio.list(status=(*UNFINISHED, RESERVED), limit=limit)
     records = list(records)  # read twice: for emulators that are gone, then for the runs due
     now = time.monotonic()
     with _refreshed_lock:
@@ -81,7 +80,7 @@ async def reconcile(
     updated: dict[str, RunRecord] = {}
     for api in {r.api for r in records if r.emulated and r.api and r.api != client.api}:
         if not await _answers(api):  # an emulator that is gone: its runs can never be asked about, nor cost anything
-            ended = await anyio.to_thread.run_sync(lambda api=api: end_emulated_runs(ledger, api))
+            ended = await ledger.aio.run(end_emulated_runs, ledger, api)
             updated.update((r.response_id, r) for r in ended)
     if not due:
         return updated
@@ -92,7 +91,7 @@ async def reconcile(
             found = await _fields(client, record, ledger)
         if found is None:
             return
-        written = await anyio.to_thread.run_sync(lambda: _settled(ledger, record.response_id, found))
+        written = await ledger.aio.run(_settled, ledger, record.response_id, found)
         updated[record.response_id] = record.model_copy(update=written)
 
     with anyio.move_on_after(timeout):
@@ -114,7 +113,7 @@ async def _fields(client: PerplexityClient, record: RunRecord, ledger: Ledger) -
     if response.status not in _TERMINAL:
         return {'status': response.status} if response.status != record.status else None
     result = ResearchResult.from_response(response)
-    await anyio.to_thread.run_sync(learn_from, ledger, result)
+    await ledger.aio.run(learn_from, ledger, result)
     fields = finished_fields(result)
     if client.emulated:
         fields['emulated'] = True

@@ -55,7 +55,7 @@ from .._domain.pricing import default_prices, limit_request, refresh_api_prices
 from .._domain.results import ResearchResult, Usage
 from .._domain.settings import Settings
 from .._domain.steps import Step, StepReducer
-from .._ledger import Ledger, OnBudget, Origin, Recorder, RunRecord, default_ledger_path, estimate_cost
+from .._ledger import Ledger, OnBudget, Origin, RunRecord, default_ledger_path, estimate_cost
 from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
 from ..client._params import AgentRequest, InputItem, SearchRequest
@@ -213,7 +213,6 @@ class Researcher:
             self._client = PerplexityClient(**self._client_settings)
         self._users = 0
         self._lock = anyio.Lock()
-        self._recorder: Recorder | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -241,11 +240,8 @@ class Researcher:
         if self._owns_client and self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
-        if self._recorder is not None:
-            recorder, self._recorder = self._recorder, None
-            await anyio.to_thread.run_sync(recorder.close)
         if self.ledger is not None:
-            await anyio.to_thread.run_sync(self.ledger.close)
+            await self.ledger.aio.aclose()
 
     async def flush(self) -> None:
         """Wait until every queued ledger write has landed (closing the researcher does this too)."""
@@ -788,17 +784,17 @@ class Researcher:
         self._record(learn_from, self.ledger, result)  # billed above the table: later reservations price it higher
 
     def _record(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Queue a ledger write; it runs in order on the recorder thread, never delaying the research call."""
-        if self._recorder is None:
-            self._recorder = Recorder()
-        self._recorder.submit(functools.partial(fn, *args, **kwargs))
+        """Queue a ledger write; it runs in order on the ledger's recorder thread, never delaying the research call."""
+        if self.ledger is not None:
+            self.ledger.aio.later(fn, *args, **kwargs)
 
     async def _flush(self) -> None:
-        if self._recorder is not None:
-            await anyio.to_thread.run_sync(self._recorder.flush)
+        if self.ledger is not None:
+            await self.ledger.aio.flush()
 
     async def _ledger_call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """A ledger read (or the budget reservation): earlier queued writes land first, so it sees them."""
+        """A ledger read (or the budget reservation): earlier queued writes land first, so it sees them. It runs in a
+        worker thread, not on the recorder: an admission waiting for the budget lock must not hold up other writes."""
         await self._flush()
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 

@@ -140,6 +140,18 @@ class Engine(abc.ABC):
         or inserting `pending` if the reservation is missing) and set `values`."""
 
     @abc.abstractmethod
+    def claim_call(
+        self, response_id: str, caller: str | None, key: str, statuses: tuple[str, ...], at: datetime
+    ) -> bool:
+        """In one statement: record the MCP call `key` on the run (`request_kind` `call`) if `caller` started it, its
+        status is one of `statuses` and it carries no key of another kind; whether it did."""
+
+    @abc.abstractmethod
+    def answered(self, response_id: str, reason: str, at: datetime) -> bool:
+        """In one statement, once the MCP call serving the run has answered: clear its `call` key and, if a cancel was
+        requested and the run ended `cancelled`, set `error` to `reason`; whether a cancel was requested."""
+
+    @abc.abstractmethod
     def release(self, token: str) -> None:
         """Delete the row `token` if it is still a reservation."""
 
@@ -321,6 +333,31 @@ def m007_runs_fingerprint(db: MigrationDB) -> None:
     # from the finished run (`reuse_within`), found by its newest row.
     db.execute(f'ALTER TABLE runs ADD COLUMN fingerprint {"TEXT" if db.engine == "sqlite" else "text"}')
     db.execute('CREATE INDEX runs_fingerprint ON runs (fingerprint, created_at)')
+
+
+@migration
+def m008_request_kind_and_cancel_marks(db: MigrationDB) -> None:
+    # Real columns for what was encoded in others: what a run's `request_id` is (`request_kind`: `call`, `task`,
+    # `key`), and a client's cancel request (`cancel_requested_at`, `cancel_requested_by`). Before, a cancel requested
+    # while the create was in flight was written into `error`, and a cancel applied to an MCP call over HTTP was
+    # written into `request_id` as `cancelled:<key>`; both are moved into the new columns here.
+    text, stamp = ('TEXT', 'TEXT') if db.engine == 'sqlite' else ('text', 'timestamptz')
+    db.execute(f'ALTER TABLE runs ADD COLUMN request_kind {text}')
+    db.execute(f'ALTER TABLE runs ADD COLUMN cancel_requested_at {stamp}')
+    db.execute(f'ALTER TABLE runs ADD COLUMN cancel_requested_by {text}')
+    db.execute(
+        "UPDATE runs SET cancel_requested_at = updated_at, cancel_requested_by = 'mcp-client', error = NULL "
+        "WHERE error = 'cancel requested: the MCP client cancelled the call before the run had its id'"
+    )
+    db.execute(
+        'UPDATE runs SET cancel_requested_at = COALESCE(cancel_requested_at, updated_at), '
+        "cancel_requested_by = 'mcp-client', request_id = SUBSTR(request_id, 11) "
+        "WHERE SUBSTR(request_id, 1, 10) = 'cancelled:'"
+    )
+    db.execute(
+        "UPDATE runs SET request_kind = CASE WHEN request_id = 'mcp:task' THEN 'task' "
+        "WHEN SUBSTR(request_id, 1, 9) = 'mcp-http:' THEN 'call' ELSE 'key' END WHERE request_id IS NOT NULL"
+    )
 
 
 #: The schema version a database reaches once every migration is applied (`PRAGMA user_version` on SQLite, the

@@ -71,7 +71,7 @@ _ABANDONED: list[Any] = []  # a forked child's copies of the parent's connection
 _COLUMN_LIST: Final = (
     'response_id, created_at, updated_at, query, effort, model, status, origin, sources, cited, input_tokens, '
     'output_tokens, cost_usd, estimate_usd, error, trace_id, span_id, caller, api, emulated, request_id, scope, '
-    'cost_details, price_source, fingerprint'
+    'cost_details, price_source, fingerprint, request_kind, cancel_requested_at, cancel_requested_by'
 )
 _SELECT: Final = 'SELECT ' + _COLUMN_LIST + ' FROM runs'  # noqa: S608 (constant column names)
 _INSERT: Final = (
@@ -80,8 +80,8 @@ _INSERT: Final = (
     + ', cost_micros, estimate_micros) VALUES (%(response_id)s, %(created_at)s, %(updated_at)s, %(query)s, '
     '%(effort)s, %(model)s, %(status)s, %(origin)s, %(sources)s, %(cited)s, %(input_tokens)s, %(output_tokens)s, '
     '%(cost_usd)s, %(estimate_usd)s, %(error)s, %(trace_id)s, %(span_id)s, %(caller)s, %(api)s, %(emulated)s, '
-    '%(request_id)s, %(scope)s, %(cost_details)s, %(price_source)s, %(fingerprint)s, %(cost_micros)s, '
-    '%(estimate_micros)s) '
+    '%(request_id)s, %(scope)s, %(cost_details)s, %(price_source)s, %(fingerprint)s, %(request_kind)s, '
+    '%(cancel_requested_at)s, %(cancel_requested_by)s, %(cost_micros)s, %(estimate_micros)s) '
     'ON CONFLICT (response_id) DO NOTHING'
 )
 #: A reservation after the budget lock, in one statement (one snapshot, taken after the lock was granted): the spend
@@ -98,7 +98,21 @@ _RESERVE_INSERT: Final = (
     '%(input_tokens)s::bigint, %(output_tokens)s::bigint, %(cost_usd)s::float8, %(estimate_usd)s::float8, '
     '%(error)s::text, %(trace_id)s::text, %(span_id)s::text, %(caller)s::text, %(api)s::text, %(emulated)s::boolean, '
     '%(request_id)s::text, %(scope)s::text, %(cost_details)s::text, %(price_source)s::text, %(fingerprint)s::text, '
+    '%(request_kind)s::text, %(cancel_requested_at)s::timestamptz, %(cancel_requested_by)s::text, '
     '%(cost_micros)s::bigint, %(estimate_micros)s::bigint FROM spend, present WHERE NOT present.stored'
+)
+#: `Engine.answered` in one statement: it changes (and returns) a row only if it holds a call key or a cancel request.
+_ANSWERED: Final = (
+    "UPDATE runs SET request_id = CASE WHEN request_kind = 'call' THEN NULL ELSE request_id END, "
+    "request_kind = CASE WHEN request_kind = 'call' THEN NULL ELSE request_kind END, "
+    "error = CASE WHEN cancel_requested_at IS NOT NULL AND status = 'cancelled' THEN %(reason)s ELSE error END, "
+    "updated_at = %(at)s WHERE response_id = %(_id)s AND (request_kind = 'call' OR cancel_requested_at IS NOT NULL) "
+    'RETURNING cancel_requested_at IS NOT NULL'
+)
+_CLAIM_CALL: Final = (
+    "UPDATE runs SET request_id = %(key)s, request_kind = 'call', updated_at = %(at)s WHERE response_id = %(_id)s "
+    'AND caller IS NOT DISTINCT FROM %(caller)s AND status = ANY(%(statuses)s) '
+    "AND (request_id IS NULL OR request_kind = 'call')"
 )
 #: `bind` in one statement when nothing else holds the run's id: rename the reservation and set the fields.
 _BIND_HEAD: Final = 'UPDATE runs SET response_id = %(_id)s, '
@@ -469,6 +483,21 @@ class PostgresEngine(Engine):
                 _update(conn, response_id, values, at)
 
         self._run(op)
+
+    def claim_call(
+        self, response_id: str, caller: str | None, key: str, statuses: tuple[str, ...], at: datetime
+    ) -> bool:
+        params = {'key': _text(key), 'at': at, '_id': response_id, 'caller': _text(caller), 'statuses': list(statuses)}
+        return self._run(lambda conn: conn.execute(_CLAIM_CALL, params).rowcount == 1)
+
+    def answered(self, response_id: str, reason: str, at: datetime) -> bool:
+        params = {'_id': response_id, 'reason': _text(reason), 'at': at}
+
+        def op(conn: psycopg.Connection[Any]) -> bool:
+            row = conn.execute(_ANSWERED, params).fetchone()
+            return bool(row is not None and row[0])
+
+        return self._run(op)
 
     def release(self, token: str) -> None:
         delete = 'DELETE FROM runs WHERE response_id = %s AND status = %s'

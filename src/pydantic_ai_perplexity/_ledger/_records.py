@@ -34,6 +34,24 @@ _EFFORT_ALIASES = LEGACY_PRESETS  # the old preset names the API still accepts
 
 #: The status of a row that holds budget for a run whose create has not answered yet.
 RESERVED = 'reserved'
+
+#: What a run's `request_id` is (`RunRecord.request_kind`): `call`, the key of the MCP call over HTTP serving the run
+#: (`mcp-http:<JSON id>`, cleared once the call has answered); `task`, the mark of a run started as an MCP task;
+#: `key`, an idempotency key its starter finds it by again (a durable workflow step's, a CLI command's).
+RequestKind = Literal['call', 'task', 'key']
+#: The start of a `call` key: the MCP HTTP call's JSON-RPC id follows, as JSON.
+CALL_KEY_PREFIX = 'mcp-http:'
+#: The `request_id` of a run started as an MCP task.
+TASK_KEY = 'mcp:task'
+
+
+def request_kind_of(request_id: str) -> RequestKind:
+    """What kind of request id `request_id` is, from its form (each way in makes its own)."""
+    if request_id == TASK_KEY:
+        return 'task'
+    return 'call' if request_id.startswith(CALL_KEY_PREFIX) else 'key'
+
+
 _PROVISIONAL_PREFIX = 'pending_'
 
 EPSILON_USD = 1e-9  # for comparing USD floats read back (the ledger itself compares integer micro-dollars)
@@ -121,11 +139,17 @@ class RunRecord(BaseModel):
     #: A digest of the question and the request its options made (and the API it went to): a finished run with the
     #: same one inside `reuse_within` is served again instead of researched again (`Ledger.find_reusable`).
     fingerprint: str | None = None
+    #: What `request_id` is (`call`, `task` or `key`, see `RequestKind`); set from its form when not given.
+    request_kind: RequestKind | None = None
+    #: When a client asked for the run to be cancelled (e.g. an MCP client cancelled the call), and who: the
+    #: instance serving the call or binding the run's id reads it, whichever instance the cancel reached.
+    cancel_requested_at: AwareDatetime | None = None
+    cancel_requested_by: str | None = None
 
-    @field_validator('created_at', 'updated_at')
+    @field_validator('created_at', 'updated_at', 'cancel_requested_at')
     @classmethod
-    def _in_utc(cls, value: datetime) -> datetime:
-        return value.astimezone(UTC)
+    def _in_utc(cls, value: datetime | None) -> datetime | None:
+        return value.astimezone(UTC) if value is not None else None
 
     @field_validator('*', mode='after')
     @classmethod
@@ -137,6 +161,8 @@ class RunRecord(BaseModel):
             self.updated_at = self.created_at
         if 'estimate_usd' not in self.model_fields_set:  # a record built without one must not count as free
             self.estimate_usd = estimate_cost(self.effort)
+        if self.request_id is not None and self.request_kind is None:  # also a row an older version wrote
+            self.request_kind = request_kind_of(self.request_id)
 
 
 #: The columns of `runs` that both engines read and write, in `RunRecord`'s order.
@@ -204,6 +230,8 @@ def validated_fields(fields: dict[str, Any]) -> dict[str, Any]:
         except ValidationError as exc:
             raise TypeError(f'invalid value for RunRecord.{name}: {value!r}') from exc
         values[name] = storable_text(checked) if isinstance(checked, str) else checked
+    if 'request_id' in values and 'request_kind' not in values:
+        values['request_kind'] = request_kind_of(values['request_id']) if values['request_id'] is not None else None
     return values
 
 

@@ -76,6 +76,15 @@ _INSERT = (
     'ON CONFLICT(response_id) DO NOTHING'
 )
 
+#: `Engine.answered` in one statement: it changes (and returns) a row only if it holds a call key or a cancel request.
+_ANSWERED = (
+    "UPDATE runs SET request_id = CASE WHEN request_kind = 'call' THEN NULL ELSE request_id END, "
+    "request_kind = CASE WHEN request_kind = 'call' THEN NULL ELSE request_kind END, "
+    "error = CASE WHEN cancel_requested_at IS NOT NULL AND status = 'cancelled' THEN :reason ELSE error END, "
+    "updated_at = :at WHERE response_id = :_id AND (request_kind = 'call' OR cancel_requested_at IS NOT NULL) "
+    'RETURNING cancel_requested_at IS NOT NULL AS requested'
+)
+
 
 def _timestamp(value: datetime) -> str:
     """Fixed-width ISO 8601 in UTC, so that text order is time order in SQL."""
@@ -84,9 +93,7 @@ def _timestamp(value: datetime) -> str:
 
 def _row(record: RunRecord) -> dict[str, Any]:
     data = with_micros(record.model_dump())
-    data['created_at'] = _timestamp(record.created_at)
-    data['updated_at'] = _timestamp(record.updated_at)
-    return data
+    return {name: _timestamp(value) if isinstance(value, datetime) else value for name, value in data.items()}
 
 
 # --- location -------------------------------------------------------------------------------------------------------
@@ -326,6 +333,26 @@ class SQLiteEngine(Engine):
 
         self._run(op, write=True)
 
+    def claim_call(
+        self, response_id: str, caller: str | None, key: str, statuses: tuple[str, ...], at: datetime
+    ) -> bool:
+        marks = ', '.join('?' for _ in statuses) or 'NULL'
+        sql = (
+            "UPDATE runs SET request_id = ?, request_kind = 'call', updated_at = ? WHERE response_id = ? "  # noqa: S608
+            f"AND caller IS ? AND status IN ({marks}) AND (request_id IS NULL OR request_kind = 'call')"
+        )
+        params = (key, _timestamp(at), response_id, caller, *statuses)
+        return self._run(lambda db: db.execute(sql, params).rowcount == 1, write=True)
+
+    def answered(self, response_id: str, reason: str, at: datetime) -> bool:
+        params = {'_id': response_id, 'reason': reason, 'at': _timestamp(at)}
+
+        def op(db: sqlite3.Connection) -> bool:
+            rows = db.execute(_ANSWERED, params).fetchall()
+            return bool(rows and rows[0][0])
+
+        return self._run(op, write=True)
+
     def release(self, token: str) -> None:
         self._run(
             lambda db: db.execute('DELETE FROM runs WHERE response_id = ? AND status = ?', (token, RESERVED)),
@@ -502,6 +529,7 @@ def _sums(
 
 
 def _update(db: sqlite3.Connection, response_id: str, values: dict[str, Any], at: datetime) -> None:
-    values = {**with_micros(values), 'updated_at': _timestamp(at)}
+    values = {name: _timestamp(v) if isinstance(v, datetime) else v for name, v in with_micros(values).items()}
+    values['updated_at'] = _timestamp(at)
     assignments = ', '.join(f'{name} = :{name}' for name in values)  # names checked against UPDATABLE
     db.execute(f'UPDATE runs SET {assignments} WHERE response_id = :_id', {**values, '_id': response_id})  # noqa: S608

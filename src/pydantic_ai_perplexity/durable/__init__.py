@@ -26,7 +26,6 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Iter
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack, cast
 
-import anyio.to_thread
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from pydantic import BaseModel
@@ -160,8 +159,7 @@ async def _start_step(researcher: Researcher, query: str, options: ResearchOptio
     key = _step_key()
     ledger = researcher.ledger
     if ledger is not None:
-        await researcher.flush()
-        earlier = await anyio.to_thread.run_sync(lambda: ledger.list(request_id=key, limit=1))
+        earlier = await ledger.aio.list(request_id=key, limit=1)
         if earlier:
             record = earlier[0]
             if record.status == RESERVED:
@@ -181,9 +179,7 @@ async def _start_step(researcher: Researcher, query: str, options: ResearchOptio
     if 'trace_id' in ids and 'span_id' in ids:
         started.update(trace_id=ids['trace_id'], span_id=ids['span_id'])
     if ledger is not None:
-        await researcher.flush()
-        response_id = result.response_id
-        record = await anyio.to_thread.run_sync(lambda: ledger.get(response_id))
+        record = await ledger.aio.get(result.response_id)
         if record is not None and record.trace_id and record.span_id:
             # The run's own span: a collection after a restart continues it as a child.
             started.update(trace_id=record.trace_id, span_id=record.span_id)

@@ -3,16 +3,17 @@
 The HTTP server is stateless (any instance serves any POST), so the notification may reach an instance that is not
 running the call, and the SDK has nothing to cancel there (in the 2026-07-28 era it drops client notifications
 outright). So each research call over HTTP records its key with the run, `request_key(caller, id)`: the caller (the
-bearer token's name) in the `caller` column and `mcp-http:<JSON id>` in `request_id`, from the run's first ledger
-row on. The key is cleared once the call has answered (a finished or handed-off call can no longer be cancelled,
-and its client may use the id again). A `perplexity_research_result` call over HTTP claims the run the same way
-while it waits (`RemoteCancels.claim`), if the run is its caller's and carries no other key (a durable workflow's).
-When the HTTP front has accepted a `notifications/cancelled` (202), the
-instance that got it looks the call up with `RemoteCancels.notify`:
+bearer token's name) in the `caller` column and `mcp-http:<JSON id>` in `request_id` (`request_kind` `call`), from
+the run's first ledger row on. The key is cleared once the call has answered (a finished or handed-off call can no
+longer be cancelled, and its client may use the id again). A `perplexity_research_result` call over HTTP claims the
+run the same way while it waits (`RemoteCancels.claim`), if the run is its caller's and carries no other key (a
+durable workflow's). When the HTTP front has accepted a `notifications/cancelled` (202), the instance that got it
+looks the call up with `RemoteCancels.notify`:
 
 - exactly one unfinished run of that caller carries the key and it has its id: it is cancelled upstream
-  (`Researcher.cancel`) and the ledger says why, as over stdio;
-- the create is still in flight (the row is a reservation, or there is no row yet): the reservation is marked, and
+  (`Researcher.cancel`), the run leaves the key and the ledger says why, as over stdio;
+- the create is still in flight (the row is a reservation, or there is no row yet): the reservation is marked
+  (`cancel_requested_at`, `Ledger.mark_cancel_requested`), and
   the instance watches the ledger for up to `WATCH_SECONDS` for the run's id; the starting instance also looks for
   the mark right after recording the id (`RemoteCancels.check_mark`), so whichever sees the id first cancels;
 - two unfinished runs of that caller carry the key: nothing is cancelled (a warning is logged).
@@ -39,8 +40,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-import anyio.to_thread
 
+from ..._ledger import CALL_KEY_PREFIX
 from . import _jsonrpc
 from ._throttle import ThrottledWarning
 
@@ -52,10 +53,9 @@ if TYPE_CHECKING:
 
 __all__ = (
     'CANCELLED_BY_CLIENT',
-    'CANCELLED_PREFIX',
-    'CANCEL_MARK',
     'KEY_PREFIX',
     'MAX_WATCHES_PER_CALLER',
+    'REQUESTED_BY',
     'WATCH_SECONDS',
     'RemoteCancels',
     'cancelled_request',
@@ -65,14 +65,12 @@ __all__ = (
 
 _log = logging.getLogger('pydantic_ai_perplexity.mcp')
 
-KEY_PREFIX = 'mcp-http:'
-#: A run's `request_id` once a cancel notification for its call was applied: the instance serving the call reads
-#: it when the call ends, and writes the reason again after its own record of the run's end.
-CANCELLED_PREFIX = 'cancelled:'
+KEY_PREFIX = CALL_KEY_PREFIX
 #: What the ledger says of a run cancelled because its MCP client cancelled the call (stdio and HTTP alike).
 CANCELLED_BY_CLIENT = 'cancelled: the MCP client cancelled the call'
-#: Left on a reservation whose create is still in flight; the instance that binds the run's id cancels it.
-CANCEL_MARK = 'cancel requested: the MCP client cancelled the call before the run had its id'
+#: Who asked, in `cancel_requested_by`: the cancel request left on a run (on a reservation whose create is still in
+#: flight, read by the instance that binds the run's id; on a run cancelled upstream, read when its call answers).
+REQUESTED_BY = 'mcp-client'
 #: How long the instance that got the notification watches the ledger for the run's id to appear.
 WATCH_SECONDS = 20.0
 _POLL_SECONDS = 0.2
@@ -175,7 +173,7 @@ class RemoteCancels:
         deadline = time.monotonic() + watch_seconds
         marked: set[str] = set()
         while True:
-            rows = await anyio.to_thread.run_sync(lambda: _in_flight(ledger, caller, key))
+            rows = await _in_flight(ledger, caller, key)
             if len(rows) > 1:
                 _log.warning(
                     'A cancel notification matches %d calls in flight of the same caller (request ids are unique only '
@@ -185,12 +183,12 @@ class RemoteCancels:
                 return 'ambiguous'
             if rows and rows[0].status not in _NO_ID_YET:
                 with anyio.CancelScope(shield=True):  # a dropped watch never leaves half a cancel
-                    await self._cancel(r, rows[0].response_id, key)
+                    await self._cancel(r, rows[0].response_id)
                 return 'cancelled'
             if rows and rows[0].response_id not in marked:
                 pending = rows[0].response_id
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(partial(ledger.update, pending, error=CANCEL_MARK))
+                    await ledger.aio.mark_cancel_requested(pending, by=REQUESTED_BY)
                 marked.add(pending)
             if time.monotonic() >= deadline:
                 return 'marked' if marked else 'none'
@@ -201,11 +199,11 @@ class RemoteCancels:
         ledger = r.ledger
         if ledger is None:
             return False
-        record = await anyio.to_thread.run_sync(lambda: ledger.get(response_id))
-        if record is None or record.error != CANCEL_MARK:
+        record = await ledger.aio.get(response_id)
+        if record is None or record.cancel_requested_at is None:
             return False
         with anyio.move_on_after(_CANCEL_GRACE_SECONDS, shield=True):
-            await self._cancel(r, response_id, record.request_id or '')
+            await self._cancel(r, response_id)
         return True
 
     async def claim(self, r: Researcher, response_id: str, caller: str | None, key: str) -> bool:
@@ -214,41 +212,30 @@ class RemoteCancels:
         ledger = r.ledger
         if ledger is None:
             return False
-        record = await anyio.to_thread.run_sync(lambda: ledger.get(response_id))
-        if record is None or record.caller != caller or record.status not in _UNFINISHED:
-            return False
-        if record.request_id is not None and not record.request_id.startswith(KEY_PREFIX):
-            return False
-        await anyio.to_thread.run_sync(partial(ledger.update, response_id, request_id=key))
-        return True
+        return await ledger.aio.claim_call(response_id, caller=caller, key=key, statuses=_UNFINISHED)
 
-    async def _cancel(self, r: Researcher, response_id: str, key: str) -> None:
+    async def _cancel(self, r: Researcher, response_id: str) -> None:
         ledger = r.ledger
         assert ledger is not None
         # First the sign that the client cancelled the call, for the instance serving it (see `answered`).
-        await anyio.to_thread.run_sync(partial(ledger.update, response_id, request_id=CANCELLED_PREFIX + key))
+        await ledger.aio.mark_cancel_requested(response_id, by=REQUESTED_BY, release_call=True)
         await cancel_upstream(r, response_id)
 
     async def answered(self, r: Researcher, response_id: str) -> None:
         """The call answered (a result or a hand-off): its key leaves the run, so a late cancel never stops it.
 
         If a cancel notification stopped the run, the reason is written again: this instance's record of the run's
-        end (the API's words) may have landed after the reason the cancelling instance wrote.
+        end (the API's words) may have landed after the reason the cancelling instance wrote. One conditional update,
+        in order after this instance's own writes of the run (`Ledger.answered`).
         """
         ledger = r.ledger
         if ledger is None:
             return
-        await r.flush()
-        record = await anyio.to_thread.run_sync(lambda: ledger.get(response_id))
-        by_client = record is not None and (record.request_id or '').startswith(CANCELLED_PREFIX)
-        fields: dict[str, Any] = {'request_id': None}
-        if by_client and record is not None and record.status == 'cancelled':
-            fields['error'] = CANCELLED_BY_CLIENT
-        await anyio.to_thread.run_sync(partial(ledger.update, response_id, **fields))
+        await ledger.aio.answered(response_id, reason=CANCELLED_BY_CLIENT)
 
 
-def _in_flight(ledger: Ledger, caller: str | None, key: str) -> list[RunRecord]:
-    rows = ledger.list(caller=caller, request_id=key, status=_UNFINISHED, limit=20)
+async def _in_flight(ledger: Ledger, caller: str | None, key: str) -> list[RunRecord]:
+    rows = await ledger.aio.list(caller=caller, request_id=key, status=_UNFINISHED, limit=20)
     return [row for row in rows if row.caller == caller]
 
 
@@ -260,6 +247,4 @@ async def cancel_upstream(r: Researcher, response_id: str) -> None:
         _log.warning('Could not cancel research run %s after the client cancelled the call: %s', response_id, exc)
         return
     if r.ledger is not None:
-        ledger = r.ledger
-        await r.flush()  # the cancel's own ledger writes land first, then the reason
-        await anyio.to_thread.run_sync(lambda: ledger.update(response_id, error=CANCELLED_BY_CLIENT))
+        await r.ledger.aio.update(response_id, error=CANCELLED_BY_CLIENT)  # after the cancel's own writes

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-import anyio
-import anyio.to_thread
-
 from ..._base.errors import NotFoundError
 
 if TYPE_CHECKING:
@@ -47,8 +44,7 @@ async def reach(r: Researcher, caller: str | None, response_id: str) -> RunRecor
     record: RunRecord | None = None
     ledger = r.ledger
     if ledger is not None:
-        await r.flush()  # this instance's own writes first: the caller's run may have started a moment ago
-        record = await anyio.to_thread.run_sync(lambda: ledger.get(response_id))
+        record = await ledger.aio.get(response_id)  # after this instance's own writes: the run may be a moment old
     if not may_reach(caller, record):
         raise NotFoundError(f'No research run {response_id} for this caller.', status_code=404)
     return record

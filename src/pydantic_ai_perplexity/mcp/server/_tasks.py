@@ -51,6 +51,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..._base.errors import PerplexityError
 from ..._core import tool_spec as tools
+from ..._ledger import TASK_KEY
 from ._failures import error_text
 from ._scope import may_reach, request_caller
 
@@ -65,8 +66,9 @@ __all__ = ('EXTENSION', 'LEGACY_TASKS_VERSION', 'POLL_INTERVAL_MS', 'TASK_MARK',
 EXTENSION = 'io.modelcontextprotocol/tasks'
 #: The one handshake-era revision with tasks (SEP-1686).
 LEGACY_TASKS_VERSION = '2025-11-25'
-#: Recorded as the run's `request_id` in the ledger: this run was started as a task (`tasks/list` lists these).
-TASK_MARK = 'mcp:task'
+#: Recorded as the run's `request_id` in the ledger (`request_kind` `task`): this run was started as a task
+#: (`tasks/list` lists these).
+TASK_MARK = TASK_KEY
 #: How long a task is kept, from its creation: a day (the ledger keeps the run longer; the API keeps its result).
 TTL_MS = 24 * 3600 * 1000
 #: How often a client is asked to poll: a research run takes from seconds (fast) to many minutes (high).
@@ -227,10 +229,8 @@ class ResearchTasks(Extension):
             run_id = check_id(task_id)
         except Exception:
             raise _not_found() from None
-        await r.flush()
-        ledger = r.ledger
-        record = await anyio.to_thread.run_sync(lambda: ledger.get(run_id))
-        if record is None or record.request_id != TASK_MARK or not may_reach(_caller(ctx), record):
+        record = await r.ledger.aio.get(run_id)
+        if record is None or record.request_kind != 'task' or not may_reach(_caller(ctx), record):
             raise _not_found()
         return r, record
 
@@ -308,11 +308,8 @@ class ResearchTasks(Extension):
         r = await self._researcher()
         if r.ledger is None:
             return ListTasksResult(tasks=[])
-        await r.flush()
         ledger, caller = r.ledger, _caller(ctx)
-        records = await anyio.to_thread.run_sync(
-            lambda: ledger.list(caller=caller, request_id=TASK_MARK, limit=_LIST_LIMIT)
-        )
+        records = await ledger.aio.list(caller=caller, request_id=TASK_MARK, limit=_LIST_LIMIT)
         with contextlib.suppress(Exception):
             updated = await reconcile(ledger, r.client, records, timeout=5.0)
             records = [updated.get(rec.response_id, rec) for rec in records]
