@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ._shared import CONTEXT, err
+
+if TYPE_CHECKING:
+    from ..mcp.clients.config import Launcher
 
 
 class _Refused(click.ClickException):
@@ -39,14 +44,7 @@ def config(client: str, write: bool, launcher: str) -> None:
       pydantic-ai-perplexity config cursor --launcher uvx
       pydantic-ai-perplexity config codex >> ~/.codex/config.toml
     """
-    from ..mcp.clients.config import (
-        UVX_NOTE,
-        ConfigFileError,
-        add_to_pydantic_deep,
-        client_snippet,
-        missing_extra,
-        secret_variables,
-    )
+    from ..mcp.clients.config import UVX_NOTE, client_snippet, missing_extra, secret_variables
 
     chosen = 'uvx' if launcher == 'uvx' else 'python'
     problem = missing_extra(client, chosen)
@@ -63,14 +61,21 @@ def config(client: str, write: bool, launcher: str) -> None:
             'The server then runs without them; give it what it needs another way (e.g. ~/.pgpass for a password).'
         )
     if write:
-        try:
-            path = add_to_pydantic_deep(launcher=chosen)
-        except ConfigFileError as exc:  # a file of another shape: left as it is, like a bad argument (exit 2)
-            from .._present.terminal import for_terminal
-
-            raise _Refused(for_terminal(str(exc))) from None
-        except (ValueError, OSError) as exc:  # a symlinked file or directory
-            raise click.ClickException(str(exc)) from None
-        err(f'Added the perplexity server to {path} (the key is read from PERPLEXITY_API_KEY, not written).')
+        _write_pydantic_deep(chosen)
         return
     click.echo(client_snippet(client, launcher=chosen))
+
+
+def _write_pydantic_deep(launcher: Launcher) -> None:
+    """`config pydantic-deep --write`: the server added to ./.pydantic-deep/mcp.json, or why the file was left alone."""
+    from ..mcp.clients.config import ConfigFileError, add_to_pydantic_deep
+
+    try:
+        path = add_to_pydantic_deep(launcher=launcher)
+    except ConfigFileError as exc:  # a file of another shape: left as it is, like a bad argument (exit 2)
+        from .._present.terminal import for_terminal
+
+        raise _Refused(for_terminal(str(exc))) from None
+    except (ValueError, OSError) as exc:  # a symlinked file or directory
+        raise click.ClickException(str(exc)) from None
+    err(f'Added the perplexity server to {path} (the key is read from PERPLEXITY_API_KEY, not written).')

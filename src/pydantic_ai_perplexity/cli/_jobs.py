@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import click
@@ -26,7 +27,7 @@ from ._shared import (
 )
 
 if TYPE_CHECKING:
-    from .._domain.results import ResearchResult
+    from .._domain.results import ResearchResult, Source
     from .._ledger import RunRecord
 
 STATUSES = (
@@ -92,10 +93,7 @@ def _table(
     tty = sys.stdout.isatty()
     console = Console(highlight=False, soft_wrap=False, width=None if tty else 1_000_000)
     names = list(rows[0])
-    widths = {n: max(len(n), *(len(line_for_terminal(row[n])) for row in rows)) for n in names}
-    room = console.width - 2 * (len(names) - 1)
-    for name in (n for n in flexible if n in widths):  # in order: the first gives up its room first
-        widths[name] = max(12, min(widths[name], widths[name] - (sum(widths.values()) - room)))
+    widths = _column_widths(rows, flexible, console.width)
     table = Table(box=None, pad_edge=False, show_edge=False, header_style='bold', padding=(0, 1), expand=False)
     for name in names:
         justify: Literal['left', 'right'] = 'right' if name in right else 'left'
@@ -106,6 +104,18 @@ def _table(
         console.print(table)
     for line in captured.get().splitlines():
         click.echo(line.rstrip())
+
+
+def _column_widths(rows: list[dict[str, str]], flexible: tuple[str, ...], width: int) -> dict[str, int]:
+    """Each column's width: its longest cell, the `flexible` ones cut (in order, each down to 12) to fit `width`."""
+    from .._present.terminal import line_for_terminal
+
+    names = list(rows[0])
+    widths = {n: max(len(n), *(len(line_for_terminal(row[n])) for row in rows)) for n in names}
+    room = width - 2 * (len(names) - 1)
+    for name in (n for n in flexible if n in widths):  # in order: the first gives up its room first
+        widths[name] = max(12, min(widths[name], widths[name] - (sum(widths.values()) - room)))
+    return widths
 
 
 def _cost(record: RunRecord) -> str:
@@ -134,17 +144,23 @@ def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
     if not records:
         err(f'No runs recorded in {ledger.describe()}.')
         return
-    rows = [
-        {
-            'run': r.response_id,
-            'status': r.status,
-            'started': f'{r.created_at:%Y-%m-%d %H:%M}',
-            'cost': 'emulated' if r.emulated else _cost(r),  # billed by no one: never read as real spend
-            'effort': r.effort or '-',
-            'question': r.query,  # a question may come from any caller: shown (made terminal-safe), never acted on
-        }
-        for r in records
-    ]
+    _print_runs([_run_row(r) for r in records])
+
+
+def _run_row(r: RunRecord) -> dict[str, str]:
+    """A run as a row of `jobs list`."""
+    return {
+        'run': r.response_id,
+        'status': r.status,
+        'started': f'{r.created_at:%Y-%m-%d %H:%M}',
+        'cost': 'emulated' if r.emulated else _cost(r),  # billed by no one: never read as real spend
+        'effort': r.effort or '-',
+        'question': r.query,  # a question may come from any caller: shown (made terminal-safe), never acted on
+    }
+
+
+def _print_runs(rows: list[dict[str, str]]) -> None:
+    """The runs one a line, or on two where the terminal is too narrow to give the question room on one."""
     width = terminal_width(sys.stdout)
     fixed = sum(max(len(n), *(len(row[n]) for row in rows)) + 2 for n in rows[0] if n != 'question')
     if width is None or width - fixed >= _MIN_QUESTION_ON_ONE_LINE:
@@ -209,11 +225,31 @@ def jobs_show(response_id: str, as_json: bool) -> None:
     if as_json:
         out_json(record.model_dump_json(indent=2))
         return
+    _print_record(record)
+
+
+def _print_record(record: RunRecord) -> None:
+    """A run's fields, what it found so far while it runs, and, once it ended, its answer and sources."""
     from .._core.reconcile import UNFINISHED
-    from .._domain.results import Usage
 
     snapshot = _snapshot(record)
     so_far = snapshot if snapshot is not None and not snapshot.done and record.status in UNFINISHED else None
+    for name, value in _record_fields(record, so_far):
+        out(f'{name + ":":<10}{value}')
+    if so_far is not None and so_far.sources:
+        _print_found_so_far(so_far.sources)
+    if record.status in UNFINISHED:
+        return
+    if snapshot is None or not snapshot.done:
+        out(f'{"answer:":<10}{_no_answer_here(record)}', wrap=True)
+        return
+    _print_answer(snapshot)
+
+
+def _record_fields(record: RunRecord, so_far: ResearchResult | None) -> list[tuple[str, str]]:
+    """The `name: value` lines `jobs show` prints for a run; `so_far`, a running run's snapshot, if there is one."""
+    from .._domain.results import Usage
+
     fields = [
         ('run', record.response_id),
         ('status', f'{record.status} (emulated: not Perplexity)' if record.emulated else record.status),
@@ -234,22 +270,23 @@ def jobs_show(response_id: str, as_json: bool) -> None:
         fields.append(('billed', billed.breakdown()))
     if record.error:
         fields.append(('error', record.error))
-    for name, value in fields:
-        out(f'{name + ":":<10}{value}')
-    if so_far is not None and so_far.sources:
-        from .._present.terminal import line_for_terminal
+    return fields
 
-        for source in so_far.sources[:_SHOWN_SO_FAR]:
-            read = ' (read)' if source.fetched else ''
-            title = line_for_terminal(source.title or source.domain)
-            out(f'  [{source.n}] {title}{read} — {line_for_terminal(source.url)}')
-        if len(so_far.sources) > _SHOWN_SO_FAR:
-            out(f'  (+{len(so_far.sources) - _SHOWN_SO_FAR} more)')
-    if record.status in UNFINISHED:
-        return
-    if snapshot is None or not snapshot.done:
-        out(f'{"answer:":<10}{_no_answer_here(record)}', wrap=True)
-        return
+
+def _print_found_so_far(sources: Sequence[Source]) -> None:
+    """The first sources a running run found, each marked when it was read."""
+    from .._present.terminal import line_for_terminal
+
+    for source in sources[:_SHOWN_SO_FAR]:
+        read = ' (read)' if source.fetched else ''
+        title = line_for_terminal(source.title or source.domain)
+        out(f'  [{source.n}] {title}{read} — {line_for_terminal(source.url)}')
+    if len(sources) > _SHOWN_SO_FAR:
+        out(f'  (+{len(sources) - _SHOWN_SO_FAR} more)')
+
+
+def _print_answer(snapshot: ResearchResult) -> None:
+    """A finished run's answer (or data) and numbered sources, as the API keeps them."""
     from .._present.model_text import answer_with_source_numbers
 
     if snapshot.data is not None:

@@ -74,6 +74,11 @@ def _print_result(result: ResearchResult, *, as_json: bool, builtin_emulator: bo
         out(result.response_id)
         _handoff_notice(result, builtin_emulator=builtin_emulator)
         return
+    _print_answer(result)
+
+
+def _print_answer(result: ResearchResult) -> None:
+    """A finished run: its answer (or data), numbered sources, notes, and one line of status, effort, model, cost."""
     from .._present.model_text import answer_with_source_numbers, tightened_note
 
     if result.error:
@@ -91,9 +96,14 @@ def _print_result(result: ResearchResult, *, as_json: bool, builtin_emulator: bo
         out(f'\n{note}', wrap=True)
     for note in result.notes:
         out(f'\n{note}', wrap=True)
+    out('\n' + _joined(_status_parts(result)))
+
+
+def _status_parts(result: ResearchResult) -> list[str]:
+    """The closing line's parts: status (marked when emulated), effort, model, cost and run id."""
     cost = f'${result.cost_usd:.4f}' if result.cost_usd is not None else 'cost unknown'
     status = f'{result.status} · emulated' if result.emulated else result.status  # never taken for a real answer
-    out('\n' + _joined([status, result.effort or '-', result.model or '-', cost, result.response_id]))
+    return [status, result.effort or '-', result.model or '-', cost, result.response_id]
 
 
 def print_sources(sources: Sequence[Source]) -> None:

@@ -16,6 +16,8 @@ from ._progress import StepDisplay
 from ._shared import CONTEXT, check_budget_arg, check_seconds_arg, endpoint, fail, start_tracing
 
 if TYPE_CHECKING:
+    from pydantic.fields import FieldInfo
+
     from .._domain.results import ResearchResult
 
 
@@ -36,8 +38,6 @@ def _option_params() -> list[click.Parameter]:
     """A click option per `ResearchOptions` field the CLI offers (`Opt.cli`), typed and bounded as the field is."""
     import typing
 
-    from annotated_types import Ge, Le
-
     from .._domain.options import option_fields
 
     params: list[click.Parameter] = []
@@ -46,18 +46,27 @@ def _option_params() -> list[click.Parameter]:
             continue
         kind = opt.tool_type if opt.tool_type is not None else info.annotation
         inner = [a for a in typing.get_args(kind) if a is not type(None)] or [kind]
-        choices = typing.get_args(inner[0]) if typing.get_origin(inner[0]) is typing.Literal else ()
-        low = next((m.ge for m in info.metadata if isinstance(m, Ge)), None)
-        high = next((m.le for m in info.metadata if isinstance(m, Le)), None)
-        param_type: click.ParamType[Any] | type[Any] = str
-        if choices:
-            param_type = click.Choice([str(c) for c in choices])
-        elif inner[0] is int:
-            param_type = click.IntRange(cast('int | None', low), cast('int | None', high))
         multiple = typing.get_origin(inner[0]) is list
         help_text = opt.cli_help or info.description or ''
-        params.append(click.Option([opt.cli, name], type=param_type, multiple=multiple, help=help_text))
+        params.append(
+            click.Option([opt.cli, name], type=_param_type(inner[0], info), multiple=multiple, help=help_text)
+        )
     return params
+
+
+def _param_type(kind: Any, info: FieldInfo) -> click.ParamType[Any] | type[Any]:
+    """The click type of a field whose (non-None) type is `kind`: its choices, an int in its bounds, or text."""
+    import typing
+
+    from annotated_types import Ge, Le
+
+    if typing.get_origin(kind) is typing.Literal:
+        return click.Choice([str(c) for c in typing.get_args(kind)])
+    if kind is int:
+        low = next((m.ge for m in info.metadata if isinstance(m, Ge)), None)
+        high = next((m.le for m in info.metadata if isinstance(m, Le)), None)
+        return click.IntRange(cast('int | None', low), cast('int | None', high))
+    return str
 
 
 def _research_options(given: dict[str, Any]) -> dict[str, Any]:
