@@ -263,6 +263,24 @@ def _markdown_page(name: str, text: str) -> Document:
     return _page(name, fields, set(fields))
 
 
+def _page_url(where: str, url: str) -> str:
+    """A page's URL, which must be http(s) with a host and no space."""
+    parts = urlsplit(url)
+    if parts.scheme not in ('http', 'https') or not parts.hostname or any(c.isspace() for c in url):
+        raise CorpusError(f'{where}: "url" {url[:80]!r} is not an http(s) URL with a host')
+    return url
+
+
+def _page_date(where: str, key: str, value: str) -> str:
+    """A page's date field as YYYY-MM-DD; 2026-01-01 when it has none."""
+    value = value.strip() or '2026-01-01'
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise CorpusError(f'{where}: "{key}" {value[:40]!r} is not a date (YYYY-MM-DD)') from None
+    return value
+
+
 def _page(where: str, fields: dict[str, str], keys: set[str]) -> Document:
     """A page from its fields, each checked: a refusal names the page and the field."""
     unknown = keys - {'url', 'title', 'text', 'snippet', 'date', 'last_updated'}
@@ -271,21 +289,11 @@ def _page(where: str, fields: dict[str, str], keys: set[str]) -> Document:
     for key in ('url', 'title', 'text'):
         if not fields.get(key, '').strip():
             raise CorpusError(f'{where}: "{key}" is missing or empty (a page needs url, title and text)')
-    url = fields['url'].strip()
-    parts = urlsplit(url)
-    if parts.scheme not in ('http', 'https') or not parts.hostname or any(c.isspace() for c in url):
-        raise CorpusError(f'{where}: "url" {url[:80]!r} is not an http(s) URL with a host')
+    url = _page_url(where, fields['url'].strip())
     title, text = ' '.join(fields['title'].split()), ' '.join(fields['text'].split())
     if len(title) > _MAX_TITLE or len(text) > _MAX_TEXT:
         raise CorpusError(f'{where}: the title (at most {_MAX_TITLE}) or text (at most {_MAX_TEXT}) is too long')
-    dates: dict[str, str] = {}
-    for key in ('date', 'last_updated'):
-        value = fields.get(key, '').strip() or '2026-01-01'
-        try:
-            date.fromisoformat(value)
-        except ValueError:
-            raise CorpusError(f'{where}: "{key}" {value[:40]!r} is not a date (YYYY-MM-DD)') from None
-        dates[key] = value
+    dates = {key: _page_date(where, key, fields.get(key, '')) for key in ('date', 'last_updated')}
     snippet = ' '.join(fields.get('snippet', '').split()) or text[:200]
     return _doc(url, title, snippet, dates['date'], dates['last_updated'], text)
 
@@ -346,15 +354,16 @@ def _passes(
         return False
     if any(domain_matches(doc.domain, p) for p in deny):
         return False
-    published = date.fromisoformat(doc.date)
-    updated = date.fromisoformat(doc.last_updated)
-    if after and published < _parse_filter_date(after):
+    return _within(date.fromisoformat(doc.date), after, before) and _within(
+        date.fromisoformat(doc.last_updated), updated_after, updated_before
+    )
+
+
+def _within(day: date, after: str | None, before: str | None) -> bool:
+    """Whether `day` is on or after `after` and on or before `before` (MM/DD/YYYY filters; an unset one holds)."""
+    if after and day < _parse_filter_date(after):
         return False
-    if before and published > _parse_filter_date(before):
-        return False
-    if updated_after and updated < _parse_filter_date(updated_after):
-        return False
-    return not (updated_before and updated > _parse_filter_date(updated_before))
+    return not (before and day > _parse_filter_date(before))
 
 
 def _synthetic(domain: str, query: str, n: int) -> Document:
@@ -391,14 +400,24 @@ def search_corpus(
     `fill`, when the corpus knows the topic but no matching page lies on an allow-listed domain, stand-in pages
     on the allowed domains fill the list (so that domain filters are honoured, not ignored).
     """
-    allow = [p for p in domain_filter or () if not p.startswith('-')]
-    deny = [p[1:] for p in domain_filter or () if p.startswith('-')]
+    allow, deny = _split_filter(domain_filter or [])
     matched = [corpus.docs[i] for _, i in corpus.matches(query)]
     docs = [doc for doc in matched if _passes(doc, allow, deny, after, before, updated_after, updated_before)]
     if fill and matched and allow and len(docs) < limit:
-        pool = [p.casefold().removeprefix('www.') for p in allow if not any(domain_matches(p, d) for d in deny)]
-        n = 0
-        while len(docs) < limit and pool:
-            docs.append(_synthetic(pool[n % len(pool)], query, n // len(pool)))
-            n += 1
+        docs += _stand_ins(query, allow, deny, limit - len(docs))
     return docs[:limit]
+
+
+def _split_filter(domain_filter: list[str]) -> tuple[list[str], list[str]]:
+    """The allowed domains and the denied ones (written `-domain`) of a domain filter."""
+    allow = [p for p in domain_filter if not p.startswith('-')]
+    deny = [p[1:] for p in domain_filter if p.startswith('-')]
+    return allow, deny
+
+
+def _stand_ins(query: str, allow: list[str], deny: list[str], wanted: int) -> list[Document]:
+    """`wanted` stand-in pages spread over the allowed domains that no denied one covers (none if every one is)."""
+    pool = [p.casefold().removeprefix('www.') for p in allow if not any(domain_matches(p, d) for d in deny)]
+    if not pool:
+        return []
+    return [_synthetic(pool[n % len(pool)], query, n // len(pool)) for n in range(wanted)]
