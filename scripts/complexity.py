@@ -33,7 +33,7 @@ def measure(package: Path = PACKAGE) -> tuple[int, list[tuple[int, str]]]:
     for path in sorted(package.rglob('*.py')):
         text = path.read_text(encoding='utf-8')
         lines += len(text.splitlines())
-        where = path.relative_to(ROOT)
+        where = path.relative_to(package.parent.parent)
         found: list[Any] = cc_visit(text)
         blocks.extend((b.complexity, f'{where}:{b.lineno} {b.fullname}') for b in found if b.complexity > WORST_A_B)
     return lines, sorted(blocks, key=lambda b: (-b[0], b[1]))
