@@ -69,13 +69,17 @@ def _from_structured(
     answer = _SPOTLIGHT.sub('', str(content.get('answer') or ''))
     if not answer:
         return ModelResponse(parts=[TextPart(str(content))])
+    return ModelResponse(parts=[TextPart(f'{answer}\n\nSources:\n{_cited_lines(content)}')])
+
+
+def _cited_lines(content: dict[str, Any]) -> str:
+    """The cited sources of a structured result, one `[n] title — url` line each (markers of spotlighting removed)."""
     sources: list[Any] = content.get('sources') or []
-    cited = '\n'.join(
+    return '\n'.join(
         f'[{s["n"]}] {_SPOTLIGHT.sub("", str(s.get("title") or ""))} — {s["url"]}'
         for s in cast('list[dict[str, Any]]', sources)
         if s.get('cited')
     )
-    return ModelResponse(parts=[TextPart(f'{answer}\n\nSources:\n{cited}')])
 
 
 def scripted_research_model(

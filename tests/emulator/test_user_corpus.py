@@ -132,3 +132,17 @@ def test_the_variable_gives_every_emulator_the_folder_and_the_command_refuses_a_
         [*cli, 'emulator', '--corpus', str(folder), '--port', '0'], capture_output=True, text=True, env=env, timeout=60
     )
     assert refused.returncode == 2 and 'Error: bad.md: a Markdown page starts with front matter' in refused.stderr
+
+
+def test_the_built_in_pages_are_a_corpus_folder_in_the_same_format() -> None:
+    """The built-in corpus is data shipped in the package (`emulator/corpus/*.md`), read by the code that reads a
+    user's folder, in name order: a copy of it is a starting point for one's own pages."""
+    from pydantic_ai_perplexity.emulator._corpus import BUILTIN_CORPUS_FOLDER, CORPUS, DEFAULT_CORPUS, load_corpus
+
+    files = sorted(BUILTIN_CORPUS_FOLDER.glob('*.md'))
+    assert len(files) == len(CORPUS) >= 30
+    assert DEFAULT_CORPUS.docs is CORPUS
+    assert load_corpus(BUILTIN_CORPUS_FOLDER).docs == CORPUS
+    first = files[0].read_text(encoding='utf-8')
+    assert first.startswith(f'---\nurl: {CORPUS[0].url}\ntitle: {CORPUS[0].title}\n')
+    assert len({doc.url for doc in CORPUS}) == len(CORPUS)

@@ -85,6 +85,51 @@ def _token_segments(path: str) -> tuple[str, set[str]]:
     return '/'.join(segments), secrets
 
 
+def _split_userinfo(before: str) -> tuple[str, str, str]:
+    """A URL's authority and path split at the last `@` into user info, `@` and the rest; `('', '', before)` when
+    there is no user info (an `@` in the path, as in `https://medium.com/@name`, is not one)."""
+    userinfo, at, hosts = before.rpartition('@')
+    if at and ':' not in userinfo and '/' in userinfo:
+        return '', '', before
+    return userinfo, at, hosts
+
+
+def _masked_userinfo(userinfo: str, secrets: set[str], *, whole: bool) -> str:
+    """A URL's user info with its password (`whole`: all of it) as `***`; what was masked is added to `secrets`."""
+    user, colon, password = userinfo.partition(':')
+    if whole:
+        secrets.add(password if colon else user)  # a bare user name is the token (`https://TOKEN@host`)
+        return MASK
+    if colon:
+        secrets.add(password)
+        return f'{user}:{MASK}'
+    return userinfo
+
+
+def _masked_path(before: str, userinfo: str | None, secrets: set[str]) -> str:
+    """A URL's authority and path with the path's token segments as `***` (added to `secrets`); `userinfo` is the
+    already masked user info, None when the URL has none."""
+    authority, slash, path = (before.rpartition('@')[2] if userinfo is not None else before).partition('/')
+    if not slash:
+        return before
+    path, found = _token_segments(path)
+    secrets |= found
+    return (f'{userinfo}@' if userinfo is not None else '') + f'{authority}/{path}'
+
+
+def _masked_query(after: str, secrets: set[str]) -> str:
+    """A URL's `?query#fragment` with each secret parameter's value as `***`; the values are added to `secrets`."""
+    query, hash_, fragment = after[1:].partition('#')
+    params: list[str] = []
+    for param in query.split('&'):
+        name, equals, value = param.partition('=')
+        if equals and _is_secret_setting(unquote(name), unquote(value)):
+            secrets |= {value, *_secrets_of(unquote(name), unquote(value))}
+            param = f'{name}={MASK}'
+        params.append(param)
+    return '?' + '&'.join(params) + hash_ + fragment
+
+
 def redact_url_and_secrets(
     url: str, *, whole_userinfo: bool = False, path_tokens: bool = False
 ) -> tuple[str, frozenset[str]]:
@@ -102,34 +147,14 @@ def redact_url_and_secrets(
     # `/`, `:` or `@` an unencoded password holds.
     cut = min((i for i in (rest.find('?'), rest.find('#')) if i >= 0), default=len(rest))
     before, after = rest[:cut], rest[cut:]
-    userinfo, at, hosts = before.rpartition('@')
-    if at and ':' not in userinfo and '/' in userinfo:  # an `@` in the path (`https://medium.com/@name`), no user
-        at = ''
+    userinfo, at, hosts = _split_userinfo(before)
     if at:
-        user, colon, password = userinfo.partition(':')
-        if whole_userinfo:
-            secrets.add(password if colon else user)  # a bare user name is the token (`https://TOKEN@host`)
-            userinfo = MASK
-        elif colon:
-            secrets.add(password)
-            userinfo = f'{user}:{MASK}'
+        userinfo = _masked_userinfo(userinfo, secrets, whole=whole_userinfo)
         before = f'{userinfo}@{hosts}'
     if path_tokens:
-        authority, slash, path = (before.rpartition('@')[2] if at else before).partition('/')
-        if slash:
-            path, found = _token_segments(path)
-            secrets |= found
-            before = (f'{userinfo}@' if at else '') + f'{authority}/{path}'
+        before = _masked_path(before, userinfo if at else None, secrets)
     if after.startswith('?'):
-        query, hash_, fragment = after[1:].partition('#')
-        params: list[str] = []
-        for param in query.split('&'):
-            name, equals, value = param.partition('=')
-            if equals and _is_secret_setting(unquote(name), unquote(value)):
-                secrets |= {value, *_secrets_of(unquote(name), unquote(value))}
-                param = f'{name}={MASK}'
-            params.append(param)
-        after = '?' + '&'.join(params) + hash_ + fragment
+        after = _masked_query(after, secrets)
     secrets |= {unquote(s) for s in secrets}
     secrets.discard('')
     secrets.discard(MASK)
@@ -180,45 +205,60 @@ def parse_conninfo(value: str) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
     i, n = 0, len(value)
     while True:
-        while i < n and value[i].isspace():
-            i += 1
+        i = _skip_space(value, i)
         if i >= n:
             return pairs
         start = i
         while i < n and value[i] != '=' and not value[i].isspace():
             i += 1
         keyword = value[start:i]
-        while i < n and value[i].isspace():
-            i += 1
+        i = _skip_space(value, i)
         if i >= n or value[i] != '=':
             raise ConninfoError(f'"{keyword[:40]}" is not followed by "=" (write keyword=value pairs)')
-        i += 1
-        while i < n and value[i].isspace():
-            i += 1
-        chars: list[str] = []
+        i = _skip_space(value, i + 1)
         if i < n and value[i] == "'":
-            i += 1
-            while True:
-                if i >= n:
-                    raise ConninfoError(f'the quoted value of "{keyword[:40]}" is not closed with a \'')
-                if value[i] == '\\' and i + 1 < n:
-                    chars.append(value[i + 1])
-                    i += 2
-                elif value[i] == "'":
-                    i += 1
-                    break
-                else:
-                    chars.append(value[i])
-                    i += 1
+            setting, i = _quoted_setting(value, i + 1, keyword)
         else:
-            while i < n and not value[i].isspace():
-                if value[i] == '\\' and i + 1 < n:
-                    chars.append(value[i + 1])
-                    i += 2
-                else:
-                    chars.append(value[i])
-                    i += 1
-        pairs.append((keyword, ''.join(chars)))
+            setting, i = _bare_setting(value, i)
+        pairs.append((keyword, setting))
+
+
+def _skip_space(value: str, i: int) -> int:
+    """The index of the first character at or after `i` that is not whitespace."""
+    while i < len(value) and value[i].isspace():
+        i += 1
+    return i
+
+
+def _quoted_setting(value: str, i: int, keyword: str) -> tuple[str, int]:
+    """A single-quoted value starting at `i` (after the quote) and the index after its closing quote."""
+    chars: list[str] = []
+    n = len(value)
+    while True:
+        if i >= n:
+            raise ConninfoError(f'the quoted value of "{keyword[:40]}" is not closed with a \'')
+        if value[i] == '\\' and i + 1 < n:
+            chars.append(value[i + 1])
+            i += 2
+        elif value[i] == "'":
+            return ''.join(chars), i + 1
+        else:
+            chars.append(value[i])
+            i += 1
+
+
+def _bare_setting(value: str, i: int) -> tuple[str, int]:
+    """An unquoted value starting at `i`, up to whitespace, and the index after it."""
+    chars: list[str] = []
+    n = len(value)
+    while i < n and not value[i].isspace():
+        if value[i] == '\\' and i + 1 < n:
+            chars.append(value[i + 1])
+            i += 2
+        else:
+            chars.append(value[i])
+            i += 1
+    return ''.join(chars), i
 
 
 def _is_secret_setting(name: str, value: str) -> bool:

@@ -121,19 +121,9 @@ async def research_many(
     if queue is not None:
         if researcher is not None or budget_usd is not None:
             raise ValueError("With queue=, the queue's workers research with their own researcher and budget.")
-        queued = await queue.research_many(queries, **options)
-        for index, result in enumerate(queued):
-            outcome = on_result(index, result) if on_result is not None else None
-            if outcome is not None:
-                await outcome
-        return queued
+        return await _on_queue(queue, queries, on_result, options)
     items = [_split(item, options) for item in queries]
-    if researcher is None:
-        from .researcher import Researcher
-
-        researcher = Researcher(budget_usd=budget_usd)
-    elif budget_usd is not None:
-        raise ValueError('budget_usd is for the default researcher: give your Researcher(budget_usd=...) instead.')
+    researcher = _researcher_for(researcher, budget_usd)
     results: list[ResearchResult | None] = [None] * len(items)
     limiter = anyio.CapacityLimiter(concurrency)
     fatal: list[PerplexityError] = []
@@ -173,6 +163,29 @@ async def research_many(
     if fatal:
         raise fatal[0]
     return [r for r in results if r is not None]
+
+
+def _researcher_for(researcher: Researcher | None, budget_usd: float | None) -> Researcher:
+    """The researcher a batch runs with: the one given, or a default one with `budget_usd`."""
+    if researcher is None:
+        from .researcher import Researcher
+
+        return Researcher(budget_usd=budget_usd)
+    if budget_usd is not None:
+        raise ValueError('budget_usd is for the default researcher: give your Researcher(budget_usd=...) instead.')
+    return researcher
+
+
+async def _on_queue(
+    queue: Queue, queries: Iterable[Query], on_result: OnResult | None, options: BatchKeywords
+) -> list[ResearchResult]:
+    """The questions researched by a durable queue's workers; `on_result` is called for each, in order, at the end."""
+    queued = await queue.research_many(queries, **options)
+    for index, result in enumerate(queued):
+        outcome = on_result(index, result) if on_result is not None else None
+        if outcome is not None:
+            await outcome
+    return queued
 
 
 class _InFlight:

@@ -185,6 +185,43 @@ class _Step:
         self.started = time.monotonic()
 
 
+def _usage_attributes(result: ResearchResult) -> Attributes:
+    """A finished call's served model and tokens (once the run ended), and its cost and cost parts where billed."""
+    usage = result.usage
+    attributes: Attributes = {}
+    if result.done:
+        if result.model:
+            attributes['gen_ai.response.model'] = result.model
+        attributes['gen_ai.usage.input_tokens'] = usage.input_tokens
+        attributes['gen_ai.usage.output_tokens'] = usage.output_tokens
+    if usage.cost_usd is not None:
+        attributes['perplexity.cost_usd'] = usage.cost_usd
+    for name, value in (
+        ('input', usage.input_cost_usd),
+        ('output', usage.output_cost_usd),
+        ('tool_calls', usage.tool_calls_cost_usd),
+    ):
+        if value is not None:
+            attributes[f'perplexity.cost.{name}_usd'] = value
+    return attributes
+
+
+def _mark_end(span: Span, result: ResearchResult) -> None:
+    """A hand-off event on the span when the run is still going; an error status when it failed."""
+    if not result.done:
+        span.add_event(
+            'perplexity.handoff',
+            {
+                'perplexity.status': result.status,
+                'perplexity.elapsed_s': result.progress.elapsed_s,
+                'perplexity.progress': result.progress.summary(),
+            },
+        )
+    elif result.status == 'failed':
+        span.set_attribute('error.type', 'run_failed')
+        span.set_status(Status(StatusCode.ERROR, _text(result.error or 'the run failed', 200)))
+
+
 class RunTrace:
     """The telemetry of one research call: its span, a span event (or child span) per step, metrics at the end.
 
@@ -253,7 +290,6 @@ class RunTrace:
         if not self.recording:
             return
         self._close_steps()
-        usage = result.usage
         attributes: Attributes = {
             **self._pending,
             'perplexity.status': result.status,
@@ -265,20 +301,7 @@ class RunTrace:
             self.effort = result.effort
             self.request_model = self.request_model or result.effort
             attributes['perplexity.effort'] = result.effort
-        if result.done:
-            if result.model:
-                attributes['gen_ai.response.model'] = result.model
-            attributes['gen_ai.usage.input_tokens'] = usage.input_tokens
-            attributes['gen_ai.usage.output_tokens'] = usage.output_tokens
-        if usage.cost_usd is not None:
-            attributes['perplexity.cost_usd'] = usage.cost_usd
-        for name, value in (
-            ('input', usage.input_cost_usd),
-            ('output', usage.output_cost_usd),
-            ('tool_calls', usage.tool_calls_cost_usd),
-        ):
-            if value is not None:
-                attributes[f'perplexity.cost.{name}_usd'] = value
+        attributes.update(_usage_attributes(result))
         chars = result.progress.answer_chars or self._answer_chars
         if chars:
             attributes['perplexity.answer.chars'] = chars
@@ -288,18 +311,18 @@ class RunTrace:
             attributes['perplexity.error'] = _text(result.error)
         self._pending = {}
         span.set_attributes(attributes)
-        if not result.done:
-            span.add_event(
-                'perplexity.handoff',
-                {
-                    'perplexity.status': result.status,
-                    'perplexity.elapsed_s': result.progress.elapsed_s,
-                    'perplexity.progress': result.progress.summary(),
-                },
-            )
-        elif result.status == 'failed':
-            span.set_attribute('error.type', 'run_failed')
-            span.set_status(Status(StatusCode.ERROR, _text(result.error or 'the run failed', 200)))
+        _mark_end(span, result)
+
+    def _metric_attributes(self, response_model: str | None) -> Attributes:
+        """The dimensions of the run's token and cost metrics: the models asked for and served, and the effort."""
+        attributes: Attributes = _base_attributes()
+        if self.request_model:
+            attributes['gen_ai.request.model'] = self.request_model
+        if response_model:
+            attributes['gen_ai.response.model'] = response_model
+        if self.effort and self.effort != self.request_model:  # else the model dimension already says it
+            attributes['perplexity.effort'] = self.effort
+        return attributes
 
     def record_metrics(self) -> None:
         """Tokens, cost and duration of a run that ended; recorded after the span ends, as pydantic-ai does."""
@@ -307,13 +330,7 @@ class RunTrace:
         if result is None or not result.done:
             return
         instruments = _instruments()
-        attributes: Attributes = _base_attributes()
-        if self.request_model:
-            attributes['gen_ai.request.model'] = self.request_model
-        if result.model:
-            attributes['gen_ai.response.model'] = result.model
-        if self.effort and self.effort != self.request_model:  # else the model dimension already says it
-            attributes['perplexity.effort'] = self.effort
+        attributes = self._metric_attributes(result.model)
         usage = result.usage
         for kind, tokens in (('input', usage.input_tokens), ('output', usage.output_tokens)):
             if tokens:

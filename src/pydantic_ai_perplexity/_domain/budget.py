@@ -89,18 +89,25 @@ def parse_warn_at(raw: object) -> float | str | None:
                 f'warn_at={raw!r} is not a fraction in (0, 1]: give e.g. 0.8, "80%", or an amount such as "$4"'
             )
         return value
-    if isinstance(raw, str):
-        text = raw.strip()
-        number = _decimal(text.removesuffix('%').removeprefix('$').strip())
-        if text.endswith('%') and number is not None and 0 < number <= 100:
-            return float(number / 100)
-        if text.startswith('$') and number is not None and number > 0:
-            return f'${number}'
-        if number is not None and 0 < number <= 1:
-            return float(number)
+    if isinstance(raw, str) and (parsed := _warn_at_text(raw.strip())) is not None:
+        return parsed
     raise ValueError(
         f'warn_at must be a fraction such as 0.8, a percentage such as "80%" or an amount such as "$4"; got {raw!r}'
     )
+
+
+def _warn_at_text(text: str) -> float | str | None:
+    """A `warn_at` written as text: `'80%'`, `'$4'` or `'0.8'`; None when it is none of them."""
+    number = _decimal(text.removesuffix('%').removeprefix('$').strip())
+    if number is None:
+        return None
+    if text.endswith('%') and 0 < number <= 100:
+        return float(number / 100)
+    if text.startswith('$') and number > 0:
+        return f'${number}'
+    if 0 < number <= 1:
+        return float(number)
+    return None
 
 
 def _decimal(text: str) -> Decimal | None:
@@ -237,28 +244,39 @@ def applicable_limits(
     `cap_usd` (with `since`) is the plain cap of `Ledger.reserve`/`admit`: one more limit on everyone's spend.
     """
     at = at or datetime.now(UTC)
-    found: list[Limit] = []
+    found: list[Limit] = [_cap_limit(budget, cap_usd, since)] if cap_usd is not None else []
     ceilings: list[int] = []
-    if cap_usd is not None:
-        cap = micros(cap_usd)
-        found.append(Limit('total', cap, since, warn_micros=budget.warn_micros(cap) if budget else None))
     if budget is not None:
-        scoped = budget.per_scope.get(scope) if scope is not None else None
-        for limits, whose in (
-            (budget, {}),
-            (budget.for_caller(caller), {'caller': caller}),
-            (scoped, {'scope': scope}),
-        ):
-            if limits is None:
-                continue
-            for window, amount in limits.windows().items():
-                cap = micros(amount)
-                limit = Limit(window, cap, window_start(window, at), warn_micros=budget.warn_micros(cap), **whose)
-                if limit not in found:
-                    found.append(limit)
+        for limits, whose in _limits_for(budget, caller, scope):
+            found += [limit for limit in _window_limits(budget, limits, whose, at) if limit not in found]
             if limits.per_run is not None:
                 ceilings.append(micros(limits.per_run))
     return tuple(found), min(ceilings) if ceilings else None
+
+
+def _cap_limit(budget: Budget | None, cap_usd: float, since: datetime | None) -> Limit:
+    """The plain cap on everyone's spend since `since`, warned at the budget's `warn_at` if there is a budget."""
+    cap = micros(cap_usd)
+    return Limit('total', cap, since, warn_micros=budget.warn_micros(cap) if budget else None)
+
+
+def _limits_for(budget: Budget, caller: str | None, scope: str | None) -> list[tuple[Limits, dict[str, str | None]]]:
+    """The limits that apply to a run, each with whose they are: everyone's, the caller's, the scope's."""
+    scoped = budget.per_scope.get(scope) if scope is not None else None
+    found: list[tuple[Limits, dict[str, str | None]]] = [(budget, {})]
+    for limits, whose in ((budget.for_caller(caller), {'caller': caller}), (scoped, {'scope': scope})):
+        if limits is not None:
+            found.append((limits, whose))
+    return found
+
+
+def _window_limits(budget: Budget, limits: Limits, whose: dict[str, str | None], at: datetime) -> list[Limit]:
+    """The limit of each window `limits` sets, for `whose` (a caller, a scope, or everyone) at `at`."""
+    found: list[Limit] = []
+    for window, amount in limits.windows().items():
+        cap = micros(amount)
+        found.append(Limit(window, cap, window_start(window, at), warn_micros=budget.warn_micros(cap), **whose))
+    return found
 
 
 @dataclass(frozen=True)
@@ -385,6 +403,22 @@ def _pct(part: float, whole: float) -> str:
     return f'{100 * part / whole:.0f}%' if whole > 0 else '100%'
 
 
+def _caller_values(rest: str, caller: str, name: str, example: str) -> dict[str, float]:
+    """One caller's `day=2,total=10` as amounts by window (or `per_run`); `ConfigurationError` naming `name`."""
+    values: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in rest.split(','))):
+        key, _, value = item.partition('=')
+        key = key.strip().replace('-', '_')
+        amount = _decimal(value.strip().removeprefix('$'))
+        if key not in (*_WINDOWS, 'per_run') or amount is None or amount < 0:
+            raise ConfigurationError(
+                f'{name}: {item!r} for caller {caller!r} is not a limit; use day=, month=, total= or per_run= '
+                f'with a non-negative number of US dollars, e.g. {example}.'
+            )
+        values[key] = float(amount)
+    return values
+
+
 _CALLER_ENTRY = re.compile(r'^\s*([^:=;,\s]+)\s*:(.*)$')
 
 
@@ -396,18 +430,8 @@ def parse_per_caller(raw: str, name: str) -> dict[str, Limits]:
         match = _CALLER_ENTRY.match(entry)
         if match is None:
             raise ConfigurationError(f'{name} has an entry without a caller name ({entry!r}); write e.g. {example}.')
-        caller, rest = match.group(1), match.group(2)
-        values: dict[str, float] = {}
-        for item in filter(None, (part.strip() for part in rest.split(','))):
-            key, _, value = item.partition('=')
-            key = key.strip().replace('-', '_')
-            amount = _decimal(value.strip().removeprefix('$'))
-            if key not in (*_WINDOWS, 'per_run') or amount is None or amount < 0:
-                raise ConfigurationError(
-                    f'{name}: {item!r} for caller {caller!r} is not a limit; use day=, month=, total= or per_run= '
-                    f'with a non-negative number of US dollars, e.g. {example}.'
-                )
-            values[key] = float(amount)
+        caller = match.group(1)
+        values = _caller_values(match.group(2), caller, name, example)
         if caller in found or not values:
             why = 'appears twice' if caller in found else 'has no limits'
             raise ConfigurationError(f'{name}: caller {caller!r} {why}; write e.g. {example}.')

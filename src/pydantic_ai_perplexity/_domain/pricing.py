@@ -259,23 +259,32 @@ class PriceTable:
         The tokens' cost is the bill less its tool fees; when it is above what the table prices those tokens at,
         both prices are raised by that ratio (a lower bill proves nothing about the next run).
         """
-        if not model or not isinstance(usage, Mapping):
+        billed = _billed_tokens(usage) if model else None
+        if model is None or billed is None:
             return None
-        cost = usage.get('cost')
-        tokens_in, tokens_out = usage.get('input_tokens'), usage.get('output_tokens')
-        if not isinstance(cost, Mapping) or not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
-            return None
-        bill = cast('Mapping[str, Any]', cost)
-        total, tools = bill.get('total_cost'), bill.get('tool_calls_cost') or 0.0
-        if not _finite(total) or not _finite(tools):
-            return None
+        tokens_in, tokens_out, paid = billed
         price = self.price(model)
         priced = (max(tokens_in, 0) * price.input_per_million + max(tokens_out, 0) * price.output_per_million) / 1e6
-        paid = float(cast('float', total)) - float(cast('float', tools))
         if priced <= 0 or paid <= priced * (1 + 1e-6):
             return None
         ratio = min(paid / priced, 1_000.0)
         return ModelPrice(price.input_per_million * ratio, price.output_per_million * ratio)
+
+
+def _billed_tokens(usage: Mapping[str, Any] | None) -> tuple[int, int, float] | None:
+    """A finished run's input and output tokens and what its bill charged for them (the total less the tool fees);
+    None when its usage does not say."""
+    if not isinstance(usage, Mapping):
+        return None
+    cost = usage.get('cost')
+    tokens_in, tokens_out = usage.get('input_tokens'), usage.get('output_tokens')
+    if not isinstance(cost, Mapping) or not isinstance(tokens_in, int) or not isinstance(tokens_out, int):
+        return None
+    bill = cast('Mapping[str, Any]', cost)
+    total, tools = bill.get('total_cost'), bill.get('tool_calls_cost') or 0.0
+    if not _finite(total) or not _finite(tools):
+        return None
+    return tokens_in, tokens_out, float(cast('float', total)) - float(cast('float', tools))
 
 
 def _finite(value: object) -> bool:
@@ -313,6 +322,7 @@ def _not_lower(given: float, known: float, what: str, origin: str, negotiated: b
 
 
 def _overridden(table: PriceTable, overrides: Mapping[str, Any], origin: str) -> PriceTable:
+    """`table` with a user's price table applied, each value checked; only negotiated prices may lower one."""
     known_keys = {'models', 'efforts', 'search_usd', 'fetch_usd', 'bytes_per_token', 'negotiated'}
     unknown = sorted(str(k)[:40] for k in set(overrides) - known_keys)
     if unknown:
@@ -320,27 +330,28 @@ def _overridden(table: PriceTable, overrides: Mapping[str, Any], origin: str) ->
     negotiated = overrides.get('negotiated', False)
     if not isinstance(negotiated, bool):
         raise ConfigurationError(f'{origin}: "negotiated" must be true or false.')
+    models = _model_overrides(table, _mapping(overrides.get('models'), 'models', origin), origin, negotiated)
+    efforts = dict(table.efforts)
+    for name, changes in _mapping(overrides.get('efforts'), 'efforts', origin).items():
+        if name not in efforts:
+            raise ConfigurationError(f'{origin}: unknown effort {name[:40]!r}; use {", ".join(efforts)}.')
+        efforts[name] = _effort_override(table, efforts[name], name, changes, origin, negotiated)
+    scalars = _scalar_overrides(table, overrides, origin, negotiated)
+    source = 'negotiated' if negotiated else 'user file'
+    return replace(table, models=models, efforts=efforts, source=source, **scalars)
+
+
+def _model_overrides(
+    table: PriceTable, given_models: dict[str, Any], origin: str, negotiated: bool
+) -> dict[str, ModelPrice]:
+    """The table's model prices with the given ones (`[input, output]` or an object) checked and applied."""
     models = dict(table.models)
-    given_models = _mapping(overrides.get('models'), 'models', origin)
     if len(given_models) > _MAX_MODELS:
         raise ConfigurationError(f'{origin}: {len(given_models):,} models is more than the {_MAX_MODELS:,} allowed.')
     for model, value in given_models.items():
         if not MODEL_ID.fullmatch(model):
             raise ConfigurationError(f'{origin}: {model[:60]!r} is not a model id ("provider/model").')
-        pair: Any = value
-        if isinstance(value, Mapping):
-            entry = cast('Mapping[str, Any]', value)
-            pair = [
-                entry.get('input_per_million', entry.get('input')),
-                entry.get('output_per_million', entry.get('output')),
-            ]
-        if not isinstance(pair, list | tuple) or len(cast('list[Any]', pair)) != 2:
-            raise ConfigurationError(f'{origin}: the price of {model!r} must be [input, output] in USD per 1M tokens.')
-        listed = list(cast('list[Any]', pair))
-        price = ModelPrice(
-            _number(listed[0], f'the input price of {model}', origin, 1e-9, _MAX_PRICE),
-            _number(listed[1], f'the output price of {model}', origin, 1e-9, _MAX_PRICE),
-        )
+        price = _given_price(model, value, origin)
         if model in table.models:
             old = table.models[model]
             _not_lower(
@@ -350,35 +361,68 @@ def _overridden(table: PriceTable, overrides: Mapping[str, Any], origin: str) ->
                 price.output_per_million, old.output_per_million, f'the output price of {model}', origin, negotiated
             )
         models[model] = price
-    efforts = dict(table.efforts)
-    for name, changes in _mapping(overrides.get('efforts'), 'efforts', origin).items():
-        if name not in efforts:
-            raise ConfigurationError(f'{origin}: unknown effort {name[:40]!r}; use {", ".join(efforts)}.')
-        base = efforts[name]
-        given = _mapping(changes, f'efforts.{name}', origin)
-        allowed = {f.name for f in fields(EffortBundle)}
-        bad = sorted(k[:40] for k in set(given) - allowed)
-        if bad:
-            raise ConfigurationError(f'{origin}: unknown effort profile fields {bad}; use {sorted(allowed)}.')
-        values: dict[str, Any] = {}
-        for key, value in given.items():
-            what = f'efforts.{name}.{key}'
-            if key == 'model':
-                if value is not None and not (isinstance(value, str) and MODEL_ID.fullmatch(value)):
-                    raise ConfigurationError(f'{origin}: {what} must be a model id or null.')
-                if value is not None and not negotiated:
-                    old, new = table.price(base.model), table.price(value)
-                    _not_lower(new.input_per_million, old.input_per_million, f'{what} input price', origin, False)
-                    _not_lower(new.output_per_million, old.output_per_million, f'{what} output price', origin, False)
-                values[key] = value
-            elif key in _SENT_LIMITS:
-                values[key] = _whole(value, what, origin, *_SENT_LIMITS[key])
-            else:
-                low, high = _CEILINGS[key]
-                number = _number(value, what, origin, low, high)
-                _not_lower(number, float(getattr(base, key)), what, origin, negotiated)
-                values[key] = number if key.endswith('_usd') else math.ceil(number)
-        efforts[name] = replace(base, **values)
+    return models
+
+
+def _given_price(model: str, value: Any, origin: str) -> ModelPrice:
+    """A model's price as a user's table gives it: `[input, output]` or `{input_per_million, output_per_million}`."""
+    pair: Any = value
+    if isinstance(value, Mapping):
+        entry = cast('Mapping[str, Any]', value)
+        pair = [
+            entry.get('input_per_million', entry.get('input')),
+            entry.get('output_per_million', entry.get('output')),
+        ]
+    if not isinstance(pair, list | tuple) or len(cast('list[Any]', pair)) != 2:
+        raise ConfigurationError(f'{origin}: the price of {model!r} must be [input, output] in USD per 1M tokens.')
+    listed = list(cast('list[Any]', pair))
+    return ModelPrice(
+        _number(listed[0], f'the input price of {model}', origin, 1e-9, _MAX_PRICE),
+        _number(listed[1], f'the output price of {model}', origin, 1e-9, _MAX_PRICE),
+    )
+
+
+def _effort_override(
+    table: PriceTable, base: EffortBundle, name: str, changes: Any, origin: str, negotiated: bool
+) -> EffortBundle:
+    """An effort's profile with a user's changes (its model, sent limits, ceilings) checked and applied."""
+    given = _mapping(changes, f'efforts.{name}', origin)
+    allowed = {f.name for f in fields(EffortBundle)}
+    bad = sorted(k[:40] for k in set(given) - allowed)
+    if bad:
+        raise ConfigurationError(f'{origin}: unknown effort profile fields {bad}; use {sorted(allowed)}.')
+    values: dict[str, Any] = {}
+    for key, value in given.items():
+        what = f'efforts.{name}.{key}'
+        if key == 'model':
+            values[key] = _effort_model(table, base, value, what, origin, negotiated)
+        elif key in _SENT_LIMITS:
+            values[key] = _whole(value, what, origin, *_SENT_LIMITS[key])
+        else:
+            low, high = _CEILINGS[key]
+            number = _number(value, what, origin, low, high)
+            _not_lower(number, float(getattr(base, key)), what, origin, negotiated)
+            values[key] = number if key.endswith('_usd') else math.ceil(number)
+    return replace(base, **values)
+
+
+def _effort_model(
+    table: PriceTable, base: EffortBundle, value: Any, what: str, origin: str, negotiated: bool
+) -> str | None:
+    """An effort's model from a user's table: a model id (priced no lower than the one it replaces) or null."""
+    if value is not None and not (isinstance(value, str) and MODEL_ID.fullmatch(value)):
+        raise ConfigurationError(f'{origin}: {what} must be a model id or null.')
+    if value is not None and not negotiated:
+        old, new = table.price(base.model), table.price(value)
+        _not_lower(new.input_per_million, old.input_per_million, f'{what} input price', origin, False)
+        _not_lower(new.output_per_million, old.output_per_million, f'{what} output price', origin, False)
+    return value
+
+
+def _scalar_overrides(
+    table: PriceTable, overrides: Mapping[str, Any], origin: str, negotiated: bool
+) -> dict[str, float]:
+    """The per-call prices and the bytes-per-token bound a user's table sets, checked."""
     scalars: dict[str, float] = {}
     for key in ('search_usd', 'fetch_usd'):
         if key in overrides:
@@ -392,8 +436,7 @@ def _overridden(table: PriceTable, overrides: Mapping[str, Any], origin: str) ->
                 f'({table.bytes_per_token:g}); only negotiated prices ("negotiated": true) may lower a reservation.'
             )
         scalars['bytes_per_token'] = per_token
-    source = 'negotiated' if negotiated else 'user file'
-    return replace(table, models=models, efforts=efforts, source=source, **scalars)
+    return scalars
 
 
 # --- where the table comes from -------------------------------------------------------------------------------------
@@ -459,20 +502,7 @@ def load_prices(source: str | os.PathLike[str] | Mapping[str, Any], *, base: Pri
         return table.with_overrides(source, origin=PRICES_ENV)
     text = str(source).strip()
     if not text.startswith('{'):
-        path = Path(text).expanduser()
-        try:
-            with path.open('rb') as handle:
-                data = handle.read(MAX_PRICE_FILE_BYTES + 1)
-        except OSError as exc:
-            raise ConfigurationError(
-                f'{PRICES_ENV}: cannot read the price file {text[:200]}: {exc.strerror}.'
-            ) from None
-        if len(data) > MAX_PRICE_FILE_BYTES:
-            raise ConfigurationError(f'{PRICES_ENV}: the price file {text[:200]} is larger than 1 MiB.')
-        try:
-            text = data.decode('utf-8')
-        except UnicodeDecodeError:
-            raise ConfigurationError(f'{PRICES_ENV}: the price file {text[:200]} is not UTF-8 text.') from None
+        text = _read_price_file(text)
     elif len(text) > MAX_PRICE_FILE_BYTES:
         raise ConfigurationError(f'{PRICES_ENV}: the prices are larger than 1 MiB.')
     try:
@@ -486,6 +516,21 @@ def load_prices(source: str | os.PathLike[str] | Mapping[str, Any], *, base: Pri
     return table.with_overrides(cast('dict[str, Any]', data), origin=PRICES_ENV)
 
 
+def _read_price_file(name: str) -> str:
+    """The text of the price file `name` (at most 1 MiB of UTF-8); `ConfigurationError` naming `PERPLEXITY_PRICES`."""
+    try:
+        with Path(name).expanduser().open('rb') as handle:
+            data = handle.read(MAX_PRICE_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ConfigurationError(f'{PRICES_ENV}: cannot read the price file {name[:200]}: {exc.strerror}.') from None
+    if len(data) > MAX_PRICE_FILE_BYTES:
+        raise ConfigurationError(f'{PRICES_ENV}: the price file {name[:200]} is larger than 1 MiB.')
+    try:
+        return data.decode('utf-8')
+    except UnicodeDecodeError:
+        raise ConfigurationError(f'{PRICES_ENV}: the price file {name[:200]} is not UTF-8 text.') from None
+
+
 def parse_api_prices(listing: Any) -> dict[str, ModelPrice]:
     """The prices in a `/v1/models` answer (`data[].pricing {input, output, cache_write?}`, USD per 1M tokens).
 
@@ -494,24 +539,38 @@ def parse_api_prices(listing: Any) -> dict[str, ModelPrice]:
     data: Any = cast('Mapping[str, Any]', listing).get('data') if isinstance(listing, Mapping) else listing
     found: dict[str, ModelPrice] = {}
     for entry in cast('list[Any]', data) if isinstance(data, list) else []:
-        if not isinstance(entry, Mapping):
+        priced = _api_price(entry)
+        if priced is None:
             continue
-        item = cast('Mapping[str, Any]', entry)
-        model, pricing = item.get('id'), item.get('pricing')
-        if not isinstance(model, str) or not MODEL_ID.fullmatch(model) or not isinstance(pricing, Mapping):
-            continue
-        price = cast('Mapping[str, Any]', pricing)
-        unit = price.get('unit', 'usd_per_1m_tokens')
-        given: list[Any] = [price.get('input'), price.get('output'), price.get('cache_write') or 0.0]
-        if unit != 'usd_per_1m_tokens' or not all(_finite(v) and 0 <= v <= _MAX_PRICE for v in given):
-            continue
-        values = [float(v) for v in given]
-        if values[0] <= 0 or values[1] <= 0:
-            continue
-        found[model] = ModelPrice(max(values[0], values[2]), values[1])
+        found[priced[0]] = priced[1]
         if len(found) >= _MAX_MODELS:
             break
     return found
+
+
+def _api_price(entry: Any) -> tuple[str, ModelPrice] | None:
+    """One `/v1/models` entry's model id and price; None when it has no valid one."""
+    if not isinstance(entry, Mapping):
+        return None
+    item = cast('Mapping[str, Any]', entry)
+    model, pricing = item.get('id'), item.get('pricing')
+    if not isinstance(model, str) or not MODEL_ID.fullmatch(model) or not isinstance(pricing, Mapping):
+        return None
+    price = _listed_price(cast('Mapping[str, Any]', pricing))
+    return (model, price) if price is not None else None
+
+
+def _listed_price(price: Mapping[str, Any]) -> ModelPrice | None:
+    """A listed `pricing {input, output, cache_write?}` in USD per 1M tokens, input at the dearer of input and cache
+    write; None when a value is missing, out of range, or in another unit."""
+    unit = price.get('unit', 'usd_per_1m_tokens')
+    given: list[Any] = [price.get('input'), price.get('output'), price.get('cache_write') or 0.0]
+    if unit != 'usd_per_1m_tokens' or not all(_finite(v) and 0 <= v <= _MAX_PRICE for v in given):
+        return None
+    values = [float(v) for v in given]
+    if values[0] <= 0 or values[1] <= 0:
+        return None
+    return ModelPrice(max(values[0], values[2]), values[1])
 
 
 def _api_table(models: Mapping[str, ModelPrice], fetched: datetime) -> PriceTable:
@@ -542,21 +601,29 @@ def cached_api_prices(api: str, directory: Path, *, max_age_s: float = API_PRICE
             known = _cache_tables.get(path)
         if known is not None and known[0] == mtime:  # read once per version of the file, not on every run
             return known[1]
-        with path.open('rb') as handle:
-            raw = handle.read(MAX_PRICE_FILE_BYTES + 1)
-        data: Any = json.loads(raw) if len(raw) <= MAX_PRICE_FILE_BYTES else None
-        stamp = cast('dict[str, Any]', data).get('fetched_at') if isinstance(data, dict) else None
-        fetched = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+        data, fetched = _read_cache(path)
     except (OSError, ValueError, RecursionError, TypeError):
         return None
     if fetched is None or fetched.tzinfo is None:
         return None
-    models = parse_api_prices(cast('dict[str, Any]', data).get('data'))
+    models = parse_api_prices(data.get('data'))
     table = _api_table(models, fetched) if models else None
     if table is not None:
         with _lock:
             _cache_tables[path] = (mtime, table)
     return table
+
+
+def _read_cache(path: Path) -> tuple[dict[str, Any], datetime | None]:
+    """A price cache file's content and when its prices were fetched (None when it does not say or is too big)."""
+    with path.open('rb') as handle:
+        raw = handle.read(MAX_PRICE_FILE_BYTES + 1)
+    data: Any = json.loads(raw) if len(raw) <= MAX_PRICE_FILE_BYTES else None
+    if not isinstance(data, dict):
+        return {}, None
+    content = cast('dict[str, Any]', data)
+    stamp = content.get('fetched_at')
+    return content, datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
 
 
 def _store_api_prices(api: str, directory: Path, listing: Any, fetched: datetime) -> None:

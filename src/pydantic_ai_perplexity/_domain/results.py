@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -19,7 +20,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._base.errors import InvalidArgumentError
-from ..client._models import TERMINAL_STATUSES, FetchUrlResultsItem, Response, SearchResultsItem
+from ..client._models import (
+    TERMINAL_STATUSES,
+    FetchUrlResultsItem,
+    Response,
+    ResponseCost,
+    SearchResultsItem,
+    ToolCallDetail,
+)
 from .display_slot import DISPLAY
 from .options import EFFORTS
 from .steps import Progress, StepReducer
@@ -139,23 +147,30 @@ class Usage(_Model):
             return ''
         parts: list[str] = []
         if self.input_cost_usd is not None:
-            cache = [
-                f'{label} ${value:.4f}'
-                for label, value in (
-                    ('cache write', self.cache_creation_cost_usd),
-                    ('cache read', self.cache_read_cost_usd),
-                )
-                if value
-            ]
-            parts.append(f'input ${self.input_cost_usd:.4f}' + (f' ({", ".join(cache)})' if cache else ''))
+            parts.append(self._input_part(self.input_cost_usd))
         if self.output_cost_usd is not None:
             parts.append(f'output ${self.output_cost_usd:.4f}')
-        for tool in sorted(set(self.tool_costs_usd) | set(self.tool_calls)):
-            calls = self.tool_calls.get(tool)
-            counted = f' {calls} call{"s" if calls != 1 else ""}' if calls is not None else ''
-            cost = self.tool_costs_usd.get(tool)
-            parts.append(f'{tool}{counted}' + (f' ${cost:.4f}' if cost is not None else ''))
+        parts += [self._tool_part(tool) for tool in sorted(set(self.tool_costs_usd) | set(self.tool_calls))]
         return ', '.join(parts)
+
+    def _input_part(self, input_cost: float) -> str:
+        """`input $x`, with what writing and reading the cache cost of it when either did."""
+        cache = [
+            f'{label} ${value:.4f}'
+            for label, value in (
+                ('cache write', self.cache_creation_cost_usd),
+                ('cache read', self.cache_read_cost_usd),
+            )
+            if value
+        ]
+        return f'input ${input_cost:.4f}' + (f' ({", ".join(cache)})' if cache else '')
+
+    def _tool_part(self, tool: str) -> str:
+        """`tool N calls $x`: a tool's calls and cost, each where the API reported it."""
+        calls = self.tool_calls.get(tool)
+        counted = f' {calls} call{"s" if calls != 1 else ""}' if calls is not None else ''
+        cost = self.tool_costs_usd.get(tool)
+        return f'{tool}{counted}' + (f' ${cost:.4f}' if cost is not None else '')
 
     def cost_details(self) -> str | None:
         """The billed cost's parts as compact JSON, as the ledger stores them (None when no cost was reported)."""
@@ -182,15 +197,12 @@ class Usage(_Model):
 
 
 def _usage_from(response: Response) -> Usage:
+    """The response's usage and billed cost, in parts (empty when it reports none)."""
     wire = response.usage
     if wire is None:
         return Usage()
-    cost = wire.cost
     tools = wire.tool_calls_details or {}
-    tool_costs = dict(cost.tool_calls_cost_details or {}) if cost else {}
-    for name, detail in tools.items():
-        if name not in tool_costs and detail.cost_usd is not None:
-            tool_costs[name] = detail.cost_usd
+    cost = wire.cost or ResponseCost()  # no cost reported: every part None
     return Usage(
         input_tokens=wire.input_tokens,
         output_tokens=wire.output_tokens,
@@ -198,20 +210,54 @@ def _usage_from(response: Response) -> Usage:
         reasoning_tokens=int((wire.output_tokens_details or {}).get('reasoning_tokens') or 0),
         cache_creation_tokens=wire.cache_creation_input_tokens,
         cache_read_tokens=wire.cache_read_input_tokens,
-        cost_usd=cost.total_cost if cost else None,
+        cost_usd=cost.total_cost,
         input_cost_usd=wire.input_spend,
-        cache_creation_cost_usd=cost.cache_creation_cost if cost else None,
-        cache_read_cost_usd=cost.cache_read_cost if cost else None,
-        output_cost_usd=cost.output_cost if cost else None,
-        tool_calls_cost_usd=cost.tool_calls_cost if cost else None,
-        tool_costs_usd=tool_costs,
+        cache_creation_cost_usd=cost.cache_creation_cost,
+        cache_read_cost_usd=cost.cache_read_cost,
+        output_cost_usd=cost.output_cost,
+        tool_calls_cost_usd=cost.tool_calls_cost,
+        tool_costs_usd=_tool_costs(cost, tools),
         tool_calls={name: detail.invocation for name, detail in tools.items()},
-        tool_tokens={
-            name: sum(t.input_tokens + t.output_tokens for t in detail.token_usage)
-            for name, detail in tools.items()
-            if detail.token_usage
-        },
+        tool_tokens=_tool_tokens(tools),
     )
+
+
+def _error_of(response: Response) -> str | None:
+    """What went wrong in a run: the API's error message, or why it ended incomplete; None for a run that did not."""
+    if response.error is not None:
+        return response.error.message or str(response.error.code or response.error.type or 'error')
+    if response.status == 'incomplete':
+        reason = (response.incomplete_details or {}).get('reason')
+        return f'incomplete: {reason}' if reason else 'incomplete'
+    return None
+
+
+def _json_or_none(answer: str) -> Any:
+    """A structured answer parsed from JSON; None when it is empty or not JSON."""
+    if not answer:
+        return None
+    try:
+        return json.loads(answer)
+    except ValueError:
+        return None
+
+
+def _tool_costs(cost: ResponseCost, tools: Mapping[str, ToolCallDetail]) -> dict[str, float]:
+    """Each tool's cost: from the cost's breakdown, else from the tool's own details."""
+    tool_costs = dict(cost.tool_calls_cost_details or {})
+    for name, detail in tools.items():
+        if name not in tool_costs and detail.cost_usd is not None:
+            tool_costs[name] = detail.cost_usd
+    return tool_costs
+
+
+def _tool_tokens(tools: Mapping[str, ToolCallDetail]) -> dict[str, int]:
+    """The tokens each tool that reported them used (input and output)."""
+    return {
+        name: sum(t.input_tokens + t.output_tokens for t in detail.token_usage)
+        for name, detail in tools.items()
+        if detail.token_usage
+    }
 
 
 def _sources_from(response: Response) -> tuple[list[Source], dict[int, Source]]:
@@ -388,18 +434,6 @@ class ResearchResult(_Model):
             progress = reducer.progress
             progress.elapsed_s = 0.0
             progress.answer_chars = len(answer)
-        data: Any = None
-        if structured and answer:
-            try:
-                data = json.loads(answer)
-            except ValueError:
-                data = None
-        error = None
-        if response.error is not None:
-            error = response.error.message or str(response.error.code or response.error.type or 'error')
-        elif response.status == 'incomplete':
-            reason = (response.incomplete_details or {}).get('reason')
-            error = f'incomplete: {reason}' if reason else 'incomplete'
         return cls(
             response_id=response.id,
             status=response.status,
@@ -412,8 +446,8 @@ class ResearchResult(_Model):
             model=_served_by(response),
             effort=effort or response.effort or response.preset,
             query=query,
-            error=error,
-            data=data,
+            error=_error_of(response),
+            data=_json_or_none(answer) if structured else None,
             created_at=_ts(response.created_at),
             completed_at=_ts(response.completed_at),
         )

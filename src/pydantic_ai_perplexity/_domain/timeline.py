@@ -124,26 +124,11 @@ class Timeline:
         open_fetches: list[TimelineStep] = []
         answer: TimelineStep | None = None
         for step in self.steps:
-            match step.kind:
-                case 'search':
-                    open_searches.append(step)
-                case 'results':
-                    began = _began(open_searches, step)
-                    label = '; '.join(began.queries)
-                    bars.append(Bar('search', began.elapsed_s, step.elapsed_s, f'{label} → {step.detail}'.strip(' →')))
-                case 'fetch':
-                    open_fetches.append(step)
-                case 'fetched':
-                    began = _began(open_fetches, step)
-                    bars.append(Bar('fetch', began.elapsed_s, step.elapsed_s, step.detail))
-                case 'mcp':
-                    bars.append(Bar('mcp', step.elapsed_s, step.elapsed_s, step.detail, ok=step.ok))
-                case 'answer':
-                    answer = answer or step
-                case 'status' | 'other':
-                    pass
-        bars.extend(Bar('search', s.elapsed_s, end, f'{s.detail} (unfinished)', ok=False) for s in open_searches)
-        bars.extend(Bar('fetch', s.elapsed_s, end, f'{s.detail} (unfinished)', ok=False) for s in open_fetches)
+            if step.kind == 'answer':
+                answer = answer or step
+            elif (bar := _step_bar(step, open_searches, open_fetches)) is not None:
+                bars.append(bar)
+        bars += _unfinished('search', open_searches, end) + _unfinished('fetch', open_fetches, end)
         if answer is not None:
             bars.append(
                 Bar('answer', answer.elapsed_s, end, 'writing the answer', ok=self.status in (None, 'completed'))
@@ -177,6 +162,33 @@ class Timeline:
 
     def __repr__(self) -> str:
         return f'Timeline({len(self.steps)} steps, {self.elapsed_s:.1f}s)'
+
+
+def _step_bar(step: TimelineStep, open_searches: list[TimelineStep], open_fetches: list[TimelineStep]) -> Bar | None:
+    """The bar a step closes (results close their search, pages their fetch; a remote tool call is an instant), or
+    None for a step that opens one (kept in `open_searches` or `open_fetches`) or draws none."""
+    match step.kind:
+        case 'search':
+            open_searches.append(step)
+        case 'results':
+            began = _began(open_searches, step)
+            label = '; '.join(began.queries)
+            return Bar('search', began.elapsed_s, step.elapsed_s, f'{label} → {step.detail}'.strip(' →'))
+        case 'fetch':
+            open_fetches.append(step)
+        case 'fetched':
+            began = _began(open_fetches, step)
+            return Bar('fetch', began.elapsed_s, step.elapsed_s, step.detail)
+        case 'mcp':
+            return Bar('mcp', step.elapsed_s, step.elapsed_s, step.detail, ok=step.ok)
+        case _:
+            pass
+    return None
+
+
+def _unfinished(lane: str, steps: list[TimelineStep], end: float) -> list[Bar]:
+    """Searches or fetches that never got their results, as failed bars running to `end`."""
+    return [Bar(lane, s.elapsed_s, end, f'{s.detail} (unfinished)', ok=False) for s in steps]
 
 
 def _began(opened: list[TimelineStep], end: TimelineStep) -> TimelineStep:

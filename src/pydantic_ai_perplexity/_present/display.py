@@ -202,8 +202,25 @@ def result_to_html(result: ResearchResult) -> str:
             f'{_STYLE if badge else ""}<div class="pplx-result {NO_MATH}">{badge}<em>Research still going</em> '
             f'({esc(result.progress.summary())}) <code>{esc(result.response_id)}</code></div>'
         )
+    table = _sources_table(result.sources)
+    error = (
+        f'<p class="pplx-error"><strong>{esc(result.status)}</strong>: {esc(result.error)}</p>' if result.error else ''
+    )
+    question = f'<p>{badge}<strong>{esc(result.query or "")}</strong></p>' if result.query or badge else ''
+    counts = f'{len(result.cited_sources)} of {plural(len(result.sources), "source")} cited'
+    return (
+        f'{_STYLE}<div class="pplx-result {NO_MATH}">{question}{error}'
+        f'<div class="pplx-answer">{_linked_answer(result)}</div>{_orphans_html(result)}{table}'
+        f'<p class="pplx-footer">{_cost_html(result)} · {esc(counts)} · {esc(_footer(result, cost=False))}</p>'
+        '</div>'
+    )
+
+
+def _sources_table(sources: Sequence[Source]) -> str:
+    """The sources as an HTML table (number, linked title, domain, date, cited), or nothing when there are none."""
+    esc = html.escape
     rows: list[str] = []
-    for s in result.sources:
+    for s in sources:
         href = _safe_href(s.url)
         name = esc(s.title or s.domain or s.url)
         cell = f'<a href="{esc(href, quote=True)}">{name}</a>' if href else name
@@ -212,29 +229,22 @@ def result_to_html(result: ResearchResult) -> str:
             f'<td{_LEFT}>{esc(s.domain)}</td><td{_LEFT}>{esc(s.date or "")}</td>'
             f'<td{_LEFT}>{"yes" if s.cited else ""}</td></tr>'
         )
-    table = (
+    if not rows:
+        return ''
+    return (
         '<table class="pplx-sources"><thead><tr>'
         + ''.join(f'<th{_LEFT}>{name}</th>' for name in ('#', 'Source', 'Domain', 'Date', 'Cited'))
         + f'</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-        if rows
-        else ''
     )
-    error = (
-        f'<p class="pplx-error"><strong>{esc(result.status)}</strong>: {esc(result.error)}</p>' if result.error else ''
-    )
-    orphans = (
-        f'<p class="pplx-error"><small>Markers pointing at no source: {esc(", ".join(result.orphan_markers))}'
-        '</small></p>'
-        if result.orphan_markers
-        else ''
-    )
-    question = f'<p>{badge}<strong>{esc(result.query or "")}</strong></p>' if result.query or badge else ''
-    counts = f'{len(result.cited_sources)} of {plural(len(result.sources), "source")} cited'
+
+
+def _orphans_html(result: ResearchResult) -> str:
+    """The answer's markers that point at no source, in a red line (nothing when there are none)."""
+    if not result.orphan_markers:
+        return ''
     return (
-        f'{_STYLE}<div class="pplx-result {NO_MATH}">{question}{error}'
-        f'<div class="pplx-answer">{_linked_answer(result)}</div>{orphans}{table}'
-        f'<p class="pplx-footer">{_cost_html(result)} · {esc(counts)} · {esc(_footer(result, cost=False))}</p>'
-        '</div>'
+        f'<p class="pplx-error"><small>Markers pointing at no source: {html.escape(", ".join(result.orphan_markers))}'
+        '</small></p>'
     )
 
 
@@ -261,7 +271,7 @@ def timeline_to_svg(bars: Sequence[Bar], *, total_s: float, title: str, width: i
     zoom, render the same in Jupyter, VS Code and on GitHub, and carry each step's detail as a hover title.
     """
     esc = html.escape
-    lanes = [(key, name) for key, name in LANES if any(b.lane == key for b in bars)]
+    lanes = _lanes_of(bars)
     steps = [b for b in bars if b.lane != 'run']
     left, right, top, lane_h, axis_h = 110, 20, 30, 28, 26
     plot_w = width - left - right
@@ -285,35 +295,55 @@ def timeline_to_svg(bars: Sequence[Bar], *, total_s: float, title: str, width: i
         y = top + row * lane_h
         out.append(f'<text x="{left - 8}" y="{y + 18}" text-anchor="end">{esc(name)}</text>')
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y + lane_h}" y2="{y + lane_h}" stroke="#eee"/>')
-        for bar in (b for b in bars if b.lane == key):
-            colour = _LANE_COLOURS.get(key, '#888') if bar.ok else _FAILED_COLOUR
-            tip = esc(f'{bar.label} ({bar.start_s:.2f} to {bar.end_s:.2f} s)')
-            if bar.end_s <= bar.start_s:  # an instant: a diamond
-                cx, cy = x(bar.start_s), y + 14
-                out.append(
-                    f'<path class="pplx-step pplx-{key}" d="M{cx} {cy - 7}L{cx + 7} {cy}L{cx} {cy + 7}L{cx - 7} {cy}Z" '
-                    f'fill="{colour}"><title>{tip}</title></path>'
-                )
-                continue
-            x0 = x(bar.start_s)
-            w = max(x(bar.end_s) - x0, 2.0)
-            bar_y, bar_h = (y + 11, 6) if key == 'run' else (y + 6, 16)  # the whole run: a thin bar behind the steps
-            out.append(
-                f'<rect class="pplx-step pplx-{key}" x="{x0}" y="{bar_y}" width="{w:.1f}" height="{bar_h}" rx="3" '
-                f'fill="{colour}" fill-opacity="0.85"><title>{tip}</title></rect>'
-            )
+        out.extend(_svg_bar(bar, x, y) for bar in bars if bar.lane == key)
     axis_y = top + rows * lane_h
     out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{axis_y}" y2="{axis_y}" stroke="#888"/>')
-    step = _tick_step(total)
-    tick = 0.0
-    while tick <= total + 1e-9:
+    for tick in _ticks(total):
         tx = x(tick)
-        label = f'{tick:g} s'
         out.append(f'<line x1="{tx}" x2="{tx}" y1="{axis_y}" y2="{axis_y + 4}" stroke="#888"/>')
-        out.append(f'<text x="{tx}" y="{axis_y + 17}" text-anchor="middle" fill="#555">{label}</text>')
-        tick = round(tick + step, 6)
+        out.append(f'<text x="{tx}" y="{axis_y + 17}" text-anchor="middle" fill="#555">{tick:g} s</text>')
     out.append('</svg>')
     return ''.join(out)
+
+
+def _lanes_of(bars: Sequence[Bar]) -> list[tuple[str, str]]:
+    """`(key, name)` of the lanes that hold a bar, in the usual order."""
+    return [(key, name) for key, name in LANES if any(b.lane == key for b in bars)]
+
+
+def _ticks(total: float) -> list[float]:
+    """The times the axis marks: 0 and every nice step up to `total`."""
+    step = _tick_step(total)
+    ticks: list[float] = []
+    tick = 0.0
+    while tick <= total + 1e-9:
+        ticks.append(tick)
+        tick = round(tick + step, 6)
+    return ticks
+
+
+def _bar_colour(bar: Bar) -> str:
+    """A bar's colour: its lane's, or red when its step failed."""
+    return _LANE_COLOURS.get(bar.lane, '#888') if bar.ok else _FAILED_COLOUR
+
+
+def _svg_bar(bar: Bar, x: Callable[[float], float], y: int) -> str:
+    """One step in its lane (top at `y`): a diamond for an instant, else a bar; the whole run is a thin bar."""
+    key, colour = bar.lane, _bar_colour(bar)
+    tip = html.escape(f'{bar.label} ({bar.start_s:.2f} to {bar.end_s:.2f} s)')
+    if bar.end_s <= bar.start_s:  # an instant: a diamond
+        cx, cy = x(bar.start_s), y + 14
+        return (
+            f'<path class="pplx-step pplx-{key}" d="M{cx} {cy - 7}L{cx + 7} {cy}L{cx} {cy + 7}L{cx - 7} {cy}Z" '
+            f'fill="{colour}"><title>{tip}</title></path>'
+        )
+    x0 = x(bar.start_s)
+    w = max(x(bar.end_s) - x0, 2.0)
+    bar_y, bar_h = (y + 11, 6) if key == 'run' else (y + 6, 16)  # the whole run: a thin bar behind the steps
+    return (
+        f'<rect class="pplx-step pplx-{key}" x="{x0}" y="{bar_y}" width="{w:.1f}" height="{bar_h}" rx="3" '
+        f'fill="{colour}" fill-opacity="0.85"><title>{tip}</title></rect>'
+    )
 
 
 def timeline_steps_html(steps: Sequence[TimelineStep]) -> str:
@@ -338,7 +368,7 @@ def timeline_to_html(bars: Sequence[Bar], *, total_s: float, title: str) -> str:
     with percentages), so it stays a picture there; each bar carries its step as a hover title.
     """
     esc = html.escape
-    lanes = [(key, name) for key, name in LANES if any(b.lane == key for b in bars)]
+    lanes = _lanes_of(bars)
     total = max(total_s, max((b.end_s for b in bars), default=0.0), 0.001)
 
     def pct(seconds: float) -> str:
@@ -352,27 +382,15 @@ def timeline_to_html(bars: Sequence[Bar], *, total_s: float, title: str) -> str:
             '<div style="color:#555;padding-left:8.6em">no research steps were streamed (the wait polled)</div>'
         )
     for key, name in lanes:
-        boxes: list[str] = []
-        for bar in (b for b in bars if b.lane == key):
-            colour = _LANE_COLOURS.get(key, '#888') if bar.ok else _FAILED_COLOUR
-            tip = esc(f'{bar.label} ({bar.start_s:.2f} to {bar.end_s:.2f} s)', quote=True)
-            thin = key == 'run'  # the whole run: a thin bar behind the steps
-            width = f'width:{pct(bar.end_s - bar.start_s)};min-width:6px' if bar.end_s > bar.start_s else 'width:8px'
-            boxes.append(
-                f'<div class="pplx-step pplx-{key}" title="{tip}" style="position:absolute;left:{pct(bar.start_s)};'
-                f'{width};top:{"9px" if thin else "3px"};height:{"5px" if thin else "16px"};border-radius:3px;'
-                f'background-color:{colour};opacity:0.85"></div>'
-            )
+        boxes = ''.join(_html_bar(bar, pct) for bar in bars if bar.lane == key)
         rows.append(
             f'<div style="white-space:nowrap"><span style="{label}">{esc(name)}</span>'
-            f'<span style="{track}">{"".join(boxes)}</span></div>'
+            f'<span style="{track}">{boxes}</span></div>'
         )
-    step = _tick_step(total)
-    ticks: list[str] = []
-    tick = 0.0
-    while tick <= total + 1e-9:
-        ticks.append(f'<span style="position:absolute;left:{pct(tick)};top:2px;font-size:.85em">{tick:g} s</span>')
-        tick = round(tick + step, 6)
+    ticks = [
+        f'<span style="position:absolute;left:{pct(tick)};top:2px;font-size:.85em">{tick:g} s</span>'
+        for tick in _ticks(total)
+    ]
     rows.append(
         f'<div style="white-space:nowrap"><span style="{label}"></span><span style="{track};border-bottom:0;'
         f'border-top:1px solid #888;color:#555">{"".join(ticks)}</span></div>'
@@ -381,6 +399,18 @@ def timeline_to_html(bars: Sequence[Bar], *, total_s: float, title: str) -> str:
         f'<div class="pplx-timeline {NO_MATH}" style="font-family:system-ui,sans-serif;font-size:12px;'
         f'text-align:left;margin:.3em 0"><div style="font-weight:bold;margin-bottom:.3em">{esc(_clip(title, 90))} '
         f'— {total_s:.1f} s</div>{"".join(rows)}</div>'
+    )
+
+
+def _html_bar(bar: Bar, pct: Callable[[float], str]) -> str:
+    """One step as a box placed by percentages in its lane; the whole run is a thin bar behind the steps."""
+    tip = html.escape(f'{bar.label} ({bar.start_s:.2f} to {bar.end_s:.2f} s)', quote=True)
+    thin = bar.lane == 'run'
+    width = f'width:{pct(bar.end_s - bar.start_s)};min-width:6px' if bar.end_s > bar.start_s else 'width:8px'
+    return (
+        f'<div class="pplx-step pplx-{bar.lane}" title="{tip}" style="position:absolute;left:{pct(bar.start_s)};'
+        f'{width};top:{"9px" if thin else "3px"};height:{"5px" if thin else "16px"};border-radius:3px;'
+        f'background-color:{_bar_colour(bar)};opacity:0.85"></div>'
     )
 
 

@@ -124,33 +124,47 @@ def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def _bound(schema: dict[str, Any], inclusive: str, exclusive: str) -> tuple[float | None, int]:
+    """A number's bound (`inclusive` first, else `exclusive`) and 1 when only the exclusive one is given."""
+    value = schema.get(inclusive, schema.get(exclusive))
+    if not isinstance(value, int | float):
+        return None, 0
+    return value, 1 if exclusive in schema and inclusive not in schema else 0
+
+
 def _number(schema: dict[str, Any], integer: bool) -> int | float:
-    low = schema.get('minimum', schema.get('exclusiveMinimum'))
-    high = schema.get('maximum', schema.get('exclusiveMaximum'))
+    """A number within the schema's bounds: 1, or the lowest one allowed, or the highest when that is lower."""
+    low, low_step = _bound(schema, 'minimum', 'exclusiveMinimum')
+    high, high_step = _bound(schema, 'maximum', 'exclusiveMaximum')
     value: float = 1
-    if isinstance(low, int | float):
-        value = low + (1 if 'exclusiveMinimum' in schema and 'minimum' not in schema else 0)
-    if isinstance(high, int | float) and value > high:
-        value = high - (1 if 'exclusiveMaximum' in schema and 'maximum' not in schema else 0)
+    if low is not None:
+        value = low + low_step
+    if high is not None and value > high:
+        value = high - high_step
     if integer:
-        return math.ceil(value) if not isinstance(high, int | float) or math.ceil(value) <= high else math.floor(value)
+        return math.ceil(value) if high is None or math.ceil(value) <= high else math.floor(value)
     return float(value)
 
 
-def _string(name: str, schema: dict[str, Any], fill: _Filler) -> str:
-    fmt = schema.get('format')
-    if fmt == 'date-time':
-        return '2026-01-01T00:00:00Z'
-    if fmt == 'date':
-        return '2026-01-01'
-    if fmt == 'email':
-        return 'research@example.com'
+#: The string a format asks for, whatever the field's name.
+_FORMATTED = {'date-time': '2026-01-01T00:00:00Z', 'date': '2026-01-01', 'email': 'research@example.com'}
+
+
+def _string_text(name: str, fmt: Any, fill: _Filler) -> str:
+    """A string for a field: a URL for a link, the answer for an answer-like name, else a sentence."""
     if fmt in {'uri', 'url'} or 'url' in name.casefold() or 'link' in name.casefold():
-        text = fill.url
-    elif name.casefold() in {'answer', 'summary', 'text', 'content', 'body', 'response'}:
-        text = fill.answer
-    else:
-        text = fill.sentence()
+        return fill.url
+    if name.casefold() in {'answer', 'summary', 'text', 'content', 'body', 'response'}:
+        return fill.answer
+    return fill.sentence()
+
+
+def _string(name: str, schema: dict[str, Any], fill: _Filler) -> str:
+    """A string for a field, fitted to its `minLength` and `maxLength` (a formatted one as it is)."""
+    fmt = schema.get('format')
+    if isinstance(fmt, str) and fmt in _FORMATTED:
+        return _FORMATTED[fmt]
+    text = _string_text(name, fmt, fill)
     low = schema.get('minLength', 0)
     high = schema.get('maxLength')
     if isinstance(high, int) and len(text) > high:
@@ -173,11 +187,21 @@ def _chosen(schema: dict[str, Any], root: dict[str, Any], fill: _Filler, name: s
         return enum[0]  # pyright: ignore[reportUnknownVariableType]
     if 'default' in schema and depth > 0:
         return schema['default']
+    return _combined(schema, root, fill, name, depth)
+
+
+def _combined(schema: dict[str, Any], root: dict[str, Any], fill: _Filler, name: str, depth: int) -> Any:
+    """The value of `anyOf`/`oneOf` (its first non-null option) or of `allOf`, else `_NOTHING`."""
     for key in ('anyOf', 'oneOf'):
         options = schema.get(key)
         if isinstance(options, list) and options:
             typed: list[Any] = [o for o in options if not (isinstance(o, dict) and o.get('type') == 'null')]  # pyright: ignore[reportUnknownVariableType,reportUnknownMemberType]
             return _instance((typed or options)[0], root, fill, name, depth + 1)
+    return _all_of(schema, root, fill, name, depth)
+
+
+def _all_of(schema: dict[str, Any], root: dict[str, Any], fill: _Filler, name: str, depth: int) -> Any:
+    """The value of `allOf`, its parts (and the schema's other keys) merged, else `_NOTHING`."""
     all_of = schema.get('allOf')
     if isinstance(all_of, list) and all_of:
         merged: dict[str, Any] = {}

@@ -40,7 +40,7 @@ from ._models import ModelSpec, model_table
 from ._proxy import check_upstream, close_clients, proxy
 from ._record import Recorder, Replayer, replay_headers, replay_run, with_headers
 from ._runs import Run, Step, build_run
-from ._validation import McpTool, SearchRequest, input_text, parse_create, parse_search
+from ._validation import CreateRequest, McpTool, SearchRequest, input_text, parse_create, parse_search
 
 __all__ = (
     'EMULATOR_HEADER',
@@ -123,6 +123,12 @@ if _drop_filter not in logging.getLogger('uvicorn.error').filters:
     logging.getLogger('uvicorn.error').addFilter(_drop_filter)
 
 
+def _chosen_corpus(corpus: str | Path | None) -> Corpus:
+    """The pages of `corpus`, else of the `PERPLEXITY_EMULATOR_CORPUS` folder, else the built-in ones."""
+    folder = corpus if corpus is not None else os.environ.get(CORPUS_ENV, '').strip() or None
+    return load_corpus(folder) if folder is not None else DEFAULT_CORPUS
+
+
 class EmulatorState:
     """Everything one emulator instance holds: its key, settings, faults, recorded requests and runs."""
 
@@ -165,8 +171,7 @@ class EmulatorState:
         recorded_models = dict.fromkeys(self.replayer.model_ids(), (0.0, 0.0)) if self.replayer else {}
         self.models = model_table({**recorded_models, **(models or {})})
         self.blocked_keys = frozenset(blocked_keys)
-        folder = corpus if corpus is not None else os.environ.get(CORPUS_ENV, '').strip() or None
-        self.corpus: Corpus = load_corpus(folder) if folder is not None else DEFAULT_CORPUS
+        self.corpus: Corpus = _chosen_corpus(corpus)
         self.requests: list[RecordedRequest] = []
         self.runs: dict[str, Run] = {}
         #: The `prompt_cache_key`s seen: a repeat reads its instructions and input from the prompt cache.
@@ -403,6 +408,17 @@ class _EventStream:
             raise StreamDropped(self.run.id)
         await send({'type': 'http.response.body', 'body': b'', 'more_body': False})
 
+    def _due(self, pending: list[Step], now: float) -> list[Step]:
+        """The pending events due by `now`, in order, up to the one the stream is to drop after."""
+        batch: list[Step] = []
+        for step in pending:
+            if self.run.due(step) > now:
+                break
+            batch.append(step)
+            if self.drop_at is not None and step.seq >= self.drop_at:
+                break
+        return batch
+
     async def _pump(self, send: Send) -> str:
         run = self.run
         cursor = self.cursor
@@ -411,13 +427,7 @@ class _EventStream:
             if not pending:
                 return 'end'
             now = time.monotonic()
-            batch: list[Step] = []
-            for step in pending:
-                if run.due(step) > now:
-                    break
-                batch.append(step)
-                if self.drop_at is not None and step.seq >= self.drop_at:
-                    break
+            batch = self._due(pending, now)
             if not batch:
                 await run.wait_change(run.due(pending[0]) - now)
                 continue
@@ -471,11 +481,7 @@ async def create_response(request: Request) -> Any:
         raise _status_error(decision.status, directives.retry_after)
     if directives.malformed:
         return _malformed()
-    for tool in req.tools or ():
-        if isinstance(tool, McpTool) and (urlsplit(tool.server_url).hostname or '').endswith('.invalid'):
-            raise ApiError(
-                424, 'external_connector_error', f'MCP server "{tool.server_label}" could not be initialized'
-            )
+    _check_mcp_servers(req)
     query = cleaned.replace(state.api_key, '[redacted]')
     if state.replayer is not None:
         recording = state.replayer.find('run', json.loads(body))
@@ -500,6 +506,20 @@ async def create_response(request: Request) -> Any:
         )
         headers = _run_headers(run)
     state.add_run(run)
+    return await _answer_create(state, req, run, headers)
+
+
+def _check_mcp_servers(req: CreateRequest) -> None:
+    """A remote MCP server on a `.invalid` host cannot be reached: the live 424."""
+    for tool in req.tools or ():
+        if isinstance(tool, McpTool) and (urlsplit(tool.server_url).hostname or '').endswith('.invalid'):
+            raise ApiError(
+                424, 'external_connector_error', f'MCP server "{tool.server_label}" could not be initialized'
+            )
+
+
+async def _answer_create(state: EmulatorState, req: CreateRequest, run: Run, headers: dict[str, str]) -> Any:
+    """A created run's answer: its event stream, its queued snapshot (background), or its end (blocking)."""
     if req.stream:
         return with_headers(_EventStream(state, run, -1), headers)
     if req.background:

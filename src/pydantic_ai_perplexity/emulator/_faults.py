@@ -10,7 +10,7 @@ import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ._errors import ApiError
 
@@ -80,12 +80,12 @@ class Directives:
         return Directives(
             status_faults=self.status_faults + other.status_faults,
             retry_after=other.retry_after or self.retry_after,
-            drop_at=other.drop_at if other.drop_at is not None else self.drop_at,
-            slow=other.slow if other.slow is not None else self.slow,
+            drop_at=_set_later(self.drop_at, other.drop_at),
+            slow=_set_later(self.slow, other.slow),
             malformed=self.malformed or other.malformed,
             fail=self.fail or other.fail,
             incomplete=self.incomplete or other.incomplete,
-            duration=other.duration if other.duration is not None else self.duration,
+            duration=_set_later(self.duration, other.duration),
             inject=self.inject or other.inject,
             mcp=self.mcp or other.mcp,
             grouped=other.grouped or self.grouped,
@@ -97,7 +97,16 @@ class Directives:
         return replace(self, status_faults=self.retrieve_faults, retry_after=0.0) != Directives()
 
 
+_T = TypeVar('_T')
+
+
+def _set_later(earlier: _T | None, later: _T | None) -> _T | None:
+    """`later` where it is set, else `earlier`."""
+    return later if later is not None else earlier
+
+
 def _parse_token(token: str, into: dict[str, object], faults: list[StatusFault]) -> None:
+    """One directive of a `[[emulate: ...]]` block, into `into` (or `faults`); an unknown one is a 400."""
     word = token.strip().casefold().replace(' ', '')
     if not word:
         return
@@ -105,12 +114,28 @@ def _parse_token(token: str, into: dict[str, object], faults: list[StatusFault])
         status, count, scope = int(m[1]), int(m[2] or 1), m[3] or 'create'
         faults.append(StatusFault(status, count, 'retrieve' if scope == 'retrieve' else 'create'))
         return
+    if not _parse_flag(word, into) and not _parse_value(word, into):
+        raise ApiError(
+            400,
+            'invalid_request',
+            f'unknown emulator directive "{token.strip()}" in [[emulate: ...]]; known directives: {_KNOWN}',
+            param='input',
+        )
+
+
+def _parse_flag(word: str, into: dict[str, object]) -> bool:
+    """A directive without a value (`fail`, `grouped=web` ...), into `into`; whether `word` was one."""
     if word in {'malformed', 'fail', 'incomplete', 'inject', 'mcp', 'unavailable'}:
         into[word] = True
-        return
+        return True
     if word in {'grouped', 'grouped=plain', 'grouped=web'}:
         into['grouped'] = 'web' if word.endswith('=web') else 'plain'
-        return
+        return True
+    return False
+
+
+def _parse_value(word: str, into: dict[str, object]) -> bool:
+    """A directive with a number (`drop@3`, `slow=2s` ...), into `into`; whether `word` was one."""
     for name, pattern, key, cast in (
         ('drop', r'^drop@(\d+)$', 'drop_at', int),
         ('slow', rf'^slow={_NUMBER}s?$', 'slow', float),
@@ -120,14 +145,9 @@ def _parse_token(token: str, into: dict[str, object], faults: list[StatusFault])
         if word.startswith(name):
             if m := re.match(pattern, word):
                 into[key] = cast(m[1])
-                return
+                return True
             break
-    raise ApiError(
-        400,
-        'invalid_request',
-        f'unknown emulator directive "{token.strip()}" in [[emulate: ...]]; known directives: {_KNOWN}',
-        param='input',
-    )
+    return False
 
 
 def parse_spec(spec: str) -> Directives:
@@ -223,29 +243,33 @@ class FaultPlan:
         with self._lock:
             entry = next((e for e in self._entries if e.match is None or e.match in text), None)
             merged = in_text.merge(entry.directives) if entry is not None else in_text
-            for fault in in_text.create_faults:
-                key = (text, fault.token)
-                seen = self._counts.get(key, 0)
-                if seen < fault.count:
-                    self._counts[key] = seen + 1
-                    return CreateDecision(fault, merged)
-            if entry is not None:
-                for i, fault in enumerate(entry.directives.create_faults):
-                    if entry.remaining[i] > 0:
-                        entry.remaining[i] -= 1
-                        if not any(entry.remaining) and not entry.directives.has_run_effects():
-                            self._entries.remove(entry)
-                        return CreateDecision(fault, merged)
-                self._entries.remove(entry)
-            return CreateDecision(None, merged)
+            fault = self._count_in_text(text, in_text)
+            if fault is None and entry is not None:
+                fault = self._use_entry(entry)
+            return CreateDecision(fault, merged)
+
+    def _count_in_text(self, key_text: str, in_text: Directives) -> StatusFault | None:
+        """The first in-text status fault that has fired fewer times than its count for this text (counted now)."""
+        for fault in in_text.create_faults:
+            key = (key_text, fault.token)
+            seen = self._counts.get(key, 0)
+            if seen < fault.count:
+                self._counts[key] = seen + 1
+                return fault
+        return None
+
+    def _use_entry(self, entry: _Entry) -> StatusFault | None:
+        """The queued entry's next status fault (used up now); the entry leaves the queue once nothing of it is left."""
+        for i, fault in enumerate(entry.directives.create_faults):
+            if entry.remaining[i] > 0:
+                entry.remaining[i] -= 1
+                if not any(entry.remaining) and not entry.directives.has_run_effects():
+                    self._entries.remove(entry)
+                return fault
+        self._entries.remove(entry)
+        return None
 
     def decide_search(self, text: str, in_text: Directives) -> StatusFault | None:
         """The status failure a `POST /search` gets from its query's directives, if any (queued entries don't apply)."""
         with self._lock:
-            for fault in in_text.create_faults:
-                key = ('search:' + text, fault.token)
-                seen = self._counts.get(key, 0)
-                if seen < fault.count:
-                    self._counts[key] = seen + 1
-                    return fault
-            return None
+            return self._count_in_text('search:' + text, in_text)

@@ -44,22 +44,28 @@ def read_inside(dir_fd: int, name: str, limit: int, error: type[ValueError]) -> 
         reason = 'is a symbolic link' if exc.errno == errno.ELOOP else f'cannot be read: {exc.strerror or exc}'
         raise error(f'{name}: {reason}') from None
     try:
-        info = os.fstat(fd)  # of what was opened, not of what the name pointed to a moment before
-        if not stat.S_ISREG(info.st_mode):
-            what = 'a directory' if stat.S_ISDIR(info.st_mode) else 'a FIFO, socket or device'
-            raise error(f'{name}: is {what}, not a regular file')
-        if info.st_size > limit:
-            raise error(f'{name}: {info.st_size} bytes, over the {limit}-byte limit')
-        os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit and (chunk := os.read(fd, 1 << 20)):
-            chunks.append(chunk)
-            size += len(chunk)
+        data = _read_regular(fd, name, limit, error)
     except OSError as exc:
         raise error(f'{name}: cannot be read: {exc.strerror or exc}') from None
     finally:
         os.close(fd)
-    if size > limit:
+    if len(data) > limit:
         raise error(f'{name}: grew over the {limit}-byte limit while it was read')
+    return data
+
+
+def _read_regular(fd: int, name: str, limit: int, error: type[ValueError]) -> bytes:
+    """The bytes of the open `fd` if it is a regular file of at most `limit` bytes (a little more if it grew)."""
+    info = os.fstat(fd)  # of what was opened, not of what the name pointed to a moment before
+    if not stat.S_ISREG(info.st_mode):
+        what = 'a directory' if stat.S_ISDIR(info.st_mode) else 'a FIFO, socket or device'
+        raise error(f'{name}: is {what}, not a regular file')
+    if info.st_size > limit:
+        raise error(f'{name}: {info.st_size} bytes, over the {limit}-byte limit')
+    os.set_blocking(fd, True)
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit and (chunk := os.read(fd, 1 << 20)):
+        chunks.append(chunk)
+        size += len(chunk)
     return b''.join(chunks)

@@ -12,7 +12,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 
 import httpx2
@@ -134,19 +134,28 @@ async def _record(
     started: float,
     response: httpx2.Response,
 ) -> None:
+    """Record a 200 answer: a create, a retrieve of a run that ended unstreamed (its whole stream fetched once), a
+    search or the model list."""
     auth = request.headers.get('authorization', '')
-    answered = response.headers
-    path = request.url.path
     if not isinstance(answer, dict):
         return
     if create and isinstance(sent, dict):
-        recorder.created(sent, answer, started, auth, answered)  # pyright: ignore[reportUnknownArgumentType]
+        recorder.created(sent, answer, started, auth, response.headers)  # pyright: ignore[reportUnknownArgumentType]
     elif retrieve is not None and recorder.retrieved(retrieve[2], answer, auth):  # pyright: ignore[reportUnknownArgumentType]
         # A background run that ended while nobody streamed it: fetch its whole stream once, from the start.
         whole = await client.get(url.split('?', 1)[0], params={'stream': 'true'}, headers=headers)
         if whole.status_code == 200:
             recorder.backfill(retrieve[2], sse_events(whole.content), auth)
-    elif request.method == 'POST' and path.rstrip('/') == '/search' and isinstance(sent, dict):
+    else:
+        _record_exchange(recorder, request, sent, answer, auth, response.headers)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _record_exchange(
+    recorder: Recorder, request: Request, sent: Any, answer: dict[str, Any], auth: str, answered: Mapping[str, str]
+) -> None:
+    """Record a search (`POST /search`) or the model list (`GET /v1/models`); anything else is not recorded."""
+    path = request.url.path.rstrip('/')
+    if request.method == 'POST' and path == '/search' and isinstance(sent, dict):
         recorder.exchange('search', sent, {'status': 200, 'body': answer}, auth, answered)  # pyright: ignore[reportUnknownArgumentType]
-    elif request.method == 'GET' and path.rstrip('/') == '/v1/models':
+    elif request.method == 'GET' and path == '/v1/models':
         recorder.exchange('models', {}, {'status': 200, 'body': answer}, auth, answered)

@@ -266,40 +266,19 @@ class Recording:
     def from_json(cls, data: Any, path: Path) -> Recording:
         """Read a file's content, checking every field a replay uses; `RecordingError` names the file and the field."""
         name = path.name
-        if not isinstance(data, dict) or data.get('format') != FORMAT:  # pyright: ignore[reportUnknownMemberType]
-            raise RecordingError(f'{name}: not a recording (no "format": "{FORMAT}")')
-        content = _obj(data)
-        if content.get('version') != VERSION:
-            raise RecordingError(f'{name}: recording version {content.get("version")!r}, this emulator reads {VERSION}')
-        kind = content.get('kind')
-        if not isinstance(kind, str) or kind not in _KINDS:
-            raise RecordingError(f'{name}: "kind" is {kind!r}; expected "run", "search" or "models"')
+        content, kind = _envelope(data, name)
         request = _field(content, 'request', dict, name)
         body = _field(request, 'body', dict, name, where='request.')
         recorded_at = content.get('recorded_at', '')
         recording = cls(kind, body, recorded_at=recorded_at if isinstance(recorded_at, str) else '', path=path)
         if kind == 'run':
-            named = [('model', body.get('model'))] + [
-                (f'models[{i}]', m) for i, m in enumerate(_arr(body.get('models')))
-            ]
-            for where, model in named:
-                if model is not None and not _is_model_id(model):
-                    raise RecordingError(f'{name}: "request.body.{where}" is {model!r}; expected "provider/model"')
+            _check_models(body, name)
             run = _field(content, 'run', dict, name)
             recording.events = _events(_field(run, 'events', list, name, where='run.'), name)
             recording.final = _final(run.get('final'), name)
             recording.headers = _headers(run.get('headers'), name, 'run.headers')
         else:
-            response = _field(content, 'response', dict, name)
-            status = response.get('status', 200)
-            if type(status) is not int or not 200 <= status <= 599 or status in _NO_BODY:
-                raise RecordingError(
-                    f'{name}: "response.status" is {status!r}; expected an HTTP status with a body (200-599, '
-                    'not 204, 205 or 304)'
-                )
-            if 'body' not in response or (kind == 'models' and not isinstance(response['body'], dict)):
-                wanted = 'a JSON object' if kind == 'models' else 'the recorded JSON answer'
-                raise RecordingError(f'{name}: "response.body" is missing or not {wanted}')
+            response = _response(_field(content, 'response', dict, name), kind, name)
             recording.headers = _headers(response.get('headers'), name, 'response.headers')
             recording.response = {k: v for k, v in response.items() if k != 'headers'}
         return recording
@@ -310,6 +289,41 @@ class Recording:
         write_text_no_follow(path, json.dumps(self.to_json(), ensure_ascii=False, indent=1) + '\n')
         self.path = path
         return path
+
+
+def _envelope(data: Any, name: str) -> tuple[dict[str, Any], str]:
+    """A recording file's content and kind, once its format, version and kind are checked."""
+    if not isinstance(data, dict) or data.get('format') != FORMAT:  # pyright: ignore[reportUnknownMemberType]
+        raise RecordingError(f'{name}: not a recording (no "format": "{FORMAT}")')
+    content = _obj(data)
+    if content.get('version') != VERSION:
+        raise RecordingError(f'{name}: recording version {content.get("version")!r}, this emulator reads {VERSION}')
+    kind = content.get('kind')
+    if not isinstance(kind, str) or kind not in _KINDS:
+        raise RecordingError(f'{name}: "kind" is {kind!r}; expected "run", "search" or "models"')
+    return content, kind
+
+
+def _check_models(body: dict[str, Any], name: str) -> None:
+    """A recorded run's `model` and `models` are `provider/model` ids (a replay adds them to its model table)."""
+    named = [('model', body.get('model'))] + [(f'models[{i}]', m) for i, m in enumerate(_arr(body.get('models')))]
+    for where, model in named:
+        if model is not None and not _is_model_id(model):
+            raise RecordingError(f'{name}: "request.body.{where}" is {model!r}; expected "provider/model"')
+
+
+def _response(response: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
+    """A recorded search or model list answer: an HTTP status with a body, and the body (an object for models)."""
+    status = response.get('status', 200)
+    if type(status) is not int or not 200 <= status <= 599 or status in _NO_BODY:
+        raise RecordingError(
+            f'{name}: "response.status" is {status!r}; expected an HTTP status with a body (200-599, '
+            'not 204, 205 or 304)'
+        )
+    if 'body' not in response or (kind == 'models' and not isinstance(response['body'], dict)):
+        wanted = 'a JSON object' if kind == 'models' else 'the recorded JSON answer'
+        raise RecordingError(f'{name}: "response.body" is missing or not {wanted}')
+    return response
 
 
 def _field(parent: dict[str, Any], key: str, kind: type, name: str, *, where: str = '') -> Any:
@@ -335,32 +349,42 @@ def _events(raw: list[Any], name: str) -> list[tuple[float, dict[str, Any]]]:
     events: list[tuple[float, dict[str, Any]]] = []
     last = -1
     for index, entry in enumerate(raw):
-        where = f'{name}: "run.events[{index}]'
-        at = _obj(entry).get('at')
-        event = _obj(entry).get('event')
-        if not isinstance(at, int | float) or isinstance(at, bool) or not 0 <= at <= _MAX_SECONDS:
-            raise RecordingError(
-                f'{where}.at" is {at!r}; expected seconds since the create (a number from 0 to {_MAX_SECONDS})'
-            )
-        if not isinstance(event, dict):
-            raise RecordingError(f'{where}.event" is missing or not a JSON object')
-        event = _obj(event)
-        if not isinstance(event.get('type'), str):
-            raise RecordingError(f'{where}.event.type" is missing or not a string')
-        seq = event.get('sequence_number')
-        if not isinstance(seq, int) or isinstance(seq, bool) or seq <= last:
-            raise RecordingError(
-                f'{where}.event.sequence_number" is {seq!r}; expected an integer above the one before ({last})'
-            )
-        last = seq
-        if event['type'] == 'response.output_item.done' and not (
-            _is_int(event.get('output_index')) and event['output_index'] >= 0 and isinstance(event.get('item'), dict)
-        ):
-            raise RecordingError(f'{where}.event" (output_item.done) needs an "output_index" >= 0 and an "item" object')
-        if 'response' in event and event['response'] is not None and not isinstance(event['response'], dict):
-            raise RecordingError(f'{where}.event.response" is not a JSON object')
-        events.append((float(at), event))
+        at, event = _event(entry, f'{name}: "run.events[{index}]', last)
+        last = event['sequence_number']
+        events.append((at, event))
     return events
+
+
+def _event(entry: Any, where: str, last: int) -> tuple[float, dict[str, Any]]:
+    """One recorded event and its time; its sequence number must be above `last`."""
+    at = _obj(entry).get('at')
+    event = _obj(entry).get('event')
+    if not isinstance(at, int | float) or isinstance(at, bool) or not 0 <= at <= _MAX_SECONDS:
+        raise RecordingError(
+            f'{where}.at" is {at!r}; expected seconds since the create (a number from 0 to {_MAX_SECONDS})'
+        )
+    if not isinstance(event, dict):
+        raise RecordingError(f'{where}.event" is missing or not a JSON object')
+    event = _obj(event)
+    if not isinstance(event.get('type'), str):
+        raise RecordingError(f'{where}.event.type" is missing or not a string')
+    seq = event.get('sequence_number')
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq <= last:
+        raise RecordingError(
+            f'{where}.event.sequence_number" is {seq!r}; expected an integer above the one before ({last})'
+        )
+    _check_event_shape(event, where)
+    return float(at), event
+
+
+def _check_event_shape(event: dict[str, Any], where: str) -> None:
+    """An `output_item.done` event has its index and item; a `response` field is an object."""
+    if event['type'] == 'response.output_item.done' and not (
+        _is_int(event.get('output_index')) and event['output_index'] >= 0 and isinstance(event.get('item'), dict)
+    ):
+        raise RecordingError(f'{where}.event" (output_item.done) needs an "output_index" >= 0 and an "item" object')
+    if 'response' in event and event['response'] is not None and not isinstance(event['response'], dict):
+        raise RecordingError(f'{where}.event.response" is not a JSON object')
 
 
 def _final(raw: Any, name: str) -> dict[str, Any]:
@@ -377,6 +401,13 @@ def _final(raw: Any, name: str) -> dict[str, Any]:
             f'{name}: "run.final.status" is {status!r}, not an end state ({", ".join(sorted(_TERMINAL_STATUSES))}); '
             'the run did not end while it was recorded'
         )
+    _check_final_times(final, name)
+    _check_final_fields(final, name)
+    return final
+
+
+def _check_final_times(final: dict[str, Any], name: str) -> None:
+    """The terminal response's `created_at` and `completed_at`: Unix seconds or null, at most a replay apart."""
     for key in ('created_at', 'completed_at'):
         if final.get(key) is not None and not (_is_int(final[key]) and 0 <= final[key] < 2**40):
             raise RecordingError(f'{name}: "run.final.{key}" is {final[key]!r}; expected Unix seconds or null')
@@ -385,17 +416,25 @@ def _final(raw: Any, name: str) -> dict[str, Any]:
         raise RecordingError(
             f'{name}: the run lasted {completed - created} s, more than a replay plays ({_MAX_SECONDS})'
         )
+
+
+def _check_final_fields(final: dict[str, Any], name: str) -> None:
+    """The terminal response's id and model, and its output and objects, of the types a replay reads."""
     if final.get('id') is not None and not (isinstance(final['id'], str) and _RUN_ID.fullmatch(final['id'])):
         raise RecordingError(f'{name}: "run.final.id" is {final["id"]!r}; expected a run id such as "resp_<uuid>"')
     if final.get('model') is not None and not _is_model_id(final['model']):
         raise RecordingError(f'{name}: "run.final.model" is {final["model"]!r}; expected "provider/model"')
+    _check_final_objects(final, name)
+
+
+def _check_final_objects(final: dict[str, Any], name: str) -> None:
+    """The terminal response's output is an array of objects; usage, error and incomplete details objects or null."""
     output = final.get('output', [])
     if not isinstance(output, list) or not all(isinstance(item, dict) for item in _arr(output)):
         raise RecordingError(f'{name}: "run.final.output" is not a JSON array of objects')
     for key in ('usage', 'error', 'incomplete_details'):
         if final.get(key) is not None and not isinstance(final[key], dict):
             raise RecordingError(f'{name}: "run.final.{key}" is {final[key]!r}; expected a JSON object or null')
-    return final
 
 
 def _headers(raw: Any, name: str, where: str) -> dict[str, str]:
@@ -506,15 +545,21 @@ class Recorder:
         recording, started = entry
         if headers:
             recording.headers = live_headers(headers)
+        self._merge(recording, events, started, auth)
+        last = recording.events[-1][1]
+        if last.get('type') in _TERMINAL_EVENTS and isinstance(last.get('response'), dict):
+            recording.final = last['response']
+        self._write(recording)
+
+    def _merge(
+        self, recording: Recording, events: list[tuple[float, dict[str, Any]]], started: float, auth: str
+    ) -> None:
+        """Add the events the recording lacks (timed from `started`, cleaned), kept in sequence order."""
         seen = {e.get('sequence_number') for _, e in recording.events}
         for at, event in events:
             if event.get('sequence_number') not in seen:
                 recording.events.append((max(0.0, at - started), self._clean(event, auth)))
         recording.events.sort(key=lambda pair: int(pair[1].get('sequence_number', 0)))
-        last = recording.events[-1][1]
-        if last.get('type') in _TERMINAL_EVENTS and isinstance(last.get('response'), dict):
-            recording.final = last['response']
-        self._write(recording)
 
     def retrieved(self, run_id: str, snapshot: dict[str, Any], auth: str) -> bool:
         """A retrieve's snapshot: a terminal one becomes the final response. True when the events are missing."""
@@ -802,7 +847,6 @@ def replay_run(
     renew = _Renewal(str(final.get('id', '')), f'resp_{uuid.uuid4()}', shift, background, store)
     terminal = renew(final)
     steps = _replay_steps(events or _events_from_final(final), renew, terminal)
-    created = _obj(next((s.event.get('response') for s in steps if s.type == 'response.created'), None))
     base: dict[str, Any] = {**terminal, 'status': 'queued', 'completed_at': None, 'output': [], 'usage': None}
     base |= {'error': None, 'incomplete_details': None}
     return Run(
@@ -815,7 +859,13 @@ def replay_run(
         stream=stream,
         steps=steps,
         base=base,
-        running_model=str(created.get('model') or terminal.get('model', '')),
+        running_model=_running_model(steps, terminal),
         model=str(terminal.get('model', '')),
         terminal=terminal,
     )
+
+
+def _running_model(steps: list[Step], terminal: dict[str, Any]) -> str:
+    """The model a replayed run shows while running: the recorded `response.created`'s, else the final one."""
+    created = _obj(next((s.event.get('response') for s in steps if s.type == 'response.created'), None))
+    return str(created.get('model') or terminal.get('model', ''))

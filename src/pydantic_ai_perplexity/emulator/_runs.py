@@ -620,22 +620,25 @@ def _usage(
     }
 
 
+def _text_format(req: CreateRequest) -> dict[str, Any]:
+    """The response's `text.format`: the requested JSON schema echoed, or plain text."""
+    if req.response_format is None or req.response_format.json_schema is None:
+        return {'type': 'text'}
+    js = req.response_format.json_schema
+    return {'type': 'json_schema', 'name': js.name, 'schema': js.schema_, 'strict': js.strict}
+
+
+def _tool_choice(req: CreateRequest) -> Any:
+    """The response's `tool_choice`: the request's echoed, `auto` when it sent none."""
+    if req.tool_choice is None:
+        return 'auto'
+    if isinstance(req.tool_choice, str):
+        return req.tool_choice
+    return req.tool_choice.model_dump(mode='json', exclude_none=True)
+
+
 def _base(req: CreateRequest, response_id: str, created_at: int, effort: str | None) -> dict[str, Any]:
-    if req.response_format is not None and req.response_format.json_schema is not None:
-        js = req.response_format.json_schema
-        text_format: dict[str, Any] = {
-            'type': 'json_schema',
-            'name': js.name,
-            'schema': js.schema_,
-            'strict': js.strict,
-        }
-    else:
-        text_format = {'type': 'text'}
-    tool_choice: Any = req.tool_choice
-    if tool_choice is None:
-        tool_choice = 'auto'
-    elif not isinstance(tool_choice, str):
-        tool_choice = tool_choice.model_dump(mode='json', exclude_none=True)
+    """The fields every snapshot of the run shares, echoing the request as the live API does."""
     return {
         'id': response_id,
         'object': 'response',
@@ -664,8 +667,8 @@ def _base(req: CreateRequest, response_id: str, created_at: int, effort: str | N
         'temperature': req.temperature if req.temperature is not None else 1,
         'top_p': req.top_p if req.top_p is not None else 1,
         'top_logprobs': 0,
-        'text': {'format': text_format},
-        'tool_choice': tool_choice,
+        'text': {'format': _text_format(req)},
+        'tool_choice': _tool_choice(req),
         'tools': _echo_tools(req),
         'truncation': req.truncation or '',
         'user': None,
@@ -685,15 +688,22 @@ class _Identity:
     @classmethod
     def of(cls, req: CreateRequest, *, unavailable: bool = False) -> _Identity:
         """`unavailable` (the `unavailable` directive): the first of `models` is down, the next one answers."""
-        effort = req.effort if req.effort is not None else req.preset
         base, _ = _level(req)
-        if effort is not None and req.effort is None and base is not None and '@' not in effort:
-            effort = base  # legacy preset names are echoed as the effort they stand for
+        effort = _echoed_effort(req, base)
         listed = list(req.models or ())
         if unavailable and len(listed) > 1:
             listed = listed[1:]
         model = (listed or [None])[0] or req.model or EFFORT_MODELS[base or 'low']
         return cls(effort, model, effort or model)
+
+
+def _echoed_effort(req: CreateRequest, base: str | None) -> str | None:
+    """The effort the response names: the request's, or the effort a legacy preset name stands for."""
+    if req.effort is not None:
+        return req.effort
+    if req.preset is not None and base is not None and '@' not in req.preset:
+        return base
+    return req.preset
 
 
 @dataclass(frozen=True, slots=True)
@@ -706,13 +716,10 @@ class _Text:
 
 def _citations(query: str, plan: _Plan) -> tuple[list[Cited], Cited | None]:
     """The sources the answer cites (with the sentences taken from each), and the injected page if any."""
-    by_url: dict[str, int] = {}
-    for _, results, _ in plan.searches:
-        for result in results:
-            by_url.setdefault(result['url'], result['id'])
+    by_url = _result_ids(plan)
     fetched_urls = {doc.url for batch in plan.fetches for doc in batch}
     injected: Cited | None = None
-    if any(doc is _INJECTED_DOC for _, _, chunk in plan.searches for doc in chunk):
+    if _was_injected(plan):
         injected = Cited(by_url[_INJECTED_DOC.url], _INJECTED_DOC.title, [])
     scores = relevance(query, plan.corpus)
     top = max(scores.values(), default=1.0)
@@ -724,6 +731,20 @@ def _citations(query: str, plan: _Plan) -> tuple[list[Cited], Cited | None]:
         sentences = best_sentences(doc, query, 2 if doc.url in fetched_urls else 1) or [doc.snippet]
         cited.append(Cited(by_url[doc.url], doc.title, sentences))
     return cited, injected
+
+
+def _result_ids(plan: _Plan) -> dict[str, int]:
+    """The id of each search result's URL, its first one when several searches found it."""
+    by_url: dict[str, int] = {}
+    for _, results, _ in plan.searches:
+        for result in results:
+            by_url.setdefault(result['url'], result['id'])
+    return by_url
+
+
+def _was_injected(plan: _Plan) -> bool:
+    """Whether a search of the run found the page that carries an injection."""
+    return any(doc is _INJECTED_DOC for _, _, chunk in plan.searches for doc in chunk)
 
 
 def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Directives) -> _Text:
@@ -898,6 +919,42 @@ _FAILURE = {
 }
 
 
+def _failed(ended: dict[str, Any], timeline: _Timeline, directives: Directives) -> dict[str, Any]:
+    """The terminal snapshot of a run made to fail (its failure event added to the timeline); with an injection,
+    the API's own fields carry the attack: the error's message and the model."""
+    failure = _FAILURE
+    if directives.inject:
+        failure = {**_FAILURE, 'message': f'{_FAILURE["message"]} {_SYSTEM_TURN}'}
+        ended['model'] = f'{ended["model"]} {_SYSTEM_TURN}'
+    timeline.failure(failure)
+    return {**ended, 'status': 'failed', 'error': failure}
+
+
+def _run_usage(
+    req: CreateRequest,
+    plan: _Plan,
+    models: Mapping[str, ModelInfo],
+    model: str,
+    text: str,
+    mcp_tokens: int,
+    *,
+    cache_hit: bool = False,
+) -> dict[str, Any]:
+    """The usage and cost of a run that answered `text` (a repeated `prompt_cache_key` reads its prompt cached)."""
+    reasoning_tokens = plan.level.reasoning_tokens
+    return _usage(
+        models[model],
+        models.get(FETCH_READER_MODEL, MODELS[FETCH_READER_MODEL]),
+        _input_tokens(req, plan, mcp_tokens),
+        tokens(text) + reasoning_tokens,
+        reasoning_tokens,
+        len(plan.searches),
+        [doc for batch in plan.fetches for doc in batch],
+        cached=_prompt_tokens(req) if cache_hit else 0,
+        tier=req.service_tier,
+    )
+
+
 def build_run(
     req: CreateRequest,
     query: str,
@@ -933,28 +990,12 @@ def build_run(
         timeline.reasoning_stopped()
     ended = {**base, 'model': who.model, 'completed_at': int(wall + duration * time_scale)}
     if directives.fail:
-        failure = _FAILURE
-        if directives.inject:  # the API's own fields carry the attack: the error's message and the model
-            failure = {**_FAILURE, 'message': f'{_FAILURE["message"]} {_SYSTEM_TURN}'}
-            ended['model'] = f'{who.model} {_SYSTEM_TURN}'
-        terminal = {**ended, 'status': 'failed', 'error': failure}
-        timeline.failure(failure)
+        terminal = _failed(ended, timeline, directives)
     else:
         message = _message_text(req, query, plan, directives)
         status = 'incomplete' if message.incomplete else 'completed'
         timeline.message(message.text, status)
-        reasoning_tokens = plan.level.reasoning_tokens
-        usage = _usage(
-            models[who.model],
-            models.get(FETCH_READER_MODEL, MODELS[FETCH_READER_MODEL]),
-            _input_tokens(req, plan, mcp_tokens),
-            tokens(message.text) + reasoning_tokens,
-            reasoning_tokens,
-            len(plan.searches),
-            [doc for batch in plan.fetches for doc in batch],
-            cached=_prompt_tokens(req) if cache_hit else 0,
-            tier=req.service_tier,
-        )
+        usage = _run_usage(req, plan, models, who.model, message.text, mcp_tokens, cache_hit=cache_hit)
         terminal = {**ended, 'status': status, 'output': timeline.output, 'usage': usage}
         reason = f'max_output_tokens {_SYSTEM_TURN}' if directives.inject else 'max_output_tokens'
         terminal['incomplete_details'] = {'reason': reason} if message.incomplete else None

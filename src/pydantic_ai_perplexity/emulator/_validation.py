@@ -641,9 +641,12 @@ def _constraint_message(error: ErrorDetails, path: str, leaf: str | None) -> str
 
 
 def _to_api_error(exc: ValidationError) -> ApiError:
+    """The 400 the live API answers for the body's first validation error, in its words."""
     error = _pick(exc.errors(include_url=False))
     kind = error['type']
     path, leaf = _path(tuple(error['loc']))
+    if kind in {'union_tag_invalid', 'union_tag_not_found'}:
+        return _union_tag_error(error, path)
     if kind == 'extra_forbidden':
         return ApiError(400, 'invalid_request', f'invalid request body: json: unknown field "{leaf}"', param=leaf)
     if kind == 'json_invalid':
@@ -652,16 +655,18 @@ def _to_api_error(exc: ValidationError) -> ApiError:
         return ApiError(400, 'invalid_request', 'invalid request body: the body must be a JSON object')
     if kind == 'missing':
         return ApiError(400, 'invalid_request', f'invalid request body: missing required field "{path}"', param=leaf)
-    if kind == 'union_tag_invalid':
-        tag = str(error.get('ctx', {}).get('tag', '')).removeprefix('~')
-        where = f'{path}.type' if path else 'type'
-        return ApiError(400, 'invalid_request', f'invalid request body: unknown {where} "{tag}"', param='type')
-    if kind == 'union_tag_not_found':
-        where = f'{path}.type' if path else 'type'
-        return ApiError(400, 'invalid_request', f'invalid request body: missing required field "{where}"', param='type')
     if kind in _CONSTRAINT_ERRORS:
         return validation_failed(_constraint_message(error, path, leaf))
     return ApiError(400, 'invalid_request', f'invalid request body: field "{path}": {error["msg"]}', param=leaf)
+
+
+def _union_tag_error(error: ErrorDetails, path: str) -> ApiError:
+    """A tagged union's `type` missing or unknown (`union_tag_not_found`, `union_tag_invalid`), as the API says it."""
+    where = f'{path}.type' if path else 'type'
+    if error['type'] == 'union_tag_invalid':
+        tag = str(error.get('ctx', {}).get('tag', '')).removeprefix('~')
+        return ApiError(400, 'invalid_request', f'invalid request body: unknown {where} "{tag}"', param='type')
+    return ApiError(400, 'invalid_request', f'invalid request body: missing required field "{where}"', param='type')
 
 
 # ---------------------------------------------------------------------------------------------------------------

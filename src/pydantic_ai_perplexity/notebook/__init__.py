@@ -17,16 +17,11 @@ needs the OpenTelemetry SDK (the `logfire` extra brings it: `pip install ".[logf
 
 from __future__ import annotations
 
-import gzip
 import html
 import sys
 import threading
-import time
-import zlib
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
@@ -36,11 +31,12 @@ from .._domain.timeline import Timeline
 from ..emulator._offline import (
     use_emulator_if_no_key,
 )  # kept here too: notebooks written before it moved import it from here
+from ._receiver import OtlpReceiver
+from ._records import SpanRecord, from_sdk
+from ._tree import SpanTree, compare_traces
 
 if TYPE_CHECKING:
     from types import TracebackType
-
-    from opentelemetry.sdk.trace import ReadableSpan
 
     from .._domain.budget import BudgetWarning
     from .._domain.results import Progress, ResearchResult
@@ -207,60 +203,7 @@ class LiveProgress:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Traces
-
-
-@dataclass
-class SpanRecord:
-    """One finished span, from this process or another: names, ids (hex), times (ns), service, attributes."""
-
-    name: str
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    start_ns: int
-    end_ns: int
-    service: str
-    kind: str
-    attributes: dict[str, Any] = field(default_factory=dict[str, Any])
-    remote: bool = False
-    #: Span events as `(name, time_ns)`: the research steps, when steps are recorded as events.
-    events: list[tuple[str, int]] = field(default_factory=list[tuple[str, int]])
-
-    @property
-    def duration_s(self) -> float:
-        """How long the span lasted."""
-        return max(self.end_ns - self.start_ns, 0) / 1e9
-
-
-def _from_sdk(span: ReadableSpan) -> SpanRecord:
-    context = span.get_span_context()
-    parent = span.parent
-    resource = span.resource.attributes
-    return SpanRecord(
-        name=span.name,
-        trace_id=format(context.trace_id if context else 0, '032x'),
-        span_id=format(context.span_id if context else 0, '016x'),
-        parent_id=format(parent.span_id, '016x') if parent is not None else None,
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time or 0,
-        service=str(resource.get('service.name', '')),
-        kind=span.kind.name,
-        attributes=dict(span.attributes or {}),
-        events=[(e.name, e.timestamp) for e in span.events],
-    )
-
-
-def _any_value(value: Any) -> Any:
-    kind = value.WhichOneof('value')
-    if kind == 'array_value':
-        return [_any_value(v) for v in value.array_value.values]
-    if kind == 'kvlist_value':
-        return {kv.key: _any_value(kv.value) for kv in value.kvlist_value.values}
-    return getattr(value, kind) if kind else None
-
-
-_OTLP_KINDS = {0: 'UNSPECIFIED', 1: 'INTERNAL', 2: 'SERVER', 3: 'CLIENT', 4: 'PRODUCER', 5: 'CONSUMER'}
+# Traces (the records, the OTLP receiver and the tree live in _records, _receiver and _tree)
 
 
 class SpanCapture:
@@ -301,10 +244,8 @@ class SpanCapture:
         self._tracer = trace.get_tracer('pydantic_ai_perplexity.notebook')
         self._remote: list[SpanRecord] = []
         self._changed = threading.Condition()
-        self._server: ThreadingHTTPServer | None = None
-        self.endpoint: str | None = None
-        if receive_otlp:
-            self._serve()
+        self._receiver = OtlpReceiver(self._received) if receive_otlp else None
+        self.endpoint: str | None = self._receiver.endpoint if self._receiver is not None else None
 
     # -- collecting -----------------------------------------------------------------------------------------
 
@@ -316,7 +257,7 @@ class SpanCapture:
 
     def spans(self, trace_id: str | None = None) -> list[SpanRecord]:
         """Finished spans (this process's and received ones), in start order; only one trace's if given."""
-        local = [_from_sdk(s) for s in self._exporter.get_finished_spans()]
+        local = [from_sdk(s) for s in self._exporter.get_finished_spans()]
         with self._changed:
             remote = list(self._remote)
         every = sorted(local + remote, key=lambda s: s.start_ns)
@@ -334,22 +275,18 @@ class SpanCapture:
 
     def wait_for_remote(self, trace_id: str, *, timeout: float = 30.0) -> bool:
         """Wait until every MCP call this process made in the trace has its server-side span; whether they came."""
-        deadline = time.monotonic() + timeout
         with self._changed:
-            while True:
-                local = [_from_sdk(s) for s in self._exporter.get_finished_spans()]
-                calls = {
-                    s.span_id
-                    for s in local
-                    if s.trace_id == trace_id and s.kind == 'CLIENT' and s.name.startswith('MCP send tools/call')
-                }
-                answered = {s.parent_id for s in self._remote if s.trace_id == trace_id and s.kind == 'SERVER'}
-                if calls <= answered:
-                    return True
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._changed.wait(left)
+            return self._changed.wait_for(lambda: self._answered(trace_id), timeout)
+
+    def _answered(self, trace_id: str) -> bool:
+        """Whether each MCP call this process made in the trace has its server-side span (called holding the lock)."""
+        calls = {
+            s.span_id
+            for s in map(from_sdk, self._exporter.get_finished_spans())
+            if s.trace_id == trace_id and s.kind == 'CLIENT' and s.name.startswith('MCP send tools/call')
+        }
+        answered = {s.parent_id for s in self._remote if s.trace_id == trace_id and s.kind == 'SERVER'}
+        return calls <= answered
 
     def tree(self, trace_id: str, *, title: str | None = None) -> SpanTree:
         """One trace as a tree, to display or print."""
@@ -357,178 +294,12 @@ class SpanCapture:
 
     def close(self) -> None:
         """Stop receiving spans from other processes."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._receiver is not None:
+            self._receiver.close()
+            self._receiver = None
 
-    # -- the OTLP receiver ----------------------------------------------------------------------------------
-
-    def _receive(self, path: str, body: bytes) -> None:
-        if not path.endswith('/v1/traces'):
-            return
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-
-        request = ExportTraceServiceRequest.FromString(body)
-        received: list[SpanRecord] = []
-        for resource_spans in request.resource_spans:
-            resource = {kv.key: _any_value(kv.value) for kv in resource_spans.resource.attributes}
-            received.extend(
-                SpanRecord(
-                    name=span.name,
-                    trace_id=span.trace_id.hex(),
-                    span_id=span.span_id.hex(),
-                    parent_id=span.parent_span_id.hex() or None,
-                    start_ns=span.start_time_unix_nano,
-                    end_ns=span.end_time_unix_nano,
-                    service=str(resource.get('service.name', '')),
-                    kind=_OTLP_KINDS.get(span.kind, 'UNSPECIFIED'),
-                    attributes={kv.key: _any_value(kv.value) for kv in span.attributes},
-                    remote=True,
-                    events=[(e.name, e.time_unix_nano) for e in span.events],
-                )
-                for scope_spans in resource_spans.scope_spans
-                for span in scope_spans.spans
-            )
+    def _received(self, spans: list[SpanRecord]) -> None:
+        """What the receiver got from another process, kept; a waiting `wait_for_remote` looks again."""
         with self._changed:
-            self._remote.extend(received)
+            self._remote.extend(spans)
             self._changed.notify_all()
-
-    def _serve(self) -> None:
-        capture = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get('content-length') or 0))
-                encoding = (self.headers.get('content-encoding') or '').lower()
-                if encoding == 'gzip':
-                    body = gzip.decompress(body)
-                elif encoding == 'deflate':
-                    body = zlib.decompress(body)
-                capture._receive(self.path, body)
-                self.send_response(200)
-                self.send_header('content-type', 'application/x-protobuf')
-                self.send_header('content-length', '0')
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(('127.0.0.1', 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name='pplx-otlp-receiver', daemon=True).start()
-        self.endpoint = f'http://127.0.0.1:{self._server.server_address[1]}'
-
-
-class SpanTree:
-    """A trace drawn as an indented tree: each span with its duration, other processes' spans marked."""
-
-    def __init__(self, spans: Iterable[SpanRecord], *, title: str | None = None) -> None:
-        self.spans = list(spans)
-        roots = [s for s in self.spans if s.parent_id is None]
-        self.title = title or (roots[0].name if roots else 'trace')
-
-    def names(self) -> list[str]:
-        """Span names in tree order (events not included)."""
-        return [span.name for _, span, event in self._walk() if event is None]
-
-    def _walk(self) -> list[tuple[str, SpanRecord, tuple[str, int] | None]]:
-        ids = {s.span_id for s in self.spans}
-        children: dict[str | None, list[SpanRecord]] = {}
-        for span in self.spans:
-            parent = span.parent_id if span.parent_id in ids else None
-            children.setdefault(parent, []).append(span)
-        rows: list[tuple[str, SpanRecord, tuple[str, int] | None]] = []
-
-        def visit(span: SpanRecord, prefix: str, last: bool, top: bool) -> None:
-            rows.append((prefix + ('' if top else '└─ ' if last else '├─ '), span, None))
-            inner = prefix + ('' if top else '   ' if last else '│  ')
-            kids = children.get(span.span_id, [])
-            branch = inner + ('│  ' if kids else '   ') + '· '
-            rows.extend((branch, span, event) for event in span.events if event[0] != 'exception')
-            for i, kid in enumerate(kids):
-                visit(kid, inner, i == len(kids) - 1, False)
-
-        for root in children.get(None, []):
-            visit(root, '', True, True)
-        return rows
-
-    def lines(self) -> list[str]:
-        """The tree as text lines: branch, name, duration (an event: when, after its span began), and
-        `[service]` for another process's spans."""
-        rows = self._walk()
-        width = max((len(p) + len(e[0] if e else s.name) for p, s, e in rows), default=0)
-        lines: list[str] = []
-        for prefix, span, event in rows:
-            if event is None:
-                text = f'{(prefix + span.name).ljust(width)}  {span.duration_s:7.3f} s'
-            else:
-                at = max(event[1] - span.start_ns, 0) / 1e9
-                text = f'{(prefix + event[0]).ljust(width)} @{at:7.3f} s'
-            lines.append(text + (f'  [{span.service}]' if span.remote and span.service else ''))
-        return lines
-
-    def __str__(self) -> str:
-        return '\n'.join([self.title, *self.lines()])
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        return self.to_html()
-
-    def _repr_markdown_(self) -> str:
-        return self.to_markdown()
-
-    def to_markdown(self) -> str:
-        """The tree as Markdown: its title, then its lines in a code block (monospace, aligned, never wrapped)."""
-        fence = '````' if any('```' in line for line in self.lines()) else '```'
-        return f'**{self.title}** ({len(self.spans)} spans)\n\n{fence}\n' + '\n'.join(self.lines()) + f'\n{fence}'
-
-    def to_html(self) -> str:
-        """The tree as an HTML fragment (a titled `<pre>` block, monospace and left-aligned in any front end)."""
-        esc = html.escape
-        return (
-            f'<div class="pplx-trace-tree" style="text-align:left"><strong>{esc(self.title)}</strong> '
-            f'({len(self.spans)} spans)<pre class="pplx-trace" style="{_PRE_STYLE}">'
-            f'{esc(chr(10).join(self.lines()))}</pre></div>'
-        )
-
-
-#: A trace tree's lines are aligned by character: monospace, never wrapped (scrolls when too wide), left-aligned.
-_PRE_STYLE = (
-    "font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,'DejaVu Sans Mono','Liberation Mono',monospace;"
-    'font-size:12px;line-height:1.35;white-space:pre;overflow-x:auto;text-align:left;margin:.3em 0;padding:0'
-)
-
-
-class _Comparison:
-    def __init__(self, trees: Mapping[str, SpanTree]) -> None:
-        self.trees = dict(trees)
-
-    def __str__(self) -> str:
-        return '\n\n'.join(f'== {name} ==\n{tree}' for name, tree in self.trees.items())
-
-    __repr__ = __str__
-
-    def _repr_markdown_(self) -> str:
-        return '\n\n'.join(
-            tree.to_markdown().replace(f'**{tree.title}**', f'**{name}**: {tree.title}', 1)
-            for name, tree in self.trees.items()
-        )
-
-    def _repr_html_(self) -> str:
-        # Side by side in flex boxes, not table cells (which front ends right-align); one under the other when narrow.
-        boxes = ''.join(
-            f'<div style="flex:0 1 auto;min-width:0;text-align:left"><h4 style="margin:.2em 0">{html.escape(name)}</h4>'
-            f'{tree.to_html()}</div>'
-            for name, tree in self.trees.items()
-        )
-        return (
-            '<div class="pplx-trace-comparison tex2jax_ignore mathjax_ignore" style="display:flex;flex-wrap:wrap;'
-            f'gap:.5em 2.5em;align-items:flex-start;text-align:left">{boxes}</div>'
-        )
-
-
-def compare_traces(trees: Mapping[str, SpanTree]) -> Any:
-    """Trees side by side in a notebook (one after the other as text): `compare_traces({'in-process': t1, ...})`."""
-    return _Comparison(trees)

@@ -415,11 +415,25 @@ def _read_deep_config(target: Path) -> dict[str, Any]:
     """pydantic-deep's config file, read only if it is a regular file of at most `DEEP_CONFIG_MAX_BYTES` holding a
     JSON object whose `user_servers` is a list of objects and `builtin_state` an object (each may be absent), nested
     at most `DEEP_CONFIG_MAX_DEPTH` deep; `{}` if there is no file. Anything else raises `ConfigFileError`."""
-    fix = 'fix or move it first.'
+    raw = _read_regular_file(target)
+    if raw is None:
+        return {}
+    data = _config_object(raw, target)
+    _check_config_shape(data, target)
+    return data
+
+
+#: How a refusal to touch pydantic-deep's config file ends.
+_FIX = 'fix or move it first.'
+
+
+def _read_regular_file(target: Path) -> bytes | None:
+    """The bytes of `target` if it is a regular file (no link followed, a FIFO never waited on) of at most
+    `DEEP_CONFIG_MAX_BYTES`; None if there is none."""
     try:  # non-blocking: opening a FIFO waits for no writer; no link is followed
         fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0))
     except FileNotFoundError:
-        return {}
+        return None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -433,32 +447,40 @@ def _read_deep_config(target: Path) -> dict[str, Any]:
     finally:
         os.close(fd)
     if size > DEEP_CONFIG_MAX_BYTES:
-        raise ConfigFileError(f'{target} is larger than {DEEP_CONFIG_MAX_BYTES:,} bytes, too big for a config; {fix}')
+        raise ConfigFileError(f'{target} is larger than {DEEP_CONFIG_MAX_BYTES:,} bytes, too big for a config; {_FIX}')
+    return b''.join(chunks)
+
+
+def _config_object(raw: bytes, target: Path) -> dict[str, Any]:
+    """The config file's bytes as a JSON object (empty text: `{}`), nested at most `DEEP_CONFIG_MAX_DEPTH` deep."""
     try:
-        loaded: Any = json.loads(b''.join(chunks).decode('utf-8') or '{}')
+        loaded: Any = json.loads(raw.decode('utf-8') or '{}')
     except UnicodeDecodeError:
-        raise ConfigFileError(f'{target} is not UTF-8 text; {fix}') from None
+        raise ConfigFileError(f'{target} is not UTF-8 text; {_FIX}') from None
     except RecursionError:
-        raise ConfigFileError(f'{target} is nested too deeply to be a config; {fix}') from None
+        raise ConfigFileError(f'{target} is nested too deeply to be a config; {_FIX}') from None
     except ValueError as exc:
-        raise ConfigFileError(f'{target} is not valid JSON ({exc}); {fix}') from None
+        raise ConfigFileError(f'{target} is not valid JSON ({exc}); {_FIX}') from None
     if _depth(loaded) > DEEP_CONFIG_MAX_DEPTH:
-        raise ConfigFileError(f'{target} is nested deeper than {DEEP_CONFIG_MAX_DEPTH} levels; {fix}')
+        raise ConfigFileError(f'{target} is nested deeper than {DEEP_CONFIG_MAX_DEPTH} levels; {_FIX}')
     if not isinstance(loaded, dict):
-        raise ConfigFileError(f'{target} does not hold a JSON object (it holds {_json_kind(loaded)}); {fix}')
-    data = cast('dict[str, Any]', loaded)
+        raise ConfigFileError(f'{target} does not hold a JSON object (it holds {_json_kind(loaded)}); {_FIX}')
+    return cast('dict[str, Any]', loaded)
+
+
+def _check_config_shape(data: dict[str, Any], target: Path) -> None:
+    """`user_servers` is a list of objects and `builtin_state` an object, where the config has them."""
     servers = data.get('user_servers')
     if servers is not None and not isinstance(servers, list):
-        raise ConfigFileError(f'{target}: "user_servers" is {_json_kind(servers)}, not a list of servers; {fix}')
+        raise ConfigFileError(f'{target}: "user_servers" is {_json_kind(servers)}, not a list of servers; {_FIX}')
     for i, entry in enumerate(cast('list[Any]', servers or []), start=1):
         if not isinstance(entry, dict):
             raise ConfigFileError(
-                f'{target}: server {i} of "user_servers" is {_json_kind(entry)}, not an object; {fix}'
+                f'{target}: server {i} of "user_servers" is {_json_kind(entry)}, not an object; {_FIX}'
             )
     state = data.get('builtin_state')
     if state is not None and not isinstance(state, dict):
-        raise ConfigFileError(f'{target}: "builtin_state" is {_json_kind(state)}, not an object; {fix}')
-    return data
+        raise ConfigFileError(f'{target}: "builtin_state" is {_json_kind(state)}, not an object; {_FIX}')
 
 
 def _depth(value: Any) -> int:
