@@ -66,7 +66,6 @@ if TYPE_CHECKING:
 
 __all__ = (
     'EFFORTS',
-    'ON_BUDGET_ENV',
     'BatchKeywords',
     'OnBudgetWarning',
     'OnProgress',
@@ -77,9 +76,6 @@ __all__ = (
     'research',
     'research_sync',
 )
-
-#: What a run that does not fit the budget does when `on_budget` is not given: `refuse` (unset) or `tighten`.
-ON_BUDGET_ENV = 'PERPLEXITY_ON_BUDGET'
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
@@ -188,6 +184,7 @@ class Researcher:
             wait_seconds=wait_seconds,
             budget_usd=budget_usd,
             budget=budget,
+            on_budget=on_budget,
         )
         self.effort = self.settings.effort
         self.wait_seconds = self.settings.wait_seconds
@@ -201,10 +198,7 @@ class Researcher:
         self.reuse_within = _check_reuse(reuse_within)
         self._clock = clock or _utc_now
         self._warned: set[tuple[str, str | None, str | None, str]] = set()
-        if on_budget is None:
-            on_budget = cast('OnBudget', os.environ.get(ON_BUDGET_ENV, '').strip().lower() or 'refuse')
-            if on_budget not in ('refuse', 'tighten'):
-                raise ConfigurationError(f'{ON_BUDGET_ENV} must be "refuse" (the default) or "tighten".')
+        on_budget = self.settings.on_budget
         if on_budget not in ('refuse', 'tighten'):
             raise ConfigurationError(f'on_budget={on_budget!r}: use "refuse" (the default) or "tighten".')
         #: A run that does not fit what is left of the budget is refused (`'refuse'`), or run with lower limits
@@ -221,9 +215,10 @@ class Researcher:
             raise ConfigurationError('A budget needs the ledger to record spend: drop ledger=False or the budget.')
         self._owns_client = client is None
         self._client = client
+        # The key and URL Settings read and checked, so the client does not read the environment again ('' for no key).
         self._client_settings: dict[str, Any] = {
-            'api_key': api_key,
-            'base_url': base_url,
+            'api_key': self.settings.api_key or '',
+            'base_url': self.settings.base_url,
             'http_client': http_client,
             'max_retries': max_retries,
         }

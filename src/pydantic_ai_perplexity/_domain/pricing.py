@@ -41,9 +41,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from .._base.env import ENV
 from .._base.errors import ConfigurationError
 from .options import LEGACY_PRESETS
 from .prices import LIVE_MODELS, LIVE_TOOL_FEES
+from .settings import variable
 
 if TYPE_CHECKING:
     from ..client import PerplexityClient
@@ -72,7 +74,7 @@ __all__ = (
 
 _log = logging.getLogger('pydantic_ai_perplexity.pricing')
 
-PRICES_ENV = 'PERPLEXITY_PRICES'
+PRICES_ENV = ENV.PRICES
 #: Output tokens a tightened request keeps at least (an answer needs room).
 MIN_OUTPUT_TOKENS = 1024
 #: How long prices read from the API's `/v1/models` are used before they are read again.
@@ -431,7 +433,7 @@ def default_prices(base: PriceTable | None = None) -> PriceTable:
     """
     global _loaded
     table = base or _FALLBACK
-    raw = os.environ.get(PRICES_ENV, '').strip()
+    raw = variable(PRICES_ENV)
     if raw:
         with _lock:
             if _loaded is None or _loaded[0] != raw or _loaded[1] is not table:

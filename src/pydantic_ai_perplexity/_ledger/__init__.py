@@ -88,6 +88,7 @@ from .._domain.pricing import (
     limit_request,
     reservation,
 )
+from .._domain.settings import OnBudget, variable
 from ._engine import MIGRATIONS, SCHEMA_VERSION, Engine, EngineName, Failure, MigrationDB, Reserved, migration
 from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url, target_problem
 from ._recorder import Recorder, track
@@ -148,8 +149,6 @@ __all__ = (
 )
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
-#: What a run does when it does not fit what is left of the budget: be refused (the default), or run tightened.
-OnBudget = Literal['refuse', 'tighten']
 #: Statuses of runs that hold their reservation until they report a cost.
 _IN_FLIGHT = (RESERVED, 'starting', 'queued', 'in_progress', 'cancelling')
 _T = TypeVar('_T')
@@ -162,7 +161,7 @@ def _engine_for(target: str | os.PathLike[str] | None) -> Engine:
     """The engine a `Ledger` argument (or, for None, `PERPLEXITY_LEDGER_URL` or the default file) selects."""
     source = 'the ledger argument'
     if target is None:
-        target = os.environ.get(LEDGER_URL_ENV, '').strip() or None
+        target = variable(LEDGER_URL_ENV) or None
         source = LEDGER_URL_ENV
         if target is None:
             return SQLiteEngine(default_ledger_path())

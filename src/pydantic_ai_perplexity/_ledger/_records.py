@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from .._base.env import ENV
 from .._base.errors import BudgetExceededError
 from .._domain.options import LEGACY_PRESETS
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
 
-BUDGET_ENV = 'PERPLEXITY_BUDGET_USD'
-STATE_DIR_ENV = 'PERPLEXITY_STATE_DIR'
-LEDGER_URL_ENV = 'PERPLEXITY_LEDGER_URL'
+BUDGET_ENV = ENV.BUDGET_USD
+STATE_DIR_ENV = ENV.STATE_DIR
+LEDGER_URL_ENV = ENV.LEDGER_URL
 
 #: The least a run at each effort is reserved in USD (its floor): the reservation is the larger of this and the most
 #: its request can cost (`pricing.reservation`), charged against the budget until the actual cost is known.
@@ -227,9 +227,9 @@ def budget_from_env() -> float | None:
     Raises:
         ConfigurationError: the variable is not a finite, non-negative number (checked by `settings.check_budget`).
     """
-    from .._domain.settings import check_budget
+    from .._domain.settings import check_budget, variable
 
-    raw = os.environ.get(BUDGET_ENV, '').strip()
+    raw = variable(BUDGET_ENV)
     return check_budget(raw) if raw else None
 
 

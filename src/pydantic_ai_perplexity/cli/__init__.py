@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 
 import click
 
+from .._base.env import ENV, OFFLINE_TIME_SCALE
+from .._domain.settings import variable
+
 if TYPE_CHECKING:
     from .._domain.results import ResearchResult, Source
     from .._domain.steps import Step
@@ -90,12 +93,17 @@ def _configure_tracing() -> None:
 @contextlib.contextmanager
 def _endpoint(*, no_wait: bool = False) -> Generator[dict[str, str]]:
     """The API to talk to: the configured one, or (with no key) a built-in emulator, said in one line."""
-    if os.environ.get('PERPLEXITY_API_KEY'):
+    if variable(ENV.API_KEY):
         yield {}
         return
     from ..emulator import Emulator
+    from ..emulator._offline import offline_time_scale
 
-    with Emulator(time_scale=float(os.environ.get('PERPLEXITY_EMULATOR_TIME_SCALE') or '0.05')) as emu:
+    try:
+        time_scale = offline_time_scale()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    with Emulator(time_scale=time_scale) as emu:
         note = ' It stops when this command ends, so this run cannot be collected later.' if no_wait else ''
         _err(f'No PERPLEXITY_API_KEY set: using the built-in emulator at {emu.base_url} (answers are canned).{note}')
         base_url = emu.base_url
@@ -564,7 +572,7 @@ def research(
                 display.summary(result)
             return result
 
-    emulated = not os.environ.get('PERPLEXITY_API_KEY')
+    emulated = not variable(ENV.API_KEY)
     try:
         with _endpoint(no_wait=no_wait) as settings:
             result = anyio.run(go, settings)
@@ -727,7 +735,7 @@ def _refresh(ledger: Any, records: list[RunRecord]) -> list[RunRecord]:
     """`records`, the unfinished ones refreshed from the API (bounded, cached) when a key is set."""
     from .._core.reconcile import UNFINISHED
 
-    if not any(r.status in UNFINISHED for r in records) or not os.environ.get('PERPLEXITY_API_KEY', '').strip():
+    if not any(r.status in UNFINISHED for r in records) or not variable(ENV.API_KEY):
         return records
     import anyio
 
@@ -953,7 +961,7 @@ def _snapshot(record: RunRecord) -> ResearchResult | None:
     """The run as the API has it now, read as a result: what a running run found so far, or a finished run's answer
     and sources. None if it cannot be asked: no key, the run went to another API than the configured one (its id is
     never sent elsewhere), or the API did not answer within 5 s."""
-    if not os.environ.get('PERPLEXITY_API_KEY', '').strip():
+    if not variable(ENV.API_KEY):
         return None
     import anyio
 
@@ -1264,11 +1272,11 @@ def config(client: str, write: bool, launcher: str) -> None:
 @click.option('--transport', type=click.Choice(['stdio', 'http']), default='stdio', show_default=True)
 @click.option('--host', default='127.0.0.1', show_default=True, help='HTTP only. Non-loopback needs a token.')
 @click.option('--port', type=int, default=8000, show_default=True, help='HTTP only.')
-@click.option('--token', envvar='PERPLEXITY_MCP_TOKEN', help='HTTP bearer token clients must send.')
+@click.option('--token', envvar=ENV.MCP_TOKEN, help='HTTP bearer token clients must send.')
 @click.option(
     '--tokens-file',
     type=click.Path(dir_okay=False),
-    envvar='PERPLEXITY_MCP_TOKENS_FILE',
+    envvar=ENV.MCP_TOKENS_FILE,
     help='HTTP only: named tokens (JSON or name:token lines), re-read when the file changes.',
 )
 @click.option(
@@ -1279,13 +1287,13 @@ def config(client: str, write: bool, launcher: str) -> None:
 @click.option(
     '--header-timeout',
     type=click.FloatRange(min=0, min_open=True, max=3600),
-    envvar='PERPLEXITY_MCP_HEADER_TIMEOUT',
+    envvar=ENV.MCP_HEADER_TIMEOUT,
     help='HTTP only: seconds a connection has to send a whole request head, then it is closed.  [default: 10]',
 )
 @click.option(
     '--max-connections-per-client',
     type=click.IntRange(min=1),
-    envvar='PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT',
+    envvar=ENV.MCP_MAX_CONNECTIONS_PER_CLIENT,
     help='HTTP only: connections one client address may hold (behind a proxy, raise it).  [default: 1024]',
 )
 @click.option(
@@ -1340,10 +1348,17 @@ def mcp(
 @click.option('--port', type=int, default=8787, show_default=True)
 @click.option(
     '--api-key',
-    envvar='PERPLEXITY_EMULATOR_API_KEY',
+    envvar=ENV.EMULATOR_API_KEY,
     help='The key the emulator accepts (default: a random pplx-emulator-… key, printed on loopback only).',
 )
-@click.option('--time-scale', type=float, default=0.1, show_default=True, help='Real seconds per emulated second.')
+@click.option(
+    '--time-scale',
+    type=click.FloatRange(min=0),
+    envvar=ENV.EMULATOR_TIME_SCALE,
+    default=OFFLINE_TIME_SCALE,
+    show_default=True,
+    help='Real seconds per emulated second.',
+)
 @click.option(
     '--record',
     type=click.Path(file_okay=False),
@@ -1366,7 +1381,7 @@ def mcp(
 @click.option(
     '--corpus',
     type=click.Path(file_okay=False),
-    envvar='PERPLEXITY_EMULATOR_CORPUS',
+    envvar=ENV.EMULATOR_CORPUS,
     help='Search the pages in DIR (*.md with url:/title: front matter, or *.json) instead of the built-in ones.',
 )
 def emulator(

@@ -19,7 +19,7 @@ from typing import Any, Self, TypeVar
 import anyio
 import httpx2
 from httpx2._client import UseClientDefault
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 from typing_extensions import Unpack
 
 from .._base.errors import (
@@ -76,8 +76,9 @@ class PerplexityClient:
 
     **Parameters:**
 
-    * `api_key`: defaults to `PERPLEXITY_API_KEY`. Optional at construction; a call that needs it raises
-      `ConfigurationError` naming the variable (`models()` is sent without one, and the live API then answers 401).
+    * `api_key` (a string or a `SecretStr`): defaults to `PERPLEXITY_API_KEY`. Optional at construction; a call
+      that needs it raises `ConfigurationError` naming the variable (`models()` is sent without one, and the live
+      API then answers 401).
     * `base_url`: defaults to `PERPLEXITY_BASE_URL`, else `https://api.perplexity.ai`. Must be https, or http
       to a loopback host (the emulator).
     * `timeout`: per request; default 60 s to read, 5 s to connect (with `http_client`: that client's own).
@@ -89,7 +90,7 @@ class PerplexityClient:
     def __init__(
         self,
         *,
-        api_key: str | None = None,
+        api_key: str | SecretStr | None = None,
         base_url: str | None = None,
         timeout: float | httpx2.Timeout | _NotGiven | None = NOT_GIVEN,
         max_retries: int = 2,

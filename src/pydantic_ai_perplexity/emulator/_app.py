@@ -33,6 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .._base.env import ENV
 from ._corpus import DEFAULT_CORPUS, Corpus, load_corpus, search_corpus
 from ._errors import ApiError, json_bytes
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
@@ -78,7 +79,7 @@ RATE_LIMIT = 50
 #: Where a recording proxy forwards to by default: Perplexity's API.
 DEFAULT_UPSTREAM = 'https://api.perplexity.ai'
 #: A folder of pages every emulator searches instead of the built-in corpus, unless given its own `corpus`.
-CORPUS_ENV = 'PERPLEXITY_EMULATOR_CORPUS'
+CORPUS_ENV = ENV.EMULATOR_CORPUS
 #: The header on every response the emulator serves (JSON, SSE and errors alike): its value is the version of
 #: the emulator, so a client can tell an emulated answer from a real one and say so.
 EMULATOR_HEADER = 'x-pplx-emulator'
