@@ -39,6 +39,7 @@ from .._base.errors import (
     ResearchTimeoutError,
     RunMayHaveStartedError,
 )
+from .._base.statuses import STARTING
 from .._domain.budget import Budget, BudgetWarning, SpendLine
 from .._domain.options import (
     EFFORTS,
@@ -555,7 +556,7 @@ class Researcher:
                 query=self.client.redact(query),  # a key pasted into a question is never stored
                 effort=effort,
                 model=request.get('model'),
-                status='starting',
+                status=STARTING,
                 origin=self.origin,
                 caller=caller,
                 request_id=request_id,

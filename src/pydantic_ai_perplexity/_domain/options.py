@@ -32,6 +32,7 @@ from pydantic.fields import FieldInfo
 from typing_extensions import TypedDict
 
 from .._base.errors import InvalidArgumentError
+from .._base.statuses import RunStatus
 
 if TYPE_CHECKING:
     from ..client._params import AgentRequest, McpTool, ResponseFormat, Tool, WebSearchFilters
@@ -70,7 +71,6 @@ RECENCIES: tuple[str, ...] = get_args(Recency)
 LegacyPreset = Literal['fast-search', 'pro-search', 'deep-research', 'advanced-deep-research']
 #: Every status a run can have. `requires_action` is in the API's schema with no flow documented: not terminal, yet
 #: waiting longer changes nothing.
-RunStatus = Literal['queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled']
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 
 #: The old preset names the API still accepts, and the effort each stands for.

@@ -63,6 +63,7 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast
 
 from .._base.errors import BudgetExceededError, ConfigurationError
+from .._base.statuses import UNFINISHED_ROWS
 from .._domain.budget import (
     ANY_CALLER,
     Budget,
@@ -149,8 +150,8 @@ __all__ = (
 )
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
-#: Statuses of runs that hold their reservation until they report a cost.
-_IN_FLIGHT = (RESERVED, 'starting', 'queued', 'in_progress', 'cancelling')
+#: Statuses of runs that hold their reservation until they report a cost (`requires_action` too: it goes on).
+_IN_FLIGHT = UNFINISHED_ROWS
 _T = TypeVar('_T')
 #: Writes kept in memory, in order, while the store fails; beyond this the oldest are dropped (with a warning).
 BACKLOG_LIMIT = 1000

@@ -12,6 +12,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, V
 
 from .._base.env import ENV
 from .._base.errors import BudgetExceededError
+from .._base.statuses import RESERVED as RESERVED  # the ledger's modules import it from here
 from .._domain.options import LEGACY_PRESETS
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
@@ -32,8 +33,7 @@ ESTIMATED_COST_USD: dict[str, float] = {'fast': 0.01, 'low': 0.05, 'medium': 0.2
 DEFAULT_EFFORT = 'medium'
 _EFFORT_ALIASES = LEGACY_PRESETS  # the old preset names the API still accepts
 
-#: The status of a row that holds budget for a run whose create has not answered yet.
-RESERVED = 'reserved'
+#: The start of the key of a row that holds budget for a run whose create has not answered yet.
 _PROVISIONAL_PREFIX = 'pending_'
 
 EPSILON_USD = 1e-9  # for comparing USD floats read back (the ledger itself compares integer micro-dollars)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast
 import click
 
 from .._base.env import ENV, OFFLINE_TIME_SCALE
+from .._base.statuses import ROW_STATUSES
 from .._domain.settings import variable
 
 if TYPE_CHECKING:
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
     from .._domain.steps import Step
     from .._ledger import Ledger, RunRecord
 
-STATUSES = (
-    'queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling',
-    'reserved',
-)  # fmt: skip
 #: Exit status of `research` / `jobs wait` when the run ended failed, incomplete or cancelled.
 EXIT_RUN_FAILED = 1
 #: Exit status of `research --strict` / `jobs wait --strict` when the run completed without finding a single source.
@@ -733,7 +730,7 @@ def jobs() -> None:
 
 def _refresh(ledger: Any, records: list[RunRecord]) -> list[RunRecord]:
     """`records`, the unfinished ones refreshed from the API (bounded, cached) when a key is set."""
-    from .._core.reconcile import UNFINISHED
+    from .._base.statuses import UNFINISHED_ROWS as UNFINISHED
 
     if not any(r.status in UNFINISHED for r in records) or not variable(ENV.API_KEY):
         return records
@@ -794,7 +791,7 @@ def _cost(record: RunRecord) -> str:
 
 
 @jobs.command('list', context_settings=_CONTEXT)
-@click.option('--status', type=click.Choice(STATUSES), help='Only runs with this status.')
+@click.option('--status', type=click.Choice(ROW_STATUSES), help='Only runs with this status.')
 @click.option('--limit', type=click.IntRange(1, 10_000), default=20, show_default=True, help='At most this many.')
 @click.option('--json', 'as_json', is_flag=True, help='Print the records as JSON.')
 def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
@@ -888,7 +885,7 @@ def jobs_show(response_id: str, as_json: bool) -> None:
     if as_json:
         _out_json(record.model_dump_json(indent=2))
         return
-    from .._core.reconcile import UNFINISHED
+    from .._base.statuses import UNFINISHED_ROWS as UNFINISHED
     from .._domain.results import Usage
 
     snapshot = _snapshot(record)

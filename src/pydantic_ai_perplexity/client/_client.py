@@ -30,6 +30,7 @@ from .._base.errors import (
     PermissionDeniedError,
     ResearchTimeoutError,
 )
+from .._base.statuses import SETTLED_STATUSES
 from .._core import tracing
 from ._errors import as_object, invalid_run_id, redact
 from ._models import AgentEvent, CancelAck, Model, ModelList, Response, SearchResponse
@@ -46,8 +47,6 @@ POLL_INTERVAL_CAP = 10.0
 _POLL_GROWTH = 1.5
 #: At most this long for the one retrieve `wait` makes when its budget ended before any snapshot was seen.
 _LAST_LOOK_S = 5.0
-#: Statuses after which waiting longer changes nothing: the terminal ones, and `requires_action` (no flow exists).
-_SETTLED = frozenset({'completed', 'failed', 'cancelled', 'incomplete', 'requires_action'})
 _AGENT_KEYS = AgentRequest.__required_keys__ | AgentRequest.__optional_keys__
 _SEARCH_KEYS = SearchRequest.__required_keys__ | SearchRequest.__optional_keys__
 
@@ -333,7 +332,7 @@ class PerplexityClient:
         while True:
             run = await self.retrieve(response_id)
             seen.last = run
-            if run.status in _SETTLED:
+            if run.status in SETTLED_STATUSES:
                 return run
             if on_snapshot is not None:
                 outcome = on_snapshot(run)

@@ -1,0 +1,87 @@
+"""One vocabulary: run statuses and efforts are defined once, and every layer (wire, ledger, MCP, CLI, emulator) uses
+those definitions instead of spelling its own."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import get_args
+
+from pydantic_ai_perplexity._base.statuses import (
+    CANCELLING,
+    END_EVENTS,
+    RESERVED,
+    ROW_STATUSES,
+    SETTLED_STATUSES,
+    STARTING,
+    TERMINAL_STATUSES,
+    UNFINISHED_ROWS,
+    UNFINISHED_STATUSES,
+    RunStatus,
+)
+from pydantic_ai_perplexity.client import TERMINAL_STATUSES as WIRE_TERMINAL
+from pydantic_ai_perplexity.client import AgentEvent, Response
+
+SRC = Path(__file__).resolve().parents[1] / 'src' / 'pydantic_ai_perplexity'
+
+
+def test_every_api_status_is_either_terminal_or_unfinished() -> None:
+    api = set(get_args(RunStatus))
+    assert api == TERMINAL_STATUSES | UNFINISHED_STATUSES and not TERMINAL_STATUSES & UNFINISHED_STATUSES
+    assert 'requires_action' in UNFINISHED_STATUSES  # the run goes on once the caller sends its tools' results
+    assert SETTLED_STATUSES == TERMINAL_STATUSES | {'requires_action'}
+    assert set(END_EVENTS.values()) == TERMINAL_STATUSES
+    assert WIRE_TERMINAL is TERMINAL_STATUSES
+
+
+def test_a_ledger_row_is_unfinished_exactly_when_its_status_is_not_terminal() -> None:
+    assert set(UNFINISHED_ROWS) == set(ROW_STATUSES) - TERMINAL_STATUSES
+    assert {RESERVED, STARTING, CANCELLING} <= set(UNFINISHED_ROWS) and UNFINISHED_STATUSES <= set(UNFINISHED_ROWS)
+    assert len(set(ROW_STATUSES)) == len(ROW_STATUSES) == 10
+
+
+def test_the_wire_models_read_the_shared_sets() -> None:
+    for status in ROW_STATUSES:
+        assert Response(id='resp_1', status=status).done is (status in TERMINAL_STATUSES)
+    for event in (*END_EVENTS, 'error', 'response.in_progress', 'response.output_text.delta'):
+        assert AgentEvent(type=event).is_terminal is (event in END_EVENTS or event == 'error')
+
+
+#: Statuses that only a definition of "unfinished" (or of "ended") would list together.
+_UNFINISHED_WORDS = {*UNFINISHED_ROWS}
+
+
+def _status_sets(tree: ast.AST) -> list[tuple[int, list[str]]]:
+    """Set, tuple, list and dict-key literals that spell a set of run statuses: two or more, one of them unfinished,
+    or all four terminal ones. `Literal[...]` annotations are types (an output item's status), not such sets."""
+    typed = {
+        id(node.slice) for node in ast.walk(tree) if isinstance(node, ast.Subscript) and 'Literal' in ast.unparse(node)
+    }
+    found: list[tuple[int, list[str]]] = []
+    for node in ast.walk(tree):
+        if id(node) in typed:
+            continue
+        if isinstance(node, ast.Set | ast.Tuple | ast.List):
+            elements = node.elts
+        elif isinstance(node, ast.Dict):
+            elements = [key for key in node.keys if key is not None]
+        else:
+            continue
+        words = [e.value for e in elements if isinstance(e, ast.Constant) and e.value in {*ROW_STATUSES, *END_EVENTS}]
+        if len(words) >= 2 and (set(words) & _UNFINISHED_WORDS or TERMINAL_STATUSES <= set(words)):
+            found.append((node.lineno, words))
+    return found
+
+
+def test_no_module_spells_its_own_set_of_statuses() -> None:
+    spelled = {
+        str(path.relative_to(SRC)): found
+        for path in sorted(SRC.rglob('*.py'))
+        if path.relative_to(SRC).as_posix() != '_base/statuses.py'
+        if (found := _status_sets(ast.parse(path.read_text(encoding='utf-8'))))
+    }
+    assert spelled == {}
+    probe = ast.parse(
+        "A = ('queued', 'in_progress')\nB: Literal['in_progress', 'completed']\nC = {'failed', 'cancelled'}"
+    )
+    assert _status_sets(probe) == [(1, ['queued', 'in_progress'])]
