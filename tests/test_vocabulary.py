@@ -7,6 +7,10 @@ import ast
 from pathlib import Path
 from typing import get_args
 
+import pytest
+
+from pydantic_ai_perplexity._base.env import ENV
+from pydantic_ai_perplexity._base.errors import InvalidArgumentError
 from pydantic_ai_perplexity._base.statuses import (
     CANCELLING,
     END_EVENTS,
@@ -19,8 +23,20 @@ from pydantic_ai_perplexity._base.statuses import (
     UNFINISHED_STATUSES,
     RunStatus,
 )
+from pydantic_ai_perplexity._domain.efforts import (
+    DEFAULT_EFFORT,
+    EFFORTS,
+    LEGACY_PRESETS,
+    effort_level,
+    normalize_effort,
+)
+from pydantic_ai_perplexity._domain.pricing import PriceTable
+from pydantic_ai_perplexity._domain.settings import Settings
+from pydantic_ai_perplexity._ledger import ESTIMATED_COST_USD, estimate_cost
 from pydantic_ai_perplexity.client import TERMINAL_STATUSES as WIRE_TERMINAL
 from pydantic_ai_perplexity.client import AgentEvent, Response
+from pydantic_ai_perplexity.emulator._errors import ApiError
+from pydantic_ai_perplexity.emulator._validation import resolve_effort
 
 SRC = Path(__file__).resolve().parents[1] / 'src' / 'pydantic_ai_perplexity'
 
@@ -85,3 +101,60 @@ def test_no_module_spells_its_own_set_of_statuses() -> None:
         "A = ('queued', 'in_progress')\nB: Literal['in_progress', 'completed']\nC = {'failed', 'cancelled'}"
     )
     assert _status_sets(probe) == [(1, ['queued', 'in_progress'])]
+
+
+# -- efforts ---------------------------------------------------------------------------------------------------------
+
+_NAMES = (*EFFORTS, 'fast@2026-10-16.0', ' High ', *LEGACY_PRESETS, 'XHIGH@2026-01-02.3')
+
+
+@pytest.mark.parametrize('name', _NAMES)
+def test_an_effort_is_read_one_way_everywhere(name: str) -> None:
+    level = normalize_effort(name).partition('@')[0]
+    assert level in EFFORTS and effort_level(name) == level
+    assert PriceTable().bundle(name) is PriceTable().bundle(level)
+    assert estimate_cost(name) == ESTIMATED_COST_USD[level]
+    assert Settings.load({ENV.EFFORT: name}).effort == normalize_effort(name)
+    # The emulator answers as the API: a pinned name is its level; the old preset names only as `preset`.
+    wire = name.strip().lower()
+    if wire in LEGACY_PRESETS:
+        assert resolve_effort(wire, field='preset') == level
+        with pytest.raises(ApiError):
+            resolve_effort(wire, field='effort')
+    else:
+        assert resolve_effort(wire, field='effort') == level
+
+
+@pytest.mark.parametrize('name', ['deepest', 'medium@latest', 'fast-searches', ''])
+def test_an_unknown_effort_is_refused_when_given_and_counts_as_the_default_when_recorded(name: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=r'Unknown effort .*: use one of fast, low, medium, high, xhigh'):
+        normalize_effort(name)
+    assert effort_level(name) == DEFAULT_EFFORT and estimate_cost(name) == ESTIMATED_COST_USD[DEFAULT_EFFORT]
+    with pytest.raises(ApiError):
+        resolve_effort(name, field='preset')
+
+
+def _effort_lists(tree: ast.AST) -> list[tuple[int, list[str]]]:
+    """Set, tuple and list literals that spell three or more efforts (a table keyed by effort is not one)."""
+    typed = {
+        id(node.slice) for node in ast.walk(tree) if isinstance(node, ast.Subscript) and 'Literal' in ast.unparse(node)
+    }
+    found: list[tuple[int, list[str]]] = []
+    for node in ast.walk(tree):
+        if id(node) not in typed and isinstance(node, ast.Set | ast.Tuple | ast.List):
+            words = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in EFFORTS]
+            if len(words) >= 3:
+                found.append((node.lineno, words))
+    return found
+
+
+def test_no_module_spells_its_own_list_of_efforts() -> None:
+    spelled = {
+        str(path.relative_to(SRC)): found
+        for path in sorted(SRC.rglob('*.py'))
+        if path.relative_to(SRC).as_posix() != '_domain/efforts.py'
+        if (found := _effort_lists(ast.parse(path.read_text(encoding='utf-8'))))
+    }
+    assert spelled == {}
+    probe = ast.parse("A = ('fast', 'low', 'medium')\nB: Literal['low', 'medium', 'high']\nC = {'low': 1, 'high': 2}")
+    assert _effort_lists(probe) == [(1, ['fast', 'low', 'medium'])]

@@ -31,8 +31,11 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from typing_extensions import TypedDict
 
+from .._base.env import ENV
 from .._base.errors import InvalidArgumentError
 from .._base.statuses import RunStatus
+from .efforts import DEFAULT_EFFORT, EFFORTS, LEGACY_PRESETS, Effort, LegacyPreset, normalize_effort
+from .efforts import shown as _shown
 
 if TYPE_CHECKING:
     from ..client._params import AgentRequest, McpTool, ResponseFormat, Tool, WebSearchFilters
@@ -61,26 +64,12 @@ __all__ = (
     'wire_date',
 )
 
-Effort = Literal['fast', 'low', 'medium', 'high', 'xhigh']
-#: The run depths the API knows, fastest first. A pin like `fast@2026-10-16.0` is accepted too.
-EFFORTS: tuple[str, ...] = get_args(Effort)
 Recency = Literal['hour', 'day', 'week', 'month', 'year']
 RECENCIES: tuple[str, ...] = get_args(Recency)
-#: The old preset names, as a type: what `effort=` takes as a keyword (a pin like `fast@2026-10-16.0` goes through
-#: `options=ResearchOptions(effort=...)`, as no type can spell it).
-LegacyPreset = Literal['fast-search', 'pro-search', 'deep-research', 'advanced-deep-research']
 #: Every status a run can have. `requires_action` is in the API's schema with no flow documented: not terminal, yet
 #: waiting longer changes nothing.
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 
-#: The old preset names the API still accepts, and the effort each stands for.
-LEGACY_PRESETS = {
-    'fast-search': 'fast',
-    'pro-search': 'low',
-    'deep-research': 'medium',
-    'advanced-deep-research': 'high',
-}
-_EFFORT = re.compile(r'^(fast|low|medium|high|xhigh)(@\d{4}-\d{2}-\d{2}\.\d+)?$')
 _DOMAIN = re.compile(r'^-?(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$')
 _SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
 #: Longer than any id the API hands out (`resp_` and a UUID), short enough to quote back in an error.
@@ -90,25 +79,6 @@ DEFAULT_FETCH_PAGES = 5
 
 
 # -- the checks, each written once (the model's validators and `Researcher.search` call them) --------------------
-
-
-def _shown(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f'{text[: limit - 5]}…{text[-4:]}'
-
-
-def normalize_effort(effort: str) -> str:
-    """Check an effort name and return it (legacy preset names mapped to today's); raise with the choices."""
-    value = effort.strip().lower()
-    value = LEGACY_PRESETS.get(value, value)
-    if not _EFFORT.match(value):
-        raise InvalidArgumentError(
-            f'Unknown effort {_shown(effort)}: use one of {", ".join(EFFORTS)} '
-            '(fast for a quick fact, low/medium for a question needing a few sources, high/xhigh for a survey), '
-            'optionally pinned like "fast@2026-10-16.0".',
-            argument='effort',
-        )
-    return value
 
 
 def wire_date(value: str | date, argument: str) -> str:
@@ -250,13 +220,13 @@ class ResearchOptions(BaseModel):
 
     effort: Annotated[
         str | None,
-        Field(description='How deep to go: fast, low, medium, high or xhigh. Leave empty for the default.'),
+        Field(description=f'How deep to go: {", ".join(EFFORTS[:-1])} or {EFFORTS[-1]}. Leave empty for the default.'),
         Opt(
-            'one of fast, low, medium, high, xhigh',
+            f'one of {", ".join(EFFORTS)}',
             tool=True,
             tool_type=Effort | None,
             cli='--effort',
-            cli_help='How deep to research (default: PERPLEXITY_EFFORT or medium).',
+            cli_help=f'How deep to research (default: {ENV.EFFORT} or {DEFAULT_EFFORT}).',
         ),
     ] = None
     model: Annotated[

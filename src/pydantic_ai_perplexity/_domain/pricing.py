@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._base.env import ENV
 from .._base.errors import ConfigurationError
-from .options import LEGACY_PRESETS
+from .efforts import DEFAULT_EFFORT, EFFORTS, effort_level
 from .prices import LIVE_MODELS, LIVE_TOOL_FEES
 from .settings import variable
 
@@ -83,9 +83,6 @@ API_PRICES_MAX_AGE_S = 24 * 3600
 API_PRICES_RETRY_S = 3600.0
 #: The largest price file read (a table of every model is a few KB).
 MAX_PRICE_FILE_BYTES = 1 << 20
-_EFFORT_ALIASES = LEGACY_PRESETS
-_DEFAULT_EFFORT = 'medium'
-_EFFORT_ORDER = ('fast', 'low', 'medium', 'high', 'xhigh')
 #: A price above this (USD per million tokens) is a typo, not a price.
 _MAX_PRICE = 100_000.0
 _MAX_MODELS = 10_000
@@ -210,9 +207,7 @@ class PriceTable:
 
     def bundle(self, effort: str | None) -> EffortBundle:
         """The profile of `effort` (a pin `name@version` counts as `name`; unknown or none: the default depth)."""
-        name = (effort or _DEFAULT_EFFORT).strip().lower().partition('@')[0]
-        name = _EFFORT_ALIASES.get(name, name)
-        return self.efforts.get(name) or self.efforts[_DEFAULT_EFFORT]
+        return self.efforts.get(effort_level(effort)) or self.efforts[DEFAULT_EFFORT]
 
     def with_overrides(self, overrides: Mapping[str, Any], *, origin: str = 'the price table') -> PriceTable:
         """A copy with `overrides` applied: `{"models": {"id": [in, out]}, "efforts": {"high": {"max_steps": 10}},
@@ -778,7 +773,7 @@ def efforts_that_fit(
     table = table or default_prices()
     own = {k: v for k, v in request.items() if k not in _PROFILE_KEYS}
     found: list[tuple[str, float]] = []
-    for effort in _EFFORT_ORDER:
+    for effort in EFFORTS:
         if effort in table.efforts:
             held = reservation(query, {**own, 'effort': effort}, table)
             if held.usd <= remaining_usd + 1e-9:
@@ -852,7 +847,7 @@ def effort_table(query: str = 'How do heat pumps work?', table: PriceTable | Non
     """Each effort's profile and its reservation for `query`: the table in docs/ledger.md."""
     table = table or default_prices()
     rows: list[dict[str, Any]] = []
-    for effort in _EFFORT_ORDER:
+    for effort in EFFORTS:
         bundle = table.bundle(effort)
         held = reservation(query, {'effort': effort}, table)
         rows.append(

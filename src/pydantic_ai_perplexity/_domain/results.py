@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._base.errors import InvalidArgumentError
 from ..client._models import TERMINAL_STATUSES, FetchUrlResultsItem, Response, SearchResultsItem
-from .options import EFFORTS
+from .efforts import EFFORTS
 from .steps import Progress, StepReducer
 
 if TYPE_CHECKING:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from .._base.env import ENV
 from .._base.errors import ConfigurationError, InvalidArgumentError
+from .efforts import DEFAULT_EFFORT, EFFORTS, normalize_effort
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -142,12 +143,11 @@ def mcp_heartbeat(given: float | None = None, environ: Mapping[str, str] | None 
 
 
 def _effort(raw: str, name: str) -> str:
-    from .options import normalize_effort
-
     try:
         return normalize_effort(raw)
     except InvalidArgumentError:
-        raise _refused(name, 'one of fast, low, medium, high, xhigh (optionally pinned)', 'medium', raw) from None
+        what = f'one of {", ".join(EFFORTS)} (optionally pinned)'
+        raise _refused(name, what, DEFAULT_EFFORT, raw) from None
 
 
 def trace_steps(environ: Mapping[str, str] | None = None) -> TraceSteps:
@@ -182,7 +182,7 @@ class Settings:
 
     api_key: SecretStr | None = field(default=None, repr=False)
     base_url: str = 'https://api.perplexity.ai'
-    effort: str = 'medium'
+    effort: str = DEFAULT_EFFORT
     #: The wait budget of an in-process call (toolset, CLI, notebook).
     wait_seconds: float = DEFAULT_WAIT_SECONDS
     #: The wait budget of an MCP call.
@@ -235,7 +235,7 @@ class Settings:
         if effort is not None:
             chosen_effort = _effort(effort, 'effort')
         else:
-            chosen_effort = _effort(raw(ENV.EFFORT) or 'medium', ENV.EFFORT)
+            chosen_effort = _effort(raw(ENV.EFFORT) or DEFAULT_EFFORT, ENV.EFFORT)
         in_process = wait_budget(env, wait_seconds, mcp=False)
         mcp = wait_budget(env, wait_seconds, mcp=True)
         given_total = budget.total if budget is not None else None

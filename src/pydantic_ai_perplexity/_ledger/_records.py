@@ -13,7 +13,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, V
 from .._base.env import ENV
 from .._base.errors import BudgetExceededError
 from .._base.statuses import RESERVED as RESERVED  # the ledger's modules import it from here
-from .._domain.options import LEGACY_PRESETS
+from .._domain.efforts import DEFAULT_EFFORT as DEFAULT_EFFORT  # the ledger's modules import it from here
+from .._domain.efforts import effort_level
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
 
@@ -30,8 +31,6 @@ LEDGER_URL_ENV = ENV.LEDGER_URL
 #: a cap is met before it is overrun; the actual `usage.cost` replaces them as soon as a run reports it.
 ESTIMATED_COST_USD: dict[str, float] = {'fast': 0.01, 'low': 0.05, 'medium': 0.25, 'high': 1.00, 'xhigh': 3.00}
 #: The effort whose estimate applies when the effort is unknown or not given (the API's default depth).
-DEFAULT_EFFORT = 'medium'
-_EFFORT_ALIASES = LEGACY_PRESETS  # the old preset names the API still accepts
 
 #: The start of the key of a row that holds budget for a run whose create has not answered yet.
 _PROVISIONAL_PREFIX = 'pending_'
@@ -216,9 +215,7 @@ def estimate_cost(effort: str | None) -> float:
     A pinned `name@version` counts as `name`, the old preset names as their efforts, and an unknown or missing
     effort as `DEFAULT_EFFORT`.
     """
-    name = (effort or DEFAULT_EFFORT).strip().lower().partition('@')[0]
-    name = _EFFORT_ALIASES.get(name, name)
-    return ESTIMATED_COST_USD.get(name, ESTIMATED_COST_USD[DEFAULT_EFFORT])
+    return ESTIMATED_COST_USD.get(effort_level(effort), ESTIMATED_COST_USD[DEFAULT_EFFORT])
 
 
 def budget_from_env() -> float | None:
