@@ -4,9 +4,12 @@ those definitions instead of spelling its own."""
 from __future__ import annotations
 
 import ast
+import json
+from datetime import date
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
+import httpx2
 import pytest
 
 from pydantic_ai_perplexity._base.env import ENV
@@ -23,6 +26,7 @@ from pydantic_ai_perplexity._base.statuses import (
     UNFINISHED_STATUSES,
     RunStatus,
 )
+from pydantic_ai_perplexity._core.researcher import Researcher
 from pydantic_ai_perplexity._domain.efforts import (
     DEFAULT_EFFORT,
     EFFORTS,
@@ -30,6 +34,7 @@ from pydantic_ai_perplexity._domain.efforts import (
     effort_level,
     normalize_effort,
 )
+from pydantic_ai_perplexity._domain.options import ResearchOptions, search_filters
 from pydantic_ai_perplexity._domain.pricing import PriceTable
 from pydantic_ai_perplexity._domain.settings import Settings
 from pydantic_ai_perplexity._ledger import ESTIMATED_COST_USD, estimate_cost
@@ -158,3 +163,39 @@ def test_no_module_spells_its_own_list_of_efforts() -> None:
     assert spelled == {}
     probe = ast.parse("A = ('fast', 'low', 'medium')\nB: Literal['low', 'medium', 'high']\nC = {'low': 1, 'high': 2}")
     assert _effort_lists(probe) == [(1, ['fast', 'low', 'medium'])]
+
+
+# -- search filters --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_run_and_the_search_api_send_the_same_filters() -> None:
+    """Both are built by `search_filters`: the `web_search` tool's filters of a run equal the Search API's body."""
+    given = {'domains': ['https://www.Nature.com/x', '-reddit.com'], 'after': '2026-01-31', 'before': date(2026, 3, 1)}
+    bodies: list[dict[str, Any]] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        bodies.append(json.loads(request.content))
+        return httpx2.Response(200, json={'id': 'search_1', 'results': []})
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as http:
+        async with Researcher(api_key='pplx-test', ledger=False, http_client=http) as researcher:
+            await researcher.search('q', max_results=3, **given)
+            await researcher.search('q', recency='week')
+    tool = ResearchOptions.model_validate(given).to_request('fast')['tools'][0]
+    expected = {
+        'search_domain_filter': ['nature.com', '-reddit.com'],
+        'search_after_date_filter': '01/31/2026',
+        'search_before_date_filter': '03/01/2026',
+    }
+    assert (
+        tool
+        == {'type': 'web_search', 'filters': expected}
+        == {'type': 'web_search', 'filters': search_filters(**given)}
+    )
+    assert bodies == [
+        {'query': 'q', 'max_results': 3, **expected},
+        {'query': 'q', 'max_results': 10, 'search_recency_filter': 'week'},
+    ]
+    with pytest.raises(InvalidArgumentError, match='recency'):
+        search_filters(recency='fortnight')

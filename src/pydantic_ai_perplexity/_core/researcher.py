@@ -45,11 +45,9 @@ from .._domain.options import (
     EFFORTS,
     ResearchOptions,
     ResearchOptionsDict,
-    check_domains,
-    check_recency,
     check_wait,
     response_format,
-    wire_date,
+    search_filters,
 )
 from .._domain.pricing import default_prices, limit_request, refresh_api_prices
 from .._domain.results import ResearchResult, Usage
@@ -58,7 +56,7 @@ from .._domain.steps import Step, StepReducer
 from .._ledger import Ledger, OnBudget, Origin, Recorder, RunRecord, default_ledger_path, estimate_cost
 from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
-from ..client._params import AgentRequest, SearchRequest
+from ..client._params import AgentRequest
 from . import tracing
 from .reconcile import learn_from, reconcile, record_finished
 
@@ -458,16 +456,8 @@ class Researcher:
         """The Search API: ranked pages (title, url, date, snippet), no synthesis. Fast and cheap."""
         if not 1 <= max_results <= 20:
             raise InvalidArgumentError(f'max_results={max_results} is out of range 1..20.', argument='max_results')
-        filters: SearchRequest = {'max_results': max_results}
-        if domains:
-            filters['search_domain_filter'] = check_domains(domains)
-        if recency:
-            filters['search_recency_filter'] = check_recency(recency)
-        if after:
-            filters['search_after_date_filter'] = wire_date(after, 'after')
-        if before:
-            filters['search_before_date_filter'] = wire_date(before, 'before')
-        return await self.client.search(query, **filters)
+        filters = search_filters(domains=domains, recency=recency, after=after, before=before)
+        return await self.client.search(query, max_results=max_results, **filters)
 
     # -- internals ---------------------------------------------------------------------------------------------
 

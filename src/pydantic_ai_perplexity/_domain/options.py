@@ -61,6 +61,7 @@ __all__ = (
     'describe_invalid',
     'normalize_effort',
     'option_fields',
+    'search_filters',
     'wire_date',
 )
 
@@ -79,6 +80,27 @@ DEFAULT_FETCH_PAGES = 5
 
 
 # -- the checks, each written once (the model's validators and `Researcher.search` call them) --------------------
+
+
+def search_filters(
+    *,
+    domains: Sequence[str] | None = None,
+    recency: str | None = None,
+    after: str | date | None = None,
+    before: str | date | None = None,
+) -> WebSearchFilters:
+    """The search filters as the wire names them, each checked: the `web_search` tool's of a run and the Search
+    API's share them, so both are built here."""
+    filters: WebSearchFilters = {}
+    if domains:
+        filters['search_domain_filter'] = check_domains(domains)
+    if recency:
+        filters['search_recency_filter'] = check_recency(recency)
+    if after:
+        filters['search_after_date_filter'] = wire_date(after, 'after')
+    if before:
+        filters['search_before_date_filter'] = wire_date(before, 'before')
+    return filters
 
 
 def wire_date(value: str | date, argument: str) -> str:
@@ -459,15 +481,7 @@ class ResearchOptions(BaseModel):
             request['max_output_tokens'] = self.max_output_tokens
         if self.language:
             request['language_preference'] = self.language
-        filters: WebSearchFilters = {}
-        if self.domains:
-            filters['search_domain_filter'] = list(self.domains)
-        if self.recency:
-            filters['search_recency_filter'] = self.recency
-        if self.after:
-            filters['search_after_date_filter'] = wire_date(self.after, 'after')
-        if self.before:
-            filters['search_before_date_filter'] = wire_date(self.before, 'before')
+        filters = search_filters(domains=self.domains, recency=self.recency, after=self.after, before=self.before)
         tools: list[Tool] = []
         if filters:
             tools.append({'type': 'web_search', 'filters': filters})
