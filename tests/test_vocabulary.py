@@ -199,3 +199,24 @@ async def test_a_run_and_the_search_api_send_the_same_filters() -> None:
     ]
     with pytest.raises(InvalidArgumentError, match='recency'):
         search_filters(recency='fortnight')
+
+
+# -- MCP arguments ---------------------------------------------------------------------------------------------------
+
+
+def test_an_mcp_call_and_an_mcp_task_read_arguments_one_way() -> None:
+    """`ToolSpec.parse_mcp` is the one reading (the plain call's and the task's): a null is an argument left out."""
+    from pydantic_ai_perplexity._core.tool_spec import RESEARCH, SEARCH
+
+    given = {'query': 'q', 'effort': None, 'domains': None, 'recency': 'week'}
+    assert RESEARCH.parse_mcp(given) == RESEARCH.parse({'query': 'q', 'recency': 'week'})
+    assert SEARCH.parse_mcp({'query': 'q', 'max_results': None}) == SEARCH.parse({'query': 'q'})  # the default
+    with pytest.raises(InvalidArgumentError, match='effort'):
+        RESEARCH.parse_mcp({'query': 'q', 'effort': 'deepest'})
+    users = [
+        path.name
+        for path in sorted((SRC / 'mcp' / 'server').glob('*.py'))
+        if '.parse_mcp(' in path.read_text(encoding='utf-8')
+    ]
+    assert users == ['_tasks.py', '_tools.py']
+    assert not any('.parse({' in path.read_text(encoding='utf-8') for path in (SRC / 'mcp').rglob('*.py'))

@@ -171,13 +171,12 @@ def _rendered(spec: tools.ToolSpec, body: _Body) -> Tool:
     """The MCP tool of a spec: its name, description, hints and JSON schema; arguments checked by the spec.
 
     The SDK is shown a signature of untyped keywords (so it passes every argument on as sent, without its own
-    messages) and the spec's schema is what clients see; `ToolSpec.parse` checks the call, in the project's words.
+    messages) and the spec's schema is what clients see; `ToolSpec.parse_mcp` checks the call, in the project's words.
     """
 
     async def call(ctx: Context[Any, Any], **arguments: Any) -> CallToolResult:
         async def work() -> CallToolResult:
-            given = {name: value for name, value in arguments.items() if value is not None}
-            return await body(ctx, spec.parse(given))
+            return await body(ctx, spec.parse_mcp(arguments))
 
         return await _guarded(work)
 
