@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any, get_args
@@ -72,36 +73,45 @@ def test_the_wire_models_read_the_shared_sets() -> None:
 _UNFINISHED_WORDS = {*UNFINISHED_ROWS}
 
 
-def _status_sets(tree: ast.AST) -> list[tuple[int, list[str]]]:
-    """Set, tuple, list and dict-key literals that spell a set of run statuses: two or more, one of them unfinished,
-    or all four terminal ones. `Literal[...]` annotations are types (an output item's status), not such sets."""
+def _literal_words(tree: ast.AST, vocabulary: set[str], *, keys: bool) -> Iterator[tuple[int, list[str]]]:
+    """The words of `vocabulary` in each set, tuple and list literal (and, with `keys`, each dict's keys), by line.
+    `Literal[...]` annotations are types (an output item's status, say), not such collections."""
     typed = {
         id(node.slice) for node in ast.walk(tree) if isinstance(node, ast.Subscript) and 'Literal' in ast.unparse(node)
     }
-    found: list[tuple[int, list[str]]] = []
     for node in ast.walk(tree):
         if id(node) in typed:
             continue
         if isinstance(node, ast.Set | ast.Tuple | ast.List):
             elements = node.elts
-        elif isinstance(node, ast.Dict):
+        elif isinstance(node, ast.Dict) and keys:
             elements = [key for key in node.keys if key is not None]
         else:
             continue
-        words = [e.value for e in elements if isinstance(e, ast.Constant) and e.value in {*ROW_STATUSES, *END_EVENTS}]
-        if len(words) >= 2 and (set(words) & _UNFINISHED_WORDS or TERMINAL_STATUSES <= set(words)):
-            found.append((node.lineno, words))
-    return found
+        yield node.lineno, [e.value for e in elements if isinstance(e, ast.Constant) and e.value in vocabulary]
+
+
+def _spelled_in_src(find: Callable[[ast.AST], list[tuple[int, list[str]]]], home: str) -> dict[str, object]:
+    """What `find` reports in each module of the package but `home`, the one that defines the vocabulary."""
+    return {
+        path.relative_to(SRC).as_posix(): found
+        for path in sorted(SRC.rglob('*.py'))
+        if path.relative_to(SRC).as_posix() != home
+        if (found := find(ast.parse(path.read_text(encoding='utf-8'))))
+    }
+
+
+def _status_sets(tree: ast.AST) -> list[tuple[int, list[str]]]:
+    """Literals that spell a set of run statuses: two or more, one of them unfinished, or all four terminal ones."""
+    return [
+        (line, words)
+        for line, words in _literal_words(tree, {*ROW_STATUSES, *END_EVENTS}, keys=True)
+        if len(words) >= 2 and (set(words) & _UNFINISHED_WORDS or TERMINAL_STATUSES <= set(words))
+    ]
 
 
 def test_no_module_spells_its_own_set_of_statuses() -> None:
-    spelled = {
-        str(path.relative_to(SRC)): found
-        for path in sorted(SRC.rglob('*.py'))
-        if path.relative_to(SRC).as_posix() != '_base/statuses.py'
-        if (found := _status_sets(ast.parse(path.read_text(encoding='utf-8'))))
-    }
-    assert spelled == {}
+    assert _spelled_in_src(_status_sets, '_base/statuses.py') == {}
     probe = ast.parse(
         "A = ('queued', 'in_progress')\nB: Literal['in_progress', 'completed']\nC = {'failed', 'cancelled'}"
     )
@@ -141,26 +151,11 @@ def test_an_unknown_effort_is_refused_when_given_and_counts_as_the_default_when_
 
 def _effort_lists(tree: ast.AST) -> list[tuple[int, list[str]]]:
     """Set, tuple and list literals that spell three or more efforts (a table keyed by effort is not one)."""
-    typed = {
-        id(node.slice) for node in ast.walk(tree) if isinstance(node, ast.Subscript) and 'Literal' in ast.unparse(node)
-    }
-    found: list[tuple[int, list[str]]] = []
-    for node in ast.walk(tree):
-        if id(node) not in typed and isinstance(node, ast.Set | ast.Tuple | ast.List):
-            words = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in EFFORTS]
-            if len(words) >= 3:
-                found.append((node.lineno, words))
-    return found
+    return [(line, words) for line, words in _literal_words(tree, set(EFFORTS), keys=False) if len(words) >= 3]
 
 
 def test_no_module_spells_its_own_list_of_efforts() -> None:
-    spelled = {
-        str(path.relative_to(SRC)): found
-        for path in sorted(SRC.rglob('*.py'))
-        if path.relative_to(SRC).as_posix() != '_domain/efforts.py'
-        if (found := _effort_lists(ast.parse(path.read_text(encoding='utf-8'))))
-    }
-    assert spelled == {}
+    assert _spelled_in_src(_effort_lists, '_domain/efforts.py') == {}
     probe = ast.parse("A = ('fast', 'low', 'medium')\nB: Literal['low', 'medium', 'high']\nC = {'low': 1, 'high': 2}")
     assert _effort_lists(probe) == [(1, ['fast', 'low', 'medium'])]
 
@@ -220,3 +215,30 @@ def test_an_mcp_call_and_an_mcp_task_read_arguments_one_way() -> None:
     ]
     assert users == ['_tasks.py', '_tools.py']
     assert not any('.parse({' in path.read_text(encoding='utf-8') for path in (SRC / 'mcp').rglob('*.py'))
+
+
+# -- the emulator's pace ---------------------------------------------------------------------------------------------
+
+
+def test_every_watched_emulator_takes_its_pace_from_one_constant(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve`, the `emulator` command and the stand-in for the API (CLI, `mcp --emulator`, scripts) agree."""
+    import inspect
+
+    from pydantic_ai_perplexity._base.env import OFFLINE_TIME_SCALE
+    from pydantic_ai_perplexity.cli import cli
+    from pydantic_ai_perplexity.emulator import serve
+    from pydantic_ai_perplexity.emulator._offline import offline_time_scale
+
+    assert inspect.signature(serve).parameters['time_scale'].default == OFFLINE_TIME_SCALE
+    command = cli.commands['emulator']
+    (option,) = [p for p in command.params if p.name == 'time_scale']
+    assert option.default == OFFLINE_TIME_SCALE and option.envvar == ENV.EMULATOR_TIME_SCALE
+    assert offline_time_scale() == OFFLINE_TIME_SCALE and offline_time_scale(0.5) == 0.5
+    monkeypatch.setenv(ENV.EMULATOR_TIME_SCALE, ' 0.2 ')
+    assert offline_time_scale() == 0.2 and offline_time_scale(0.0) == 0.0
+    for bad in ('fast', '-1', 'nan', 'inf'):
+        monkeypatch.setenv(ENV.EMULATOR_TIME_SCALE, bad)
+        with pytest.raises(ValueError, match=rf"PERPLEXITY_EMULATOR_TIME_SCALE must be .*; got '{bad}'"):
+            offline_time_scale()
+    sources = '\n'.join(path.read_text(encoding='utf-8') for path in SRC.rglob('*.py'))
+    assert 'EMULATOR_TIME_SCALE) or' not in sources and "'0.05'" not in sources
