@@ -9,27 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from pydantic_ai_perplexity._domain.settings import ENV
 from pydantic_ai_perplexity.emulator import Emulator
-
-_OUR_ENV = (
-    'PERPLEXITY_API_KEY',
-    'PERPLEXITY_BASE_URL',
-    'PERPLEXITY_EFFORT',
-    'PERPLEXITY_WAIT_SECONDS',
-    'PERPLEXITY_BUDGET_USD',
-    'PERPLEXITY_BUDGET_DAY_USD',
-    'PERPLEXITY_BUDGET_MONTH_USD',
-    'PERPLEXITY_BUDGET_PER_RUN_USD',
-    'PERPLEXITY_BUDGET_PER_CALLER',
-    'PERPLEXITY_BUDGET_WARN_AT',
-    'PERPLEXITY_STATE_DIR',
-    'PERPLEXITY_LEDGER_URL',
-    'PERPLEXITY_MCP_TOKEN',
-    'PERPLEXITY_MCP_TOKENS',
-    'PERPLEXITY_MCP_TOKENS_FILE',
-    'PERPLEXITY_MCP_LEAN',
-    'PERPLEXITY_MCP_HEARTBEAT_SECONDS',
-)
 
 
 @pytest.fixture
@@ -40,10 +21,10 @@ def anyio_backend() -> str:
 @pytest.fixture(autouse=True)
 def isolated_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No test sees the developer's key, settings or ledger; each gets its own state directory."""
-    for name in _OUR_ENV:
+    for name in ENV.ALL:  # every variable the package reads (test_settings checks src/ against the list)
         monkeypatch.delenv(name, raising=False)
     state = tmp_path / 'state'
-    monkeypatch.setenv('PERPLEXITY_STATE_DIR', str(state))
+    monkeypatch.setenv(ENV.STATE_DIR, str(state))
     return state
 
 
@@ -69,7 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # The test run never needs a real key: make sure none leaks in from the shell that started it.
-    os.environ.pop('PERPLEXITY_API_KEY', None)
+    os.environ.pop(ENV.API_KEY, None)
 
 
 @pytest.fixture(params=['sqlite', 'postgres'])

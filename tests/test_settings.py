@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import math
+import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -11,9 +15,14 @@ from pydantic_ai_perplexity._core.researcher import Researcher
 from pydantic_ai_perplexity._domain.settings import (
     DEFAULT_MCP_WAIT_SECONDS,
     DEFAULT_WAIT_SECONDS,
+    ENV,
     Settings,
     mcp_heartbeat,
     mcp_lean,
+    mcp_shared_list,
+    read_on_budget,
+    trace_steps,
+    variable,
     wait_budget,
 )
 
@@ -122,3 +131,102 @@ def test_the_mcp_heartbeat_setting() -> None:
             mcp_heartbeat(environ={'PERPLEXITY_MCP_HEARTBEAT_SECONDS': raw})
     with pytest.raises(ConfigurationError, match='heartbeat_seconds must be'):
         mcp_heartbeat(0.0)
+
+
+SRC = Path(__file__).resolve().parents[1] / 'src' / 'pydantic_ai_perplexity'
+_NAME = re.compile(r'PERPLEXITY_[A-Z0-9_]*[A-Z0-9]')
+
+
+def _src_texts() -> dict[str, str]:
+    """Every text file of the package (code, the MCP skill, the handshake snapshot), by its path under src/."""
+    return {
+        str(path.relative_to(SRC)): path.read_text(encoding='utf-8')
+        for path in sorted(SRC.rglob('*'))
+        if path.is_file() and path.suffix in ('.py', '.md', '.json', '.txt', '.toml')
+    }
+
+
+def test_every_variable_named_in_src_is_in_the_one_list() -> None:
+    """A new `PERPLEXITY_*` variable must be added to `ENV` (and so is cleared by conftest and read by Settings)."""
+    prefix = ENV.EMULATOR_PREFIX.rstrip('_')  # `PERPLEXITY_EMULATOR_\w+`: the emulator's variables as a family
+    found: dict[str, set[str]] = {}
+    for where, text in _src_texts().items():
+        for name in _NAME.findall(text):
+            found.setdefault(name, set()).add(where)
+    unlisted = {name: sorted(where) for name, where in found.items() if name not in ENV.ALL and name != prefix}
+    assert unlisted == {}
+    assert len(found) >= 25  # the scan reads the package, not an empty folder
+    assert len(set(ENV.ALL)) == len(ENV.ALL) and all(name.startswith('PERPLEXITY_') for name in ENV.ALL)
+
+
+def test_every_listed_variable_is_used() -> None:
+    """The list holds no stale name: each is referred to (as `ENV.<NAME>`) outside the module that lists it."""
+    texts = '\n'.join(text for where, text in _src_texts().items() if where != '_base/env.py')
+    unused = [attr for attr, value in vars(ENV).items() if value in ENV.ALL and f'ENV.{attr}' not in texts]
+    assert unused == []
+
+
+def _environ_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """Each read of `environ.get(X)`, `getenv(X)` or `environ[X]` whose X names one of our variables."""
+    reads: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        arg: ast.expr | None = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            owner = ast.unparse(node.func.value)
+            if (node.func.attr == 'get' and owner.endswith('environ')) or node.func.attr == 'getenv':
+                arg = node.args[0]
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            if ast.unparse(node.value).endswith('environ'):
+                arg = node.slice
+        if arg is not None:
+            text = ast.unparse(arg)
+            if 'PERPLEXITY_' in text or 'ENV' in text:
+                reads.append((node.lineno, text))
+    return reads
+
+
+#: Where a variable may be read directly: `Settings` itself; the wire, for a bare `PerplexityClient()` (it may not
+#: import the domain); the emulator, a separate server with its own variables.
+_READERS = ('_domain/settings.py', 'client/_settings.py', 'emulator/')
+
+
+def test_only_settings_reads_the_variables() -> None:
+    reads = {
+        where: found
+        for where, text in _src_texts().items()
+        if where.endswith('.py') and not where.startswith(_READERS)
+        if (found := _environ_reads(ast.parse(text)))
+    }
+    assert reads == {}
+    probe = ast.parse("os.environ.get(ENV.API_KEY)\nos.environ['PERPLEXITY_X']\nos.getenv(LEDGER_URL_ENV)")
+    assert [text for _, text in _environ_reads(probe)] == ['ENV.API_KEY', "'PERPLEXITY_X'", 'LEDGER_URL_ENV']
+
+
+def test_variable_reads_only_listed_names() -> None:
+    assert variable(ENV.EFFORT, {ENV.EFFORT: '  high \n'}) == 'high'
+    assert variable(ENV.EFFORT, {}) == ''
+    with pytest.raises(ValueError, match=r'PERPLEXITY_NOT_LISTED is not one of the variables in ENV\.ALL'):
+        variable('PERPLEXITY_NOT_LISTED', {'PERPLEXITY_NOT_LISTED': 'x'})
+
+
+def test_the_live_readers_parse_one_way() -> None:
+    assert trace_steps({}) == 'events' and trace_steps({ENV.TRACE_STEPS: ' Spans '}) == 'spans'
+    assert read_on_budget({}) == 'refuse' and read_on_budget({ENV.ON_BUDGET: 'TIGHTEN'}) == 'tighten'
+    with pytest.raises(ConfigurationError, match=r'PERPLEXITY_ON_BUDGET must be "refuse" .* or "tighten", e\.g\.'):
+        read_on_budget({ENV.ON_BUDGET: 'maybe'})
+    assert Settings.load({ENV.ON_BUDGET: 'maybe'}, on_budget='tighten').on_budget == 'tighten'  # given wins, unread
+    assert [mcp_shared_list({ENV.MCP_SHARED_LIST: v}) for v in ('', '0', 'yes', ' 1 ')] == [False, False, True, True]
+    assert Settings.load({ENV.PRICES: ' prices.json '}).prices == 'prices.json'
+
+
+def test_the_researcher_takes_on_budget_from_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV.ON_BUDGET, 'tighten')
+    assert Researcher(api_key='pplx-test', ledger=False).on_budget == 'tighten'
+    monkeypatch.setenv(ENV.ON_BUDGET, 'sometimes')
+    with pytest.raises(ConfigurationError, match=r"PERPLEXITY_ON_BUDGET must be .* got 'sometimes'"):
+        Researcher(api_key='pplx-test', ledger=False)
+
+
+def test_conftest_clears_the_one_list() -> None:
+    """The autouse fixture ran before this test: no variable of the list is set but the state directory it gives."""
+    assert [name for name in ENV.ALL if name in os.environ] == [ENV.STATE_DIR]

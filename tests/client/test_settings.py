@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx2
 import pytest
 from client_support import SENTINEL_KEY, mock_client, run_json
+from pydantic import SecretStr
 
 from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity.client import PerplexityClient
@@ -185,3 +186,37 @@ async def test_response_ids_are_escaped_into_the_path():
         with pytest.raises(ValueError, match='response_id'):
             await client.retrieve('')
     assert paths == ['/v1/agent/..%2F..%2Fsearch%3Fx%3D1']
+
+
+async def test_a_key_given_as_a_secret_is_used_as_is_and_never_shown(monkeypatch: pytest.MonkeyPatch):
+    """The `Researcher` hands the client the `SecretStr` its `Settings` read: used as is, no variable read."""
+    monkeypatch.setenv('PERPLEXITY_API_KEY', 'pplx-from-the-environment')
+    seen: list[str] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request.headers['authorization'])
+        return httpx2.Response(200, json=run_json())
+
+    async with mock_client(handler, api_key=SecretStr(SENTINEL_KEY)) as client:
+        await client.retrieve('resp_1')
+        assert SENTINEL_KEY not in repr(vars(client._transport))
+    assert seen == [f'Bearer {SENTINEL_KEY}']
+    with pytest.raises(ConfigurationError) as info:
+        PerplexityClient(api_key=SecretStr('pplx-abc def'))
+    assert 'pplx-abc' not in str(info.value) and 'api_key' in str(info.value)
+
+
+async def test_a_researcher_gives_its_client_the_settings_it_read(monkeypatch: pytest.MonkeyPatch):
+    """Read once: a variable changed after the `Researcher` was made does not reach its (re-made) client."""
+    from pydantic_ai_perplexity._core.researcher import Researcher
+
+    monkeypatch.setenv('PERPLEXITY_API_KEY', SENTINEL_KEY)
+    monkeypatch.setenv('PERPLEXITY_BASE_URL', 'http://127.0.0.1:9')
+    researcher = Researcher(ledger=False)
+    await researcher.aclose()  # the client is made again on next use
+    monkeypatch.setenv('PERPLEXITY_BASE_URL', 'http://127.0.0.1:10')
+    monkeypatch.delenv('PERPLEXITY_API_KEY')
+    async with researcher:
+        assert researcher.client.base_url == 'http://127.0.0.1:9'
+        key = researcher.client._transport._api_key  # pyright: ignore[reportPrivateUsage]
+        assert key is not None and key.get_secret_value() == SENTINEL_KEY

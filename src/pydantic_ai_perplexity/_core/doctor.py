@@ -49,7 +49,9 @@ class Check:
 
 async def run_checks(emit: Callable[[Check], None]) -> bool:
     """Run every check, passing each result to `emit` as it is known; return whether all passed."""
+    from .._base.env import ENV
     from .._base.errors import AuthenticationError, ConfigurationError, PermissionDeniedError, PerplexityError
+    from .._domain.settings import variable
     from ..client import PerplexityClient
 
     results: list[Check] = []
@@ -58,16 +60,16 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
         results.append(check)
         emit(check)
 
-    key = os.environ.get('PERPLEXITY_API_KEY', '').strip()
+    key = variable(ENV.API_KEY)
     key_problem = _key_problem()
     if key_problem:
-        report(Check('PERPLEXITY_API_KEY is set', False, key_problem, 'copy the key again and export it once more'))
+        report(Check(f'{ENV.API_KEY} is set', False, key_problem, 'copy the key again and export it once more'))
     elif key:
-        report(Check('PERPLEXITY_API_KEY is set', True, f'{len(key)} characters'))
+        report(Check(f'{ENV.API_KEY} is set', True, f'{len(key)} characters'))
     else:
         report(
             Check(
-                'PERPLEXITY_API_KEY is set',
+                f'{ENV.API_KEY} is set',
                 False,
                 'not set (research then runs against the built-in emulator)',
                 'export PERPLEXITY_API_KEY=pplx-… (create one at https://www.perplexity.ai/account/api)',
@@ -93,7 +95,7 @@ async def run_checks(emit: Callable[[Check], None]) -> bool:
             except PerplexityError as exc:
                 # The error's own advice ("Check the network ...") is left out: the fix below says it once.
                 found = str(exc).split('. ', 1)[0].rstrip('.') + '.'
-                custom = bool(os.environ.get('PERPLEXITY_BASE_URL', '').strip())
+                custom = bool(variable(ENV.BASE_URL))
                 fix = (
                     f'make sure {client.base_url} is up (e.g. `pydantic-ai-perplexity emulator`), '
                     'or unset PERPLEXITY_BASE_URL to use the public API'

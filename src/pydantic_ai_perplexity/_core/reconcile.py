@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from .._base.errors import PerplexityError
-from .._ledger import RESERVED, Ledger, RunRecord, is_provisional
+from .._base.statuses import TERMINAL_STATUSES, UNFINISHED_ROWS
+from .._ledger import Ledger, RunRecord, is_provisional
 
 if TYPE_CHECKING:
     from .._domain.results import ResearchResult
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = (
     'ABANDONED_EMULATED',
     'CANCELLED_UNBILLED',
-    'UNFINISHED',
     'end_emulated_runs',
     'finished_fields',
     'learn_from',
@@ -41,9 +41,6 @@ __all__ = (
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
-#: Statuses of a row whose run may still change at the API.
-UNFINISHED: tuple[str, ...] = ('queued', 'in_progress', 'starting', 'cancelling', 'requires_action')
-_TERMINAL = frozenset({'completed', 'incomplete', 'failed', 'cancelled'})
 _refreshed: dict[str, float] = {}  # response_id -> monotonic time of its last refresh, across calls
 _refreshed_lock = threading.Lock()
 
@@ -63,14 +60,14 @@ async def reconcile(
     Returns the rows as they are after the refresh, by `response_id` (only those that were asked about).
     """
     if records is None:
-        records = await ledger.aio.list(status=(*UNFINISHED, RESERVED), limit=limit)
+        records = await ledger.aio.list(status=UNFINISHED_ROWS, limit=limit)
     records = list(records)  # read twice: for emulators that are gone, then for the runs due
     now = time.monotonic()
     with _refreshed_lock:
         due = [
             r
             for r in records
-            if r.status in UNFINISHED
+            if r.status in UNFINISHED_ROWS
             and not is_provisional(r.response_id)
             and (r.api is None or r.api == client.api)
             and now - _refreshed.get(r.response_id, -fresh_for - 1) > fresh_for
@@ -110,7 +107,7 @@ async def _fields(client: PerplexityClient, record: RunRecord, ledger: Ledger) -
     except PerplexityError as exc:
         logger.debug('could not refresh run %s from the API: %s', record.response_id, exc)
         return None
-    if response.status not in _TERMINAL:
+    if response.status not in TERMINAL_STATUSES:
         return {'status': response.status} if response.status != record.status else None
     result = ResearchResult.from_response(response)
     await ledger.aio.run(learn_from, ledger, result)
@@ -207,7 +204,7 @@ def end_emulated_runs(ledger: Ledger, api: str, *, limit: int = 1000) -> list[Ru
     """
     fields: dict[str, Any] = {'status': 'cancelled', 'cost_usd': 0.0, 'emulated': True, 'error': ABANDONED_EMULATED}
     ended: list[RunRecord] = []
-    for record in ledger.list(status=(*UNFINISHED, RESERVED), limit=limit):
+    for record in ledger.list(status=UNFINISHED_ROWS, limit=limit):
         if record.api == api:
             ledger.update(record.response_id, **fields)
             ended.append(record.model_copy(update=fields))

@@ -39,17 +39,16 @@ from .._base.errors import (
     RunMayHaveStartedError,
 )
 from .._base.slot import Slot
+from .._base.statuses import STARTING
 from .._domain.budget import Budget, BudgetWarning, SpendLine
 from .._domain.calls import BatchKeywords, OnProgress, OnStarted, RunKeywords
 from .._domain.options import (
     EFFORTS,
     ResearchOptions,
     ResearchOptionsDict,
-    check_domains,
-    check_recency,
     check_wait,
     response_format,
-    wire_date,
+    search_filters,
 )
 from .._domain.pricing import default_prices, limit_request, refresh_api_prices
 from .._domain.results import ResearchResult, Usage
@@ -58,7 +57,7 @@ from .._domain.steps import Step, StepReducer
 from .._ledger import Ledger, OnBudget, Origin, RunRecord, default_ledger_path, estimate_cost
 from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
-from ..client._params import AgentRequest, InputItem, SearchRequest
+from ..client._params import AgentRequest, InputItem
 from . import tracing
 from .reconcile import learn_from, reconcile, record_finished
 
@@ -68,7 +67,6 @@ if TYPE_CHECKING:
 __all__ = (
     'DURABLE',
     'EFFORTS',
-    'ON_BUDGET_ENV',
     'BatchKeywords',
     'DurableRunner',
     'OnBudgetWarning',
@@ -81,9 +79,6 @@ __all__ = (
     'research',
     'research_sync',
 )
-
-#: What a run that does not fit the budget does when `on_budget` is not given: `refuse` (unset) or `tighten`.
-ON_BUDGET_ENV = 'PERPLEXITY_ON_BUDGET'
 
 logger = logging.getLogger('pydantic_ai_perplexity')
 
@@ -169,6 +164,7 @@ class Researcher:
             wait_seconds=wait_seconds,
             budget_usd=budget_usd,
             budget=budget,
+            on_budget=on_budget,
         )
         self.effort = self.settings.effort
         self.wait_seconds = self.settings.wait_seconds
@@ -182,10 +178,7 @@ class Researcher:
         self.reuse_within = _check_reuse(reuse_within)
         self._clock = clock or _utc_now
         self._warned: set[tuple[str, str | None, str | None, str]] = set()
-        if on_budget is None:
-            on_budget = cast('OnBudget', os.environ.get(ON_BUDGET_ENV, '').strip().lower() or 'refuse')
-            if on_budget not in ('refuse', 'tighten'):
-                raise ConfigurationError(f'{ON_BUDGET_ENV} must be "refuse" (the default) or "tighten".')
+        on_budget = self.settings.on_budget
         if on_budget not in ('refuse', 'tighten'):
             raise ConfigurationError(f'on_budget={on_budget!r}: use "refuse" (the default) or "tighten".')
         #: A run that does not fit what is left of the budget is refused (`'refuse'`), or run with lower limits
@@ -202,9 +195,10 @@ class Researcher:
             raise ConfigurationError('A budget needs the ledger to record spend: drop ledger=False or the budget.')
         self._owns_client = client is None
         self._client = client
+        # The key and URL Settings read and checked, so the client does not read the environment again ('' for no key).
         self._client_settings: dict[str, Any] = {
-            'api_key': api_key,
-            'base_url': base_url,
+            'api_key': self.settings.api_key or '',
+            'base_url': self.settings.base_url,
             'http_client': http_client,
             'max_retries': max_retries,
         }
@@ -437,16 +431,8 @@ class Researcher:
         """The Search API: ranked pages (title, url, date, snippet), no synthesis. Fast and cheap."""
         if not 1 <= max_results <= 20:
             raise InvalidArgumentError(f'max_results={max_results} is out of range 1..20.', argument='max_results')
-        filters: SearchRequest = {'max_results': max_results}
-        if domains:
-            filters['search_domain_filter'] = check_domains(domains)
-        if recency:
-            filters['search_recency_filter'] = check_recency(recency)
-        if after:
-            filters['search_after_date_filter'] = wire_date(after, 'after')
-        if before:
-            filters['search_before_date_filter'] = wire_date(before, 'before')
-        return await self.client.search(query, **filters)
+        filters = search_filters(domains=domains, recency=recency, after=after, before=before)
+        return await self.client.search(query, max_results=max_results, **filters)
 
     # -- internals ---------------------------------------------------------------------------------------------
 
@@ -536,7 +522,7 @@ class Researcher:
                 query=self.client.redact(query),  # a key pasted into a question is never stored
                 effort=effort,
                 model=request.get('model'),
-                status='starting',
+                status=STARTING,
                 origin=self.origin,
                 caller=caller,
                 request_id=request_id,

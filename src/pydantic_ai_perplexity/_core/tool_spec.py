@@ -223,6 +223,11 @@ class ToolSpec:
         """The lean variant of this tool: the same name, hints, checks and work, in far fewer tokens."""
         return replace(self, description=description, shown=dict(shown))
 
+    def parse_mcp(self, arguments: Mapping[str, Any]) -> Any:
+        """An MCP call's arguments checked (a plain call's and a task's alike): a null is an argument left out, as
+        clients send one for every field they have no value for."""
+        return self.parse({name: value for name, value in arguments.items() if value is not None})
+
     def parse(self, raw: object) -> Any:
         """The call's arguments checked; `InvalidArgumentError` in the project's words (never pydantic's text)."""
         if isinstance(raw, str):

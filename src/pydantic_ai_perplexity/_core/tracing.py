@@ -38,7 +38,9 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from typing_extensions import TypedDict
 
+from .._base.env import ENV
 from .._base.version import __version__
+from .._domain.settings import trace_steps
 
 if TYPE_CHECKING:
     from opentelemetry.util.types import AttributeValue
@@ -73,7 +75,7 @@ PROVIDER = 'perplexity'
 #: `gen_ai.operation.name` of research and collection spans and of their metrics.
 OPERATION = 'research'
 #: `spans` makes each research step a child span (a timeline) instead of a span event; `off` records no steps.
-STEPS_ENV = 'PERPLEXITY_TRACE_STEPS'
+STEPS_ENV = ENV.TRACE_STEPS
 #: Extra scrubbing patterns for Logfire: a bare `pplx-…` key is not caught by the default patterns.
 SCRUB_PATTERNS = (r'\bpplx-',)
 
@@ -235,7 +237,7 @@ class RunTrace:
     def __init__(self, span: Span | None = None) -> None:
         self.span = span
         self.recording = span is not None and span.is_recording()
-        steps = os.environ.get(STEPS_ENV, '').strip().lower() if self.recording else ''
+        steps = trace_steps() if self.recording else 'events'
         self._step_spans = steps == 'spans'
         self._handlers = _ANSWER_HANDLERS if steps == 'off' else _HANDLERS
         self._context = trace.set_span_in_context(span) if span is not None and self._step_spans else None

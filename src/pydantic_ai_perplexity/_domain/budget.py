@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .._base.env import ENV
 from .._base.errors import BudgetExceededError, ConfigurationError
 
 __all__ = (
@@ -378,7 +379,7 @@ def per_run_refusal(
     message = (
         f'Budget exceeded: this run is estimated at {_usd(estimate_usd)}{effort} at the least, over the per-run limit '
         f'of {_usd(ceiling)}. The run was not started. To allow it, raise the limit (`Budget(per_run=...)` or '
-        f'PERPLEXITY_BUDGET_PER_RUN_USD) or choose a cheaper effort.'
+        f'{ENV.BUDGET_PER_RUN_USD}) or choose a cheaper effort.'
     )
     return BudgetExceededError(message, spent_usd=0.0, cap_usd=ceiling, estimate_usd=estimate_usd)
 
@@ -386,12 +387,10 @@ def per_run_refusal(
 def _how(limit: Limit) -> str:
     """Where the limit is set: the `Budget` field, and the variable of the environment when there is one."""
     if limit.caller is not None:
-        return f'`Budget(per_caller={{{limit.caller!r}: Limits({limit.window}=...)}})` or PERPLEXITY_BUDGET_PER_CALLER'
+        return f'`Budget(per_caller={{{limit.caller!r}: Limits({limit.window}=...)}})` or {ENV.BUDGET_PER_CALLER}'
     if limit.scope is not None:
         return f'`Budget(per_scope={{{limit.scope!r}: Limits({limit.window}=...)}})`'
-    variable = {'day': 'PERPLEXITY_BUDGET_DAY_USD', 'month': 'PERPLEXITY_BUDGET_MONTH_USD'}.get(
-        limit.window, 'PERPLEXITY_BUDGET_USD'
-    )
+    variable = {'day': ENV.BUDGET_DAY_USD, 'month': ENV.BUDGET_MONTH_USD}.get(limit.window, ENV.BUDGET_USD)
     return f'`Budget({limit.window}=...)` or {variable}'
 
 

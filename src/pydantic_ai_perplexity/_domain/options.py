@@ -38,7 +38,11 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from typing_extensions import TypedDict
 
+from .._base.env import ENV
 from .._base.errors import InvalidArgumentError
+from .._base.statuses import RunStatus
+from .efforts import DEFAULT_EFFORT, EFFORTS, LEGACY_PRESETS, Effort, LegacyPreset, normalize_effort
+from .efforts import shown as _shown
 
 if TYPE_CHECKING:
     from ..client._params import AgentRequest, InputItem, McpTool, ResponseFormat, Tool, WebSearchFilters
@@ -76,21 +80,15 @@ __all__ = (
     'files_under',
     'normalize_effort',
     'option_fields',
+    'search_filters',
     'tool_files',
     'wire_date',
 )
 
-Effort = Literal['fast', 'low', 'medium', 'high', 'xhigh']
-#: The run depths the API knows, fastest first. A pin like `fast@2026-10-16.0` is accepted too.
-EFFORTS: tuple[str, ...] = get_args(Effort)
 Recency = Literal['hour', 'day', 'week', 'month', 'year']
 RECENCIES: tuple[str, ...] = get_args(Recency)
-#: The old preset names, as a type: what `effort=` takes as a keyword (a pin like `fast@2026-10-16.0` goes through
-#: `options=ResearchOptions(effort=...)`, as no type can spell it).
-LegacyPreset = Literal['fast-search', 'pro-search', 'deep-research', 'advanced-deep-research']
 #: Every status a run can have. `requires_action` is in the API's schema with no flow documented: not terminal, yet
 #: waiting longer changes nothing.
-RunStatus = Literal['queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled']
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 #: The processing tiers of the API's `service_tier`: `flex` for cheaper, unhurried runs (a nightly batch), `priority`
 #: for faster ones; `auto`/`default` leave it to the account, `fast` is what live responses echo.
@@ -100,14 +98,6 @@ SERVICE_TIERS: tuple[str, ...] = get_args(ServiceTier)
 ReasoningEffort = Literal['none', 'minimal', 'low', 'medium', 'high', 'xhigh']
 REASONING_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)
 
-#: The old preset names the API still accepts, and the effort each stands for.
-LEGACY_PRESETS = {
-    'fast-search': 'fast',
-    'pro-search': 'low',
-    'deep-research': 'medium',
-    'advanced-deep-research': 'high',
-}
-_EFFORT = re.compile(r'^(fast|low|medium|high|xhigh)(@\d{4}-\d{2}-\d{2}\.\d+)?$')
 _DOMAIN = re.compile(r'^-?(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$')
 _SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
 #: A model id as `/v1/models` lists them, "provider/model" (matched whole).
@@ -130,23 +120,25 @@ _CACHE_KEY_CHARS = 256
 # -- the checks, each written once (the model's validators and `Researcher.search` call them) --------------------
 
 
-def _shown(value: object, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f'{text[: limit - 5]}…{text[-4:]}'
-
-
-def normalize_effort(effort: str) -> str:
-    """Check an effort name and return it (legacy preset names mapped to today's); raise with the choices."""
-    value = effort.strip().lower()
-    value = LEGACY_PRESETS.get(value, value)
-    if not _EFFORT.match(value):
-        raise InvalidArgumentError(
-            f'Unknown effort {_shown(effort)}: use one of {", ".join(EFFORTS)} '
-            '(fast for a quick fact, low/medium for a question needing a few sources, high/xhigh for a survey), '
-            'optionally pinned like "fast@2026-10-16.0".',
-            argument='effort',
-        )
-    return value
+def search_filters(
+    *,
+    domains: Sequence[str] | None = None,
+    recency: str | None = None,
+    after: str | date | None = None,
+    before: str | date | None = None,
+) -> WebSearchFilters:
+    """The search filters as the wire names them, each checked: the `web_search` tool's of a run and the Search
+    API's share them, so both are built here."""
+    filters: WebSearchFilters = {}
+    if domains:
+        filters['search_domain_filter'] = check_domains(domains)
+    if recency:
+        filters['search_recency_filter'] = check_recency(recency)
+    if after:
+        filters['search_after_date_filter'] = wire_date(after, 'after')
+    if before:
+        filters['search_before_date_filter'] = wire_date(before, 'before')
+    return filters
 
 
 def wire_date(value: str | date, argument: str) -> str:
@@ -589,13 +581,13 @@ class ResearchOptions(BaseModel):
 
     effort: Annotated[
         str | None,
-        Field(description='How deep to go: fast, low, medium, high or xhigh. Leave empty for the default.'),
+        Field(description=f'How deep to go: {", ".join(EFFORTS[:-1])} or {EFFORTS[-1]}. Leave empty for the default.'),
         Opt(
-            'one of fast, low, medium, high, xhigh',
+            f'one of {", ".join(EFFORTS)}',
             tool=True,
             tool_type=Effort | None,
             cli='--effort',
-            cli_help='How deep to research (default: PERPLEXITY_EFFORT or medium).',
+            cli_help=f'How deep to research (default: {ENV.EFFORT} or {DEFAULT_EFFORT}).',
         ),
     ] = None
     model: Annotated[
@@ -971,15 +963,7 @@ class ResearchOptions(BaseModel):
             request['max_output_tokens'] = self.max_output_tokens
         if self.language:
             request['language_preference'] = self.language
-        filters: WebSearchFilters = {}
-        if self.domains:
-            filters['search_domain_filter'] = list(self.domains)
-        if self.recency:
-            filters['search_recency_filter'] = self.recency
-        if self.after:
-            filters['search_after_date_filter'] = wire_date(self.after, 'after')
-        if self.before:
-            filters['search_before_date_filter'] = wire_date(self.before, 'before')
+        filters = search_filters(domains=self.domains, recency=self.recency, after=self.after, before=self.before)
         tools: list[Tool] = []
         if filters:
             tools.append({'type': 'web_search', 'filters': filters})

@@ -44,9 +44,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from .._base.env import ENV
 from .._base.errors import ConfigurationError
 from .._base.prices import LIVE_MODELS, LIVE_TOOL_FEES
-from .options import LEGACY_PRESETS, MODEL_ID
+from .efforts import DEFAULT_EFFORT, EFFORTS, effort_level
+from .options import MODEL_ID
+from .settings import variable
 
 if TYPE_CHECKING:
     from ..client import PerplexityClient
@@ -80,7 +83,7 @@ __all__ = (
 
 _log = logging.getLogger('pydantic_ai_perplexity.pricing')
 
-PRICES_ENV = 'PERPLEXITY_PRICES'
+PRICES_ENV = ENV.PRICES
 #: Output tokens a tightened request keeps at least (an answer needs room).
 MIN_OUTPUT_TOKENS = 1024
 #: How long prices read from the API's `/v1/models` are used before they are read again.
@@ -89,9 +92,6 @@ API_PRICES_MAX_AGE_S = 24 * 3600
 API_PRICES_RETRY_S = 3600.0
 #: The largest price file read (a table of every model is a few KB).
 MAX_PRICE_FILE_BYTES = 1 << 20
-_EFFORT_ALIASES = LEGACY_PRESETS
-_DEFAULT_EFFORT = 'medium'
-_EFFORT_ORDER = ('fast', 'low', 'medium', 'high', 'xhigh')
 #: A price above this (USD per million tokens) is a typo, not a price.
 _MAX_PRICE = 100_000.0
 _MAX_MODELS = 10_000
@@ -215,9 +215,7 @@ class PriceTable:
 
     def bundle(self, effort: str | None) -> EffortBundle:
         """The profile of `effort` (a pin `name@version` counts as `name`; unknown or none: the default depth)."""
-        name = (effort or _DEFAULT_EFFORT).strip().lower().partition('@')[0]
-        name = _EFFORT_ALIASES.get(name, name)
-        return self.efforts.get(name) or self.efforts[_DEFAULT_EFFORT]
+        return self.efforts.get(effort_level(effort)) or self.efforts[DEFAULT_EFFORT]
 
     def with_overrides(self, overrides: Mapping[str, Any], *, origin: str = 'the price table') -> PriceTable:
         """A copy with `overrides` applied: `{"models": {"id": [in, out]}, "efforts": {"high": {"max_steps": 10}},
@@ -481,7 +479,7 @@ def default_prices(base: PriceTable | None = None) -> PriceTable:
     """
     global _loaded
     table = base or _FALLBACK
-    raw = os.environ.get(PRICES_ENV, '').strip()
+    raw = variable(PRICES_ENV)
     if raw:
         with _lock:
             if _loaded is None or _loaded[0] != raw or _loaded[1] is not table:
@@ -907,7 +905,7 @@ def efforts_that_fit(
     table = table or default_prices()
     own = {k: v for k, v in request.items() if k not in _PROFILE_KEYS}
     found: list[tuple[str, float]] = []
-    for effort in _EFFORT_ORDER:
+    for effort in EFFORTS:
         if effort in table.efforts:
             held = reservation(query, {**own, 'effort': effort}, table)
             if held.usd <= remaining_usd + 1e-9:
@@ -981,7 +979,7 @@ def effort_table(query: str = 'How do heat pumps work?', table: PriceTable | Non
     """Each effort's profile and its reservation for `query`: the table in docs/ledger.md."""
     table = table or default_prices()
     rows: list[dict[str, Any]] = []
-    for effort in _EFFORT_ORDER:
+    for effort in EFFORTS:
         bundle = table.bundle(effort)
         held = reservation(query, {'effort': effort}, table)
         rows.append(

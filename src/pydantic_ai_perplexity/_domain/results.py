@@ -29,7 +29,7 @@ from ..client._models import (
     ToolCallDetail,
 )
 from .display_slot import DISPLAY
-from .options import EFFORTS
+from .efforts import EFFORTS
 from .steps import Progress, StepReducer
 
 if TYPE_CHECKING:

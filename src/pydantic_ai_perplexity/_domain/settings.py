@@ -1,11 +1,13 @@
-"""`Settings`: the research core's `PERPLEXITY_*` variables, read and checked in one place, once.
+"""`Settings`: every `PERPLEXITY_*` variable of the package, read and checked here and nowhere else.
 
-`Researcher` calls `Settings.load()` (explicit arguments win over the environment), and the toolset, the MCP
-server and the CLI get their settings through it; `doctor` reports from one. So a bad value is refused with the same
-words everywhere: the variable's name, what it must be, an example, and what was given (never for a secret). A few
-variables are still read where they are used: `PERPLEXITY_TRACE_STEPS` (tracing), the ledger's location, the MCP
-tokens (re-read when their file changes) and `PERPLEXITY_PRICES` (pricing). NaN and infinities are not numbers
-here. This module imports only the standard library at import time: the CLI and the MCP server call
+The names are `ENV` (`_base/env.py`, so the wire can name the key's variable too). `Researcher` calls
+`Settings.load()` (explicit arguments win over the environment) and passes its fields down: the key and base URL to
+the client, the effort, waits and budget to the runs; the toolset, the MCP server and the CLI get theirs through it,
+and `doctor` reports from one. A value that must be read live (the ledger's location for a `Ledger()` made later,
+the step shape of tracing, `PERPLEXITY_PRICES`, the MCP tokens re-read when their file changes) is read with
+`variable()` and parsed by the one function here, so a bad value is refused with the same words everywhere: the
+variable's name, what it must be, an example, and what was given (never for a secret). NaN and infinities are not
+numbers here. This module imports only the standard library at import time: the CLI and the MCP server call
 `skip_idle_logfire_plugin` before pydantic loads.
 """
 
@@ -18,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from .._base.env import ENV
 from .._base.errors import ConfigurationError, InvalidArgumentError
+from .efforts import DEFAULT_EFFORT, EFFORTS, normalize_effort
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -30,13 +34,18 @@ __all__ = (
     'DEFAULT_MCP_WAIT_SECONDS',
     'DEFAULT_WAIT_SECONDS',
     'ENV',
+    'OnBudget',
     'Settings',
     'TraceSteps',
     'check_budget',
     'check_seconds',
     'mcp_heartbeat',
     'mcp_lean',
+    'mcp_shared_list',
+    'read_on_budget',
     'skip_idle_logfire_plugin',
+    'trace_steps',
+    'variable',
     'wait_budget',
 )
 
@@ -50,30 +59,21 @@ DEFAULT_MCP_WAIT_SECONDS = 55.0
 DEFAULT_MCP_HEARTBEAT_SECONDS = 15.0
 
 TraceSteps = Literal['events', 'spans', 'off']
+#: What a run does when it does not fit what is left of the budget: be refused (the default), or run tightened.
+OnBudget = Literal['refuse', 'tighten']
+
+_KNOWN = frozenset(ENV.ALL)
 
 
-class ENV:
-    """The names of the variables, for messages and for code that passes them on."""
+def variable(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The value of the variable `name` (one of `ENV.ALL`) in `environ` (default `os.environ`), stripped; '' if unset.
 
-    API_KEY = 'PERPLEXITY_API_KEY'
-    BASE_URL = 'PERPLEXITY_BASE_URL'
-    EFFORT = 'PERPLEXITY_EFFORT'
-    WAIT_SECONDS = 'PERPLEXITY_WAIT_SECONDS'
-    BUDGET_USD = 'PERPLEXITY_BUDGET_USD'
-    BUDGET_DAY_USD = 'PERPLEXITY_BUDGET_DAY_USD'
-    BUDGET_MONTH_USD = 'PERPLEXITY_BUDGET_MONTH_USD'
-    BUDGET_PER_RUN_USD = 'PERPLEXITY_BUDGET_PER_RUN_USD'
-    BUDGET_PER_CALLER = 'PERPLEXITY_BUDGET_PER_CALLER'
-    BUDGET_WARN_AT = 'PERPLEXITY_BUDGET_WARN_AT'
-    STATE_DIR = 'PERPLEXITY_STATE_DIR'
-    LEDGER_URL = 'PERPLEXITY_LEDGER_URL'
-    MCP_TOKEN = 'PERPLEXITY_MCP_TOKEN'  # noqa: S105 (a variable's name)
-    MCP_TOKENS = 'PERPLEXITY_MCP_TOKENS'
-    MCP_TOKENS_FILE = 'PERPLEXITY_MCP_TOKENS_FILE'
-    MCP_LEAN = 'PERPLEXITY_MCP_LEAN'
-    MCP_HEARTBEAT_SECONDS = 'PERPLEXITY_MCP_HEARTBEAT_SECONDS'
-    MCP_FILES_ROOT = 'PERPLEXITY_MCP_FILES_ROOT'  # the one folder a stdio server reads `files` paths from
-    TRACE_STEPS = 'PERPLEXITY_TRACE_STEPS'
+    The one place a `PERPLEXITY_*` variable is read; a name not in the list is a programming error (ValueError),
+    so a new variable cannot be read without being listed (and so cleared by the tests and documented).
+    """
+    if name not in _KNOWN:
+        raise ValueError(f'{name} is not one of the variables in ENV.ALL; add it there first.')
+    return ((os.environ if environ is None else environ).get(name) or '').strip()
 
 
 def _refused(name: str, what: str, example: str, raw: object, hint: str = '') -> ConfigurationError:
@@ -123,8 +123,8 @@ def mcp_lean(given: bool | None = None, environ: Mapping[str, str] | None = None
     """Whether the MCP server lists the tools' lean variant: `given`, else `PERPLEXITY_MCP_LEAN` (off by default)."""
     if given is not None:
         return given
-    raw = (os.environ if environ is None else environ).get(ENV.MCP_LEAN, '')
-    value = raw.strip().lower()
+    raw = variable(ENV.MCP_LEAN, environ)
+    value = raw.lower()
     if value not in _YES + _NO:
         raise _refused(ENV.MCP_LEAN, '1 or 0 (true or false)', '1', raw)
     return value in _YES
@@ -133,7 +133,7 @@ def mcp_lean(given: bool | None = None, environ: Mapping[str, str] | None = None
 def mcp_heartbeat(given: float | None = None, environ: Mapping[str, str] | None = None) -> float:
     """The MCP heartbeat interval: `given`, else `PERPLEXITY_MCP_HEARTBEAT_SECONDS`, else 15 s; more than 0."""
     name = 'heartbeat_seconds' if given is not None else ENV.MCP_HEARTBEAT_SECONDS
-    raw: object = given if given is not None else (os.environ if environ is None else environ).get(name, '').strip()
+    raw: object = given if given is not None else variable(name, environ)
     if raw == '':
         return DEFAULT_MCP_HEARTBEAT_SECONDS
     value = _number(raw)
@@ -143,19 +143,34 @@ def mcp_heartbeat(given: float | None = None, environ: Mapping[str, str] | None 
 
 
 def _effort(raw: str, name: str) -> str:
-    from .options import normalize_effort
-
     try:
         return normalize_effort(raw)
     except InvalidArgumentError:
-        raise _refused(name, 'one of fast, low, medium, high, xhigh (optionally pinned)', 'medium', raw) from None
+        what = f'one of {", ".join(EFFORTS)} (optionally pinned)'
+        raise _refused(name, what, DEFAULT_EFFORT, raw) from None
 
 
-def _trace_steps(raw: str) -> TraceSteps:
-    value = raw.strip().lower() or 'events'
+def trace_steps(environ: Mapping[str, str] | None = None) -> TraceSteps:
+    """How tracing records a run's steps: `PERPLEXITY_TRACE_STEPS` (events, spans or off), else events."""
+    raw = variable(ENV.TRACE_STEPS, environ)
+    value = raw.lower() or 'events'
     if value not in ('events', 'spans', 'off'):
         raise _refused(ENV.TRACE_STEPS, 'events, spans or off', 'spans', raw)
     return value
+
+
+def read_on_budget(environ: Mapping[str, str] | None = None) -> OnBudget:
+    """What a run that does not fit the budget does: `PERPLEXITY_ON_BUDGET` (refuse or tighten), else refuse."""
+    raw = variable(ENV.ON_BUDGET, environ)
+    value = raw.lower() or 'refuse'
+    if value not in ('refuse', 'tighten'):
+        raise _refused(ENV.ON_BUDGET, '"refuse" (the default) or "tighten"', 'tighten', raw)
+    return value
+
+
+def mcp_shared_list(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether named MCP callers all see every run (`PERPLEXITY_MCP_SHARED_LIST`); off unless it says yes."""
+    return variable(ENV.MCP_SHARED_LIST, environ).lower() in _YES
 
 
 @dataclass(frozen=True)
@@ -167,7 +182,7 @@ class Settings:
 
     api_key: SecretStr | None = field(default=None, repr=False)
     base_url: str = 'https://api.perplexity.ai'
-    effort: str = 'medium'
+    effort: str = DEFAULT_EFFORT
     #: The wait budget of an in-process call (toolset, CLI, notebook).
     wait_seconds: float = DEFAULT_WAIT_SECONDS
     #: The wait budget of an MCP call.
@@ -182,6 +197,9 @@ class Settings:
     mcp_tokens: SecretStr | None = field(default=None, repr=False)
     mcp_tokens_file: Path | None = None
     trace_steps: TraceSteps = 'events'
+    on_budget: OnBudget = 'refuse'
+    #: `PERPLEXITY_PRICES`: a price table (JSON text or a file) over the API's, or None.
+    prices: str | None = None
 
     @classmethod
     def load(
@@ -194,6 +212,7 @@ class Settings:
         wait_seconds: float | None = None,
         budget_usd: float | None = None,
         budget: Budget | None = None,
+        on_budget: OnBudget | None = None,
     ) -> Settings:
         """Read and check the environment (default `os.environ`); a value given here wins over its variable.
 
@@ -206,7 +225,7 @@ class Settings:
         env = os.environ if environ is None else environ
 
         def raw(name: str) -> str:
-            return (env.get(name) or '').strip()
+            return variable(name, env)
 
         key_source = 'api_key' if api_key is not None else ENV.API_KEY
         key = resolve_api_key(api_key if api_key is not None else raw(ENV.API_KEY), source=key_source)
@@ -216,7 +235,7 @@ class Settings:
         if effort is not None:
             chosen_effort = _effort(effort, 'effort')
         else:
-            chosen_effort = _effort(raw(ENV.EFFORT) or 'medium', ENV.EFFORT)
+            chosen_effort = _effort(raw(ENV.EFFORT) or DEFAULT_EFFORT, ENV.EFFORT)
         in_process = wait_budget(env, wait_seconds, mcp=False)
         mcp = wait_budget(env, wait_seconds, mcp=True)
         given_total = budget.total if budget is not None else None
@@ -243,7 +262,9 @@ class Settings:
             mcp_token=_secret(raw(ENV.MCP_TOKEN)),
             mcp_tokens=_secret(raw(ENV.MCP_TOKENS)),
             mcp_tokens_file=Path(tokens_file).expanduser() if tokens_file else None,
-            trace_steps=_trace_steps(raw(ENV.TRACE_STEPS)),
+            trace_steps=trace_steps(env),
+            on_budget=on_budget if on_budget is not None else read_on_budget(env),
+            prices=raw(ENV.PRICES) or None,
         )
 
     @property
@@ -286,8 +307,7 @@ def wait_budget(environ: Mapping[str, str] | None = None, given: float | None = 
     """
     if given is not None:
         return check_seconds(given, 'wait_seconds')
-    env = os.environ if environ is None else environ
-    raw = (env.get(ENV.WAIT_SECONDS) or '').strip()
+    raw = variable(ENV.WAIT_SECONDS, environ)
     if raw:
         return check_seconds(raw)
     return DEFAULT_MCP_WAIT_SECONDS if mcp else DEFAULT_WAIT_SECONDS

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import TypedDict, Unpack
 
+from .._base.statuses import END_EVENTS
 from .._base.words import plural
 from ..client._models import (
     AgentEvent,
@@ -40,13 +41,7 @@ StepKind = Literal['search', 'results', 'fetch', 'fetched', 'mcp', 'answer', 'st
 """What a step is: a search sent, its results, pages asked for, pages fetched, a remote MCP tool, the answer, the
 run's end, or another output item."""
 
-_TERMINAL = {
-    'response.completed': 'completed',
-    'response.failed': 'failed',
-    'response.incomplete': 'incomplete',
-    'response.cancelled': 'cancelled',
-    'error': 'failed',
-}
+_TERMINAL = {**END_EVENTS, 'error': 'failed'}
 
 
 class Progress(BaseModel):

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, Literal, Self, TypeVar, cast
 
 from .._base.errors import BudgetExceededError, ConfigurationError
+from .._base.statuses import UNFINISHED_ROWS
 from .._domain.budget import (
     ANY_CALLER,
     Budget,
@@ -47,6 +48,7 @@ from .._domain.pricing import (
     limit_request,
     reservation,
 )
+from .._domain.settings import OnBudget, variable
 from ._aio import AsyncLedger
 from ._engine import Engine, EngineName, Failure, Reserved
 from ._postgres import INSTALL_HINT, PostgresEngine, is_postgres_url, redact_url, target_problem
@@ -67,10 +69,8 @@ from ._records import (
 from ._sqlite import SQLiteEngine, default_ledger_path
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
-#: What a run does when it does not fit what is left of the budget: be refused (the default), or run tightened.
-OnBudget = Literal['refuse', 'tighten']
-#: Statuses of runs that hold their reservation until they report a cost.
-_IN_FLIGHT = (RESERVED, 'starting', 'queued', 'in_progress', 'cancelling')
+#: Statuses of runs that hold their reservation until they report a cost (`requires_action` too: it goes on).
+_IN_FLIGHT = UNFINISHED_ROWS
 _T = TypeVar('_T')
 #: Writes kept in memory, in order, while the store fails; beyond this the oldest are dropped (with a warning).
 BACKLOG_LIMIT = 1000
@@ -81,7 +81,7 @@ def _engine_for(target: str | os.PathLike[str] | None) -> Engine:
     """The engine a `Ledger` argument (or, for None, `PERPLEXITY_LEDGER_URL` or the default file) selects."""
     source = 'the ledger argument'
     if target is None:
-        target = os.environ.get(LEDGER_URL_ENV, '').strip() or None
+        target = variable(LEDGER_URL_ENV) or None
         source = LEDGER_URL_ENV
         if target is None:
             return SQLiteEngine(default_ledger_path())

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from .._base.env import ENV
 from .._base.errors import BudgetExceededError
-from .._domain.options import LEGACY_PRESETS
+from .._base.statuses import RESERVED as RESERVED  # the ledger's modules import it from here
+from .._domain.efforts import DEFAULT_EFFORT as DEFAULT_EFFORT  # the ledger's modules import it from here
+from .._domain.efforts import effort_level
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
 
-BUDGET_ENV = 'PERPLEXITY_BUDGET_USD'
-STATE_DIR_ENV = 'PERPLEXITY_STATE_DIR'
-LEDGER_URL_ENV = 'PERPLEXITY_LEDGER_URL'
+BUDGET_ENV = ENV.BUDGET_USD
+STATE_DIR_ENV = ENV.STATE_DIR
+LEDGER_URL_ENV = ENV.LEDGER_URL
 
 #: The least a run at each effort is reserved in USD (its floor): the reservation is the larger of this and the most
 #: its request can cost (`pricing.reservation`), charged against the budget until the actual cost is known.
@@ -29,11 +31,6 @@ LEDGER_URL_ENV = 'PERPLEXITY_LEDGER_URL'
 #: a cap is met before it is overrun; the actual `usage.cost` replaces them as soon as a run reports it.
 ESTIMATED_COST_USD: dict[str, float] = {'fast': 0.01, 'low': 0.05, 'medium': 0.25, 'high': 1.00, 'xhigh': 3.00}
 #: The effort whose estimate applies when the effort is unknown or not given (the API's default depth).
-DEFAULT_EFFORT = 'medium'
-_EFFORT_ALIASES = LEGACY_PRESETS  # the old preset names the API still accepts
-
-#: The status of a row that holds budget for a run whose create has not answered yet.
-RESERVED = 'reserved'
 
 #: What a run's `request_id` is (`RunRecord.request_kind`): `call`, the key of the MCP call over HTTP serving the run
 #: (`mcp-http:<JSON id>`, cleared once the call has answered); `task`, the mark of a run started as an MCP task;
@@ -52,6 +49,7 @@ def request_kind_of(request_id: str) -> RequestKind:
     return 'call' if request_id.startswith(CALL_KEY_PREFIX) else 'key'
 
 
+#: The start of the key of a row that holds budget for a run whose create has not answered yet.
 _PROVISIONAL_PREFIX = 'pending_'
 
 EPSILON_USD = 1e-9  # for comparing USD floats read back (the ledger itself compares integer micro-dollars)
@@ -244,9 +242,7 @@ def estimate_cost(effort: str | None) -> float:
     A pinned `name@version` counts as `name`, the old preset names as their efforts, and an unknown or missing
     effort as `DEFAULT_EFFORT`.
     """
-    name = (effort or DEFAULT_EFFORT).strip().lower().partition('@')[0]
-    name = _EFFORT_ALIASES.get(name, name)
-    return ESTIMATED_COST_USD.get(name, ESTIMATED_COST_USD[DEFAULT_EFFORT])
+    return ESTIMATED_COST_USD.get(effort_level(effort), ESTIMATED_COST_USD[DEFAULT_EFFORT])
 
 
 def budget_from_env() -> float | None:
@@ -255,9 +251,9 @@ def budget_from_env() -> float | None:
     Raises:
         ConfigurationError: the variable is not a finite, non-negative number (checked by `settings.check_budget`).
     """
-    from .._domain.settings import check_budget
+    from .._domain.settings import check_budget, variable
 
-    raw = os.environ.get(BUDGET_ENV, '').strip()
+    raw = variable(BUDGET_ENV)
     return check_budget(raw) if raw else None
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import platformdirs
 
+from .._domain.settings import variable
 from ._engine import AMOUNT_MICROS_SQL, HELD_MICROS_SQL, MIGRATIONS, Engine, EngineName, Failure, Reserved
 from ._records import (
     COLUMNS,
@@ -101,7 +102,7 @@ def _row(record: RunRecord) -> dict[str, Any]:
 
 def default_ledger_path() -> Path:
     """`$PERPLEXITY_STATE_DIR/ledger.sqlite3`, else the ledger file in the user state directory."""
-    state_dir = os.environ.get(STATE_DIR_ENV, '').strip()
+    state_dir = variable(STATE_DIR_ENV)
     base = Path(state_dir).expanduser() if state_dir else Path(platformdirs.user_state_dir('pydantic-ai-perplexity'))
     return base / LEDGER_FILENAME
 

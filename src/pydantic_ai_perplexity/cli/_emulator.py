@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from .._base.env import ENV, OFFLINE_TIME_SCALE
 from ._shared import CONTEXT, err
 
 
@@ -16,10 +17,17 @@ from ._shared import CONTEXT, err
 @click.option('--port', type=int, default=8787, show_default=True)
 @click.option(
     '--api-key',
-    envvar='PERPLEXITY_EMULATOR_API_KEY',
+    envvar=ENV.EMULATOR_API_KEY,
     help='The key the emulator accepts (default: a random pplx-emulator-… key, printed on loopback only).',
 )
-@click.option('--time-scale', type=float, default=0.1, show_default=True, help='Real seconds per emulated second.')
+@click.option(
+    '--time-scale',
+    type=click.FloatRange(min=0),
+    envvar=ENV.EMULATOR_TIME_SCALE,
+    default=OFFLINE_TIME_SCALE,
+    show_default=True,
+    help='Real seconds per emulated second.',
+)
 @click.option(
     '--record',
     type=click.Path(file_okay=False),
@@ -42,7 +50,7 @@ from ._shared import CONTEXT, err
 @click.option(
     '--corpus',
     type=click.Path(file_okay=False),
-    envvar='PERPLEXITY_EMULATOR_CORPUS',
+    envvar=ENV.EMULATOR_CORPUS,
     help='Search the pages in DIR (*.md with url:/title: front matter, or *.json) instead of the built-in ones.',
 )
 def emulator(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
+from .._base.env import ENV
+from .._base.statuses import ROW_STATUSES
+from .._domain.settings import variable
 from ._outcome import found_nothing, interrupted, print_outcome, print_sources
 from ._progress import StepDisplay
 from ._shared import (
@@ -29,11 +31,6 @@ from ._shared import (
 if TYPE_CHECKING:
     from .._domain.results import ResearchResult, Source
     from .._ledger import RunRecord
-
-STATUSES = (
-    'queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled', 'cancelling',
-    'reserved',
-)  # fmt: skip
 
 
 @click.group(context_settings=CONTEXT)
@@ -55,9 +52,9 @@ def jobs() -> None:
 
 def _refresh(ledger: Any, records: list[RunRecord]) -> list[RunRecord]:
     """`records`, the unfinished ones refreshed from the API (bounded, cached) when a key is set."""
-    from .._core.reconcile import UNFINISHED
+    from .._base.statuses import UNFINISHED_ROWS as UNFINISHED
 
-    if not any(r.status in UNFINISHED for r in records) or not os.environ.get('PERPLEXITY_API_KEY', '').strip():
+    if not any(r.status in UNFINISHED for r in records) or not variable(ENV.API_KEY):
         return records
     import anyio
 
@@ -125,7 +122,7 @@ def _cost(record: RunRecord) -> str:
 
 
 @jobs.command('list', context_settings=CONTEXT)
-@click.option('--status', type=click.Choice(STATUSES), help='Only runs with this status.')
+@click.option('--status', type=click.Choice(ROW_STATUSES), help='Only runs with this status.')
 @click.option('--limit', type=click.IntRange(1, 10_000), default=20, show_default=True, help='At most this many.')
 @click.option('--json', 'as_json', is_flag=True, help='Print the records as JSON.')
 def jobs_list(status: str | None, limit: int, as_json: bool) -> None:
@@ -230,7 +227,7 @@ def jobs_show(response_id: str, as_json: bool) -> None:
 
 def _print_record(record: RunRecord) -> None:
     """A run's fields, what it found so far while it runs, and, once it ended, its answer and sources."""
-    from .._core.reconcile import UNFINISHED
+    from .._base.statuses import UNFINISHED_ROWS as UNFINISHED
 
     snapshot = _snapshot(record)
     so_far = snapshot if snapshot is not None and not snapshot.done and record.status in UNFINISHED else None
@@ -319,7 +316,7 @@ def _snapshot(record: RunRecord) -> ResearchResult | None:
     """The run as the API has it now, read as a result: what a running run found so far, or a finished run's answer
     and sources. None if it cannot be asked: no key, the run went to another API than the configured one (its id is
     never sent elsewhere), or the API did not answer within 5 s."""
-    if not os.environ.get('PERPLEXITY_API_KEY', '').strip():
+    if not variable(ENV.API_KEY):
         return None
     import anyio
 

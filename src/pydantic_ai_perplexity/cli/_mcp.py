@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from .._base.env import ENV
 from ._shared import CONTEXT
 
 
@@ -11,11 +12,11 @@ from ._shared import CONTEXT
 @click.option('--transport', type=click.Choice(['stdio', 'http']), default='stdio', show_default=True)
 @click.option('--host', default='127.0.0.1', show_default=True, help='HTTP only. Non-loopback needs a token.')
 @click.option('--port', type=int, default=8000, show_default=True, help='HTTP only.')
-@click.option('--token', envvar='PERPLEXITY_MCP_TOKEN', help='HTTP bearer token clients must send.')
+@click.option('--token', envvar=ENV.MCP_TOKEN, help='HTTP bearer token clients must send.')
 @click.option(
     '--tokens-file',
     type=click.Path(dir_okay=False),
-    envvar='PERPLEXITY_MCP_TOKENS_FILE',
+    envvar=ENV.MCP_TOKENS_FILE,
     help='HTTP only: named tokens (JSON or name:token lines), re-read when the file changes.',
 )
 @click.option(
@@ -26,13 +27,13 @@ from ._shared import CONTEXT
 @click.option(
     '--header-timeout',
     type=click.FloatRange(min=0, min_open=True, max=3600),
-    envvar='PERPLEXITY_MCP_HEADER_TIMEOUT',
+    envvar=ENV.MCP_HEADER_TIMEOUT,
     help='HTTP only: seconds a connection has to send a whole request head, then it is closed.  [default: 10]',
 )
 @click.option(
     '--max-connections-per-client',
     type=click.IntRange(min=1),
-    envvar='PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT',
+    envvar=ENV.MCP_MAX_CONNECTIONS_PER_CLIENT,
     help='HTTP only: connections one client address may hold (behind a proxy, raise it).  [default: 1024]',
 )
 @click.option(

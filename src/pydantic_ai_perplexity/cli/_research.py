@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from pathlib import Path
@@ -11,6 +10,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from .._base.env import ENV
+from .._domain.settings import variable
 from ._outcome import interrupted, print_outcome
 from ._progress import StepDisplay
 from ._shared import CONTEXT, check_budget_arg, check_seconds_arg, endpoint, fail, start_tracing
@@ -230,7 +231,7 @@ def research(
                 display.summary(result)
             return result
 
-    emulated = not os.environ.get('PERPLEXITY_API_KEY')
+    emulated = not variable(ENV.API_KEY)
     try:
         with endpoint(no_wait=no_wait) as settings:
             result = anyio.run(go, settings)

@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .._base.env import ENV
+from .._domain.settings import variable
+
 if TYPE_CHECKING:
     from .._ledger import Ledger
 
@@ -69,12 +72,17 @@ def start_tracing() -> None:
 @contextlib.contextmanager
 def endpoint(*, no_wait: bool = False) -> Generator[dict[str, str]]:
     """The API to talk to: the configured one, or (with no key) a built-in emulator, said in one line."""
-    if os.environ.get('PERPLEXITY_API_KEY'):
+    if variable(ENV.API_KEY):
         yield {}
         return
     from ..emulator import Emulator
+    from ..emulator._offline import offline_time_scale
 
-    with Emulator(time_scale=float(os.environ.get('PERPLEXITY_EMULATOR_TIME_SCALE') or '0.05')) as emu:
+    try:
+        time_scale = offline_time_scale()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    with Emulator(time_scale=time_scale) as emu:
         note = ' It stops when this command ends, so this run cannot be collected later.' if no_wait else ''
         err(f'No PERPLEXITY_API_KEY set: using the built-in emulator at {emu.base_url} (answers are canned).{note}')
         base_url = emu.base_url

@@ -19,7 +19,7 @@ from typing import Any, Self, TypeVar
 import anyio
 import httpx2
 from httpx2._client import UseClientDefault
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 from typing_extensions import Unpack
 
 from .._base.errors import (
@@ -30,6 +30,7 @@ from .._base.errors import (
     PermissionDeniedError,
     ResearchTimeoutError,
 )
+from .._base.statuses import SETTLED_STATUSES
 from . import _events
 from ._errors import as_object, invalid_run_id, redact
 from ._models import AgentEvent, CancelAck, Model, ModelList, Response, SearchResponse
@@ -46,8 +47,6 @@ POLL_INTERVAL_CAP = 10.0
 _POLL_GROWTH = 1.5
 #: At most this long for the one retrieve `wait` makes when its budget ended before any snapshot was seen.
 _LAST_LOOK_S = 5.0
-#: Statuses after which waiting longer changes nothing: the terminal ones, and `requires_action` (no flow exists).
-_SETTLED = frozenset({'completed', 'failed', 'cancelled', 'incomplete', 'requires_action'})
 _AGENT_KEYS = AgentRequest.__required_keys__ | AgentRequest.__optional_keys__
 _SEARCH_KEYS = SearchRequest.__required_keys__ | SearchRequest.__optional_keys__
 
@@ -76,8 +75,9 @@ class PerplexityClient:
 
     **Parameters:**
 
-    * `api_key`: defaults to `PERPLEXITY_API_KEY`. Optional at construction; a call that needs it raises
-      `ConfigurationError` naming the variable (`models()` is sent without one, and the live API then answers 401).
+    * `api_key` (a string or a `SecretStr`): defaults to `PERPLEXITY_API_KEY`. Optional at construction; a call
+      that needs it raises `ConfigurationError` naming the variable (`models()` is sent without one, and the live
+      API then answers 401).
     * `base_url`: defaults to `PERPLEXITY_BASE_URL`, else `https://api.perplexity.ai`. Must be https, or http
       to a loopback host (the emulator).
     * `timeout`: per request; default 60 s to read, 5 s to connect (with `http_client`: that client's own).
@@ -89,7 +89,7 @@ class PerplexityClient:
     def __init__(
         self,
         *,
-        api_key: str | None = None,
+        api_key: str | SecretStr | None = None,
         base_url: str | None = None,
         timeout: float | httpx2.Timeout | _NotGiven | None = NOT_GIVEN,
         max_retries: int = 2,
@@ -332,7 +332,7 @@ class PerplexityClient:
         while True:
             run = await self.retrieve(response_id)
             seen.last = run
-            if run.status in _SETTLED:
+            if run.status in SETTLED_STATUSES:
                 return run
             if on_snapshot is not None:
                 outcome = on_snapshot(run)

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import httpx2
 
+from .._base.env import ENV
 from .._base.errors import (
     APIConnectionError,
     APIStatusError,
@@ -29,7 +30,6 @@ from .._base.errors import (
     RunMayHaveStartedError,
 )
 from ._retry import RequestKind, rate_limit_wait
-from ._settings import API_KEY_ENV
 
 __all__ = (
     'ErrorContext',
@@ -168,12 +168,12 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
     if status == 401 and not ctx.key:
         return AuthenticationError(
             f'{head}: {server_message}. No API key was sent, and this endpoint needs one (the model list too): set '
-            f'{API_KEY_ENV}, or give api_key= in Python.{tail}',
+            f'{ENV.API_KEY}, or give api_key= in Python.{tail}',
             **common,
         )
     if status == 401:
         return AuthenticationError(
-            f'{head}: {server_message}. The API key was not accepted: check that {API_KEY_ENV} (or api_key=) '
+            f'{head}: {server_message}. The API key was not accepted: check that {ENV.API_KEY} (or api_key=) '
             f'holds a current key from your Perplexity API settings, with no quotes or extra characters.{tail}',
             **common,
         )

@@ -22,6 +22,8 @@ from pydantic import (
     field_validator,
 )
 
+from .._base.statuses import END_EVENTS, TERMINAL_STATUSES
+
 __all__ = (
     'TERMINAL_STATUSES',
     'AgentEvent',
@@ -53,9 +55,6 @@ __all__ = (
     'parse_event',
     'parse_response',
 )
-
-#: Statuses after which a run never changes again.
-TERMINAL_STATUSES = frozenset({'completed', 'failed', 'cancelled', 'incomplete'})
 
 
 class WireModel(BaseModel):
@@ -424,9 +423,8 @@ class UnknownEvent(AgentEvent):
     """Alias kept for readability at call sites: any event of a type this version does not know."""
 
 
-_TERMINAL_EVENTS = frozenset(
-    {'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled', 'error'}
-)
+#: The events that end a run's stream: a run's end, or an `error` event.
+_TERMINAL_EVENTS = frozenset({*END_EVENTS, 'error'})
 _ITEM_ADAPTER: TypeAdapter[OutputItem] = TypeAdapter(OutputItem)
 
 

@@ -19,11 +19,11 @@ import httpx2
 from httpx2._client import UseClientDefault
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from .._base.env import ENV
 from .._base.errors import ConfigurationError
 from . import _events
 from ._errors import ErrorContext, malformed_error, network_error, status_error
 from ._retry import RequestKind, network_error_retryable, rate_limits, retry_delay, status_retryable
-from ._settings import API_KEY_ENV
 
 __all__ = ('MAX_EVENT_SIZE', 'Transport', 'logger')
 
@@ -72,7 +72,7 @@ class Transport:
             headers['Authorization'] = f'Bearer {self._api_key.get_secret_value()}'
         elif auth:
             raise ConfigurationError(
-                f'No Perplexity API key: set the {API_KEY_ENV} environment variable (keys are created in your '
+                f'No Perplexity API key: set the {ENV.API_KEY} environment variable (keys are created in your '
                 'Perplexity API settings), or give api_key= in Python. To try it offline on the built-in emulator '
                 '(canned answers): the CLI without a key, `pydantic-ai-perplexity mcp --emulator` for the MCP server, '
                 'or use_emulator_if_no_key() from pydantic_ai_perplexity in Python.'

@@ -33,6 +33,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .._base.env import ENV
+from .._base.statuses import END_EVENTS
 from ._corpus import DEFAULT_CORPUS, Corpus, load_corpus, search_corpus
 from ._errors import ApiError, json_bytes
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
@@ -63,7 +65,6 @@ MAX_BODY_BYTES = 32 * 1024 * 1024
 _MAX_RUNS = 10_000
 #: Requests kept in the request log at most (a long-lived `serve()` must not grow without bound).
 _MAX_RECORDED = 100_000
-_TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
 #: The live answer to the retired Sonar endpoints (403 `chat_completions_not_available`, captured 2026-10-09).
 _RETIRED_MESSAGE = (
     'Sonar is now the Agent API. Use /v1/responses instead of /v1/sonar. '
@@ -78,7 +79,7 @@ RATE_LIMIT = 50
 #: Where a recording proxy forwards to by default: Perplexity's API.
 DEFAULT_UPSTREAM = 'https://api.perplexity.ai'
 #: A folder of pages every emulator searches instead of the built-in corpus, unless given its own `corpus`.
-CORPUS_ENV = 'PERPLEXITY_EMULATOR_CORPUS'
+CORPUS_ENV = ENV.EMULATOR_CORPUS
 #: The header on every response the emulator serves (JSON, SSE and errors alike): its value is the version of
 #: the emulator, so a client can tell an emulated answer from a real one and say so.
 EMULATOR_HEADER = 'x-pplx-emulator'
@@ -435,7 +436,7 @@ class _EventStream:
             cursor = batch[-1].seq
             if self.drop_at is not None and cursor >= self.drop_at:
                 return 'drop'
-            if batch[-1].type in _TERMINAL_EVENTS:
+            if batch[-1].type in END_EVENTS:
                 return 'end'
         return 'end'
 

@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._base.redact import is_secret_param, redact_urls_and_secrets_in
 from .._base.safe_write import UnsafePathError, write_text_no_follow
+from .._base.statuses import END_EVENTS, TERMINAL_STATUSES
 from ._errors import ApiError
 from ._files import list_names, open_folder, read_inside
 from ._runs import Run, Step, chunks
@@ -97,8 +98,6 @@ _RUN_ID = re.compile(r'resp_[A-Za-z0-9_-]{4,128}')
 _MODEL_ID = re.compile(r'[^/\s]+/\S+')
 #: Statuses whose answers have no body: a recorded answer (which has one) cannot be served with them.
 _NO_BODY = frozenset({204, 205, 304})
-_TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
-_TERMINAL_STATUSES = frozenset({'completed', 'failed', 'incomplete', 'cancelled'})
 _REDACTED = '[redacted]'
 _log = logging.getLogger('uvicorn.error')
 
@@ -396,9 +395,9 @@ def _final(raw: Any, name: str) -> dict[str, Any]:
         )
     final = _obj(raw)
     status = final.get('status')
-    if not isinstance(status, str) or status not in _TERMINAL_STATUSES:
+    if not isinstance(status, str) or status not in TERMINAL_STATUSES:
         raise RecordingError(
-            f'{name}: "run.final.status" is {status!r}, not an end state ({", ".join(sorted(_TERMINAL_STATUSES))}); '
+            f'{name}: "run.final.status" is {status!r}, not an end state ({", ".join(sorted(TERMINAL_STATUSES))}); '
             'the run did not end while it was recorded'
         )
     _check_final_times(final, name)
@@ -547,7 +546,7 @@ class Recorder:
             recording.headers = live_headers(headers)
         self._merge(recording, events, started, auth)
         last = recording.events[-1][1]
-        if last.get('type') in _TERMINAL_EVENTS and isinstance(last.get('response'), dict):
+        if last.get('type') in END_EVENTS and isinstance(last.get('response'), dict):
             recording.final = last['response']
         self._write(recording)
 
@@ -564,12 +563,12 @@ class Recorder:
     def retrieved(self, run_id: str, snapshot: dict[str, Any], auth: str) -> bool:
         """A retrieve's snapshot: a terminal one becomes the final response. True when the events are missing."""
         entry = self._runs.get(run_id)
-        if entry is None or snapshot.get('status') not in _TERMINAL_STATUSES:
+        if entry is None or snapshot.get('status') not in TERMINAL_STATUSES:
             return False
         recording, _ = entry
         recording.final = self._clean(snapshot, auth)
         self._write(recording)
-        has_end = bool(recording.events) and recording.events[-1][1].get('type') in _TERMINAL_EVENTS
+        has_end = bool(recording.events) and recording.events[-1][1].get('type') in END_EVENTS
         return not has_end and bool(snapshot.get('background'))
 
     def backfill(self, run_id: str, events: list[dict[str, Any]], auth: str) -> None:
@@ -823,7 +822,7 @@ def _replay_steps(events: list[tuple[float, dict[str, Any]]], renew: _Renewal, t
     for at, recorded in events:
         event = renew(recorded)
         if isinstance(event.get('response'), dict):
-            event['response'] = terminal if event.get('type') in _TERMINAL_EVENTS else renew(event['response'])
+            event['response'] = terminal if event.get('type') in END_EVENTS else renew(event['response'])
         offset = max(offset, at)  # never earlier than the event before
         done = (int(event['output_index']), event['item']) if event.get('type') == 'response.output_item.done' else None
         steps.append(Step(offset, int(event['sequence_number']), event, done))
@@ -841,7 +840,7 @@ def replay_run(
     if final is None:
         name = recording.path.name if recording.path else '?'
         raise ApiError(404, 'recording_not_found', f'{name} has no final response')
-    events = recording.events if recording.events and recording.events[-1][1].get('type') in _TERMINAL_EVENTS else []
+    events = recording.events if recording.events and recording.events[-1][1].get('type') in END_EVENTS else []
     wall = time.time()
     shift = int(wall) - int(final.get('created_at') or int(wall))
     renew = _Renewal(str(final.get('id', '')), f'resp_{uuid.uuid4()}', shift, background, store)

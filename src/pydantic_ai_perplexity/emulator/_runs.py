@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from .._base.statuses import END_EVENTS, TERMINAL_STATUSES
 from .._base.words import plural
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
 from ._corpus import DEFAULT_CORPUS, Corpus, Document, best_sentences, relevance, search_corpus
@@ -36,9 +37,7 @@ from ._validation import (
     resolve_effort,
 )
 
-__all__ = ('TERMINAL', 'Run', 'Step', 'build_run', 'chunks')
-
-TERMINAL = frozenset({'completed', 'failed', 'cancelled', 'incomplete'})
+__all__ = ('Run', 'Step', 'build_run', 'chunks')
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +307,7 @@ class Run:
         live API does (`partial_output=False` shows `output: []` instead), and `model` is the effort's name.
         """
         status = force_status or self.status(now)
-        if status in TERMINAL:
+        if status in TERMINAL_STATUSES:
             return self.terminal
         output: list[dict[str, Any]] = []
         if partial_output and status == 'in_progress':
@@ -348,7 +347,7 @@ class Run:
         """
         self.cancel_requested = True
         at = max(self.elapsed(now), 0.0)
-        kept = [s for s in self.steps if s.offset <= at and s.type not in _TERMINAL_EVENTS]
+        kept = [s for s in self.steps if s.offset <= at and s.type not in END_EVENTS]
         end = at + _CANCEL_DELAY
         seq = (kept[-1].seq + 1) if kept else 0
         found = sorted((s.done_item for s in kept if s.done_item is not None), key=lambda d: d[0])
@@ -378,9 +377,6 @@ class Run:
                 entry[1] -= 1
                 return entry[0], entry[2]
         return None
-
-
-_TERMINAL_EVENTS = frozenset({'response.completed', 'response.failed', 'response.incomplete', 'response.cancelled'})
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ import anyio.to_thread
 import uvicorn
 from uvicorn.config import LOGGING_CONFIG
 
+from .._base.env import ENV, OFFLINE_TIME_SCALE
 from .._base.net import is_loopback
 from ._app import DEFAULT_UPSTREAM, EmulatorState, RecordedRequest, create_app, new_api_key
 from ._faults import FaultPlan
@@ -278,7 +279,7 @@ def serve(
     host: str = '127.0.0.1',
     port: int = 8787,
     api_key: str | None = None,
-    time_scale: float = 0.1,
+    time_scale: float = OFFLINE_TIME_SCALE,
     *,
     on_ready: Callable[[str, str], None] | None = None,
     record: str | Path | None = None,
@@ -300,7 +301,7 @@ def serve(
     if allow_remote and record is None and not api_key:
         raise ValueError(
             'an emulator reachable from other machines never shows its key: give one (--api-key, or the '
-            'PERPLEXITY_EMULATOR_API_KEY variable)'
+            f'{ENV.EMULATOR_API_KEY} variable)'
         )
     key = api_key or new_api_key()
     app = create_app(api_key=key, time_scale=time_scale, record=record, replay=replay, upstream=upstream, corpus=corpus)

@@ -18,11 +18,11 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 from pydantic_core import ErrorDetails
 
+from .._domain.efforts import EFFORT_NAME, EFFORTS, LEGACY_PRESETS
 from ._errors import ApiError, ValidationDetail
 from ._models import MODELS, ModelInfo
 
 __all__ = (
-    'EFFORTS',
     'MAX_SEARCH_QUERIES',
     'CreateRequest',
     'McpTool',
@@ -35,14 +35,6 @@ __all__ = (
     'resolve_effort',
 )
 
-EFFORTS = ('fast', 'low', 'medium', 'high', 'xhigh')
-_LEGACY_PRESETS = {
-    'fast-search': 'fast',
-    'pro-search': 'low',
-    'deep-research': 'medium',
-    'advanced-deep-research': 'high',
-}
-_EFFORT_PIN = re.compile(r'^(fast|low|medium|high|xhigh)@\d{4}-\d{2}-\d{2}\.\d+$')
 _RESERVED_FUNCTION_NAMES = frozenset(
     {'web_search', 'search_web', 'people_search', 'search_people', 'fetch_url', 'finance_search', 'sandbox'}
 )
@@ -675,14 +667,12 @@ def _union_tag_error(error: ErrorDetails, path: str) -> ApiError:
 
 def resolve_effort(name: str, *, field: str) -> str:
     """The base effort level (`fast`…`xhigh`) of an `effort`/`preset` value, or a 400 naming `field`."""
-    if name in EFFORTS:
-        return name
-    if field == 'preset' and name in _LEGACY_PRESETS:
-        return _LEGACY_PRESETS[name]
-    if _EFFORT_PIN.match(name):
-        return name.split('@', 1)[0]
+    if field == 'preset' and name in LEGACY_PRESETS:
+        return LEGACY_PRESETS[name]
+    if match := EFFORT_NAME.match(name):  # a level, or a pinned one
+        return match.group(1)
     allowed = ', '.join(EFFORTS)
-    legacy = ', '.join(_LEGACY_PRESETS) if field == 'preset' else ''
+    legacy = ', '.join(LEGACY_PRESETS) if field == 'preset' else ''
     hint = f' (or the legacy names {legacy})' if legacy else ''
     return _raise(
         validation_failed(

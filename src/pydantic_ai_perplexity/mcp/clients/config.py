@@ -31,9 +31,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from ..._base.env import ENV
 from ..._base.errors import install_hint
 from ..._base.safe_write import refuse_link, write_text_no_follow
-from ..._domain.settings import DEFAULT_MCP_WAIT_SECONDS
+from ..._domain.settings import DEFAULT_MCP_WAIT_SECONDS, variable
 from ._config_env import reference, split_for_file, vscode_input
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ CLIENTS: tuple[str, ...] = (
 )
 
 SERVER_NAME = 'perplexity'
-KEY_ENV = 'PERPLEXITY_API_KEY'
+KEY_ENV = ENV.API_KEY
 #: The server's own wait budget (what a call waits before handing back the run's id).
 SERVER_WAIT_SECONDS = DEFAULT_MCP_WAIT_SECONDS
 #: Covers a first start after install, when Python compiles the MCP SDK before the server can answer.
@@ -89,9 +90,7 @@ _PASSED = re.compile(
     r'|SSL_CERT_(FILE|DIR)|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE)$'
 )
 #: Never passed on: the key (added by the client's auth), the in-process wait budget, the HTTP transport's tokens.
-_NOT_PASSED = frozenset(
-    {KEY_ENV, 'PERPLEXITY_WAIT_SECONDS', 'PERPLEXITY_MCP_TOKEN', 'PERPLEXITY_MCP_TOKENS', 'PERPLEXITY_MCP_TOKENS_FILE'}
-)
+_NOT_PASSED = frozenset({KEY_ENV, ENV.WAIT_SECONDS, ENV.MCP_TOKEN, ENV.MCP_TOKENS, ENV.MCP_TOKENS_FILE})
 
 
 #: What `launcher='uvx'` needs, said next to a snippet that uses it.
@@ -154,7 +153,7 @@ def child_environment(
     if wait_seconds is not None:
         if wait_seconds < 0:
             raise ValueError(f'wait_seconds must be 0 or more, not {wait_seconds}.')
-        env['PERPLEXITY_WAIT_SECONDS'] = f'{wait_seconds:g}'
+        env[ENV.WAIT_SECONDS] = f'{wait_seconds:g}'
     return env
 
 
@@ -258,7 +257,7 @@ def perplexity_mcp_toolset(
         ) from exc
     budget = SERVER_WAIT_SECONDS if wait_seconds is None else wait_seconds
     child_env = child_environment(wait_seconds=wait_seconds) | dict(env or {})
-    key = api_key if api_key is not None else os.environ.get(KEY_ENV)
+    key = api_key if api_key is not None else variable(KEY_ENV)
     if key:
         child_env[KEY_ENV] = key
     default_command, default_args = server_command(launcher)

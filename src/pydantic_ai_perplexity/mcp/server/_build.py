@@ -133,18 +133,19 @@ def serve(
     if find_spec('mcp') is None:
         sys.stderr.write(_MCP_MISSING)
         raise SystemExit(2)
+    from ..._base.env import ENV
     from ..._base.errors import ConfigurationError
-    from ..._domain.settings import mcp_heartbeat, mcp_lean
+    from ..._domain.settings import mcp_heartbeat, mcp_lean, variable
 
     try:
         lean = mcp_lean(lean)
         mcp_heartbeat()  # refused here, before serving, rather than at the first call
-    except ConfigurationError as exc:
+        if emulator:
+            _use_emulator()
+    except (ConfigurationError, ValueError) as exc:
         sys.stderr.write(f'Cannot serve MCP: {exc}\n')
         raise SystemExit(2) from None
-    if emulator:
-        _use_emulator()
-    elif not os.environ.get('PERPLEXITY_API_KEY'):
+    if not emulator and not variable(ENV.API_KEY):
         sys.stderr.write(_NO_KEY_NOTE)
     from ..._domain.settings import skip_idle_logfire_plugin
 
@@ -240,11 +241,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _use_emulator() -> None:
     """Start the built-in emulator for this process and point research at it, said on stderr (never silently)."""
+    from ..._base.env import ENV
     from ...emulator import Emulator
+    from ...emulator._offline import offline_time_scale
 
-    emu = Emulator(time_scale=float(os.environ.get('PERPLEXITY_EMULATOR_TIME_SCALE') or 0.05)).start()
-    os.environ['PERPLEXITY_API_KEY'] = emu.api_key
-    os.environ['PERPLEXITY_BASE_URL'] = emu.base_url
+    emu = Emulator(time_scale=offline_time_scale()).start()
+    os.environ[ENV.API_KEY] = emu.api_key
+    os.environ[ENV.BASE_URL] = emu.base_url
     sys.stderr.write(
         f'--emulator: research runs on the built-in emulator at {emu.base_url} (offline: canned answers from a small '
         'local corpus; no Perplexity key is used and nothing is billed).\n'

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 
+from ..._base.statuses import CANCELLING, RESERVED, STARTING, UNFINISHED_ROWS
 from ..._ledger import CALL_KEY_PREFIX
 from . import _jsonrpc
 from ._throttle import ThrottledWarning
@@ -77,8 +78,9 @@ _POLL_SECONDS = 0.2
 #: At most this many notifications of one caller are watched at once: a caller sending more (a flood of bogus ids)
 #: loses its own oldest watch, never another caller's.
 MAX_WATCHES_PER_CALLER = 16
-_UNFINISHED = ('starting', 'reserved', 'queued', 'in_progress', 'requires_action')
-_NO_ID_YET = ('starting', 'reserved')
+#: Calls in flight: their run has not ended and no cancel was asked for yet.
+_UNFINISHED = tuple(status for status in UNFINISHED_ROWS if status != CANCELLING)
+_NO_ID_YET = (STARTING, RESERVED)
 _CANCEL_GRACE_SECONDS = 15.0
 
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..._base.env import ENV
+from ..._domain.settings import variable
 from ._throttle import ThrottledWarning
 
 if TYPE_CHECKING:
@@ -45,8 +46,8 @@ __all__ = (
 
 _log = logging.getLogger('pydantic_ai_perplexity.mcp')
 
-HEADER_TIMEOUT_ENV = 'PERPLEXITY_MCP_HEADER_TIMEOUT'
-PER_CLIENT_ENV = 'PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT'
+HEADER_TIMEOUT_ENV = ENV.MCP_HEADER_TIMEOUT
+PER_CLIENT_ENV = ENV.MCP_MAX_CONNECTIONS_PER_CLIENT
 #: Seconds a connection has to send a whole request head.
 DEFAULT_HEADER_TIMEOUT = 10.0
 #: Connections one client address may hold (behind a proxy, the proxy is one address: raise it there). High enough
@@ -89,7 +90,7 @@ class ConnectionLimits:
 
 
 def _env(name: str, kind: Callable[[str], float | int]) -> Any:
-    text = os.environ.get(name, '').strip()
+    text = variable(name)
     if not text:
         return None
     try:

@@ -50,7 +50,9 @@ import threading
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
 
+from ..._base.env import ENV
 from ..._base.net import is_loopback
+from ..._domain.settings import variable
 from . import _jsonrpc
 from ._card import CARD_PATH
 from ._tokens import CALLER_SCOPE_KEY, STRENGTH_RULE, Tokens, is_weak
@@ -84,7 +86,7 @@ SHUTDOWN_DEADLINE_SECONDS = 10.0
 _HEALTH_TIMEOUT_SECONDS = 3.0
 _LOOPBACK_HOSTS = ('127.0.0.1', 'localhost', '[::1]')
 #: Origins whose browser pages may call the server (CORS), comma-separated; none by default.
-CORS_ORIGINS_ENV = 'PERPLEXITY_MCP_CORS_ORIGINS'
+CORS_ORIGINS_ENV = ENV.MCP_CORS_ORIGINS
 _CORS_METHODS = 'GET, POST, DELETE'
 _CORS_HEADERS = ('authorization', 'content-type', 'accept', 'last-event-id', 'mcp-protocol-version', 'mcp-session-id')
 _CORS_EXPOSE = 'Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate'
@@ -499,9 +501,9 @@ def run_http(
     AppStatus.disable_automatic_graceful_drain()
 
     refuse_unsafe_bind(host, tokens)
-    extra = [h.strip() for h in (allowed_hosts or os.environ.get('PERPLEXITY_MCP_ALLOWED_HOSTS', '').split(','))]
+    extra = [h.strip() for h in (allowed_hosts or variable(ENV.MCP_ALLOWED_HOSTS).split(','))]
     try:
-        cors = parse_origins(os.environ.get(CORS_ORIGINS_ENV, ''))
+        cors = parse_origins(variable(CORS_ORIGINS_ENV))
     except ValueError as exc:
         sys.stderr.write(f'Cannot serve MCP: {exc}\n')
         raise SystemExit(2) from None

@@ -195,7 +195,7 @@ class ResearchTasks(Extension):
         if r.ledger is None:
             return None
         try:
-            args = tools.RESEARCH.parse({name: value for name, value in arguments.items() if value is not None})
+            args = tools.RESEARCH.parse_mcp(arguments)
         except Exception:
             return None
         given = args.model_dump(exclude={'query'}, exclude_none=True)

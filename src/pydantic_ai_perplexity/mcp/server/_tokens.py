@@ -39,6 +39,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from ..._base.env import ENV
+from ..._domain.settings import mcp_shared_list, variable
+
 __all__ = (
     'CALLER_SCOPE_KEY',
     'DEFAULT_NAME',
@@ -57,15 +60,15 @@ __all__ = (
 
 _log = logging.getLogger('pydantic_ai_perplexity.mcp')
 
-TOKEN_ENV = 'PERPLEXITY_MCP_TOKEN'  # noqa: S105 (the variable's name, not a secret)
-TOKENS_ENV = 'PERPLEXITY_MCP_TOKENS'
-TOKENS_FILE_ENV = 'PERPLEXITY_MCP_TOKENS_FILE'
+TOKEN_ENV = ENV.MCP_TOKEN
+TOKENS_ENV = ENV.MCP_TOKENS
+TOKENS_FILE_ENV = ENV.MCP_TOKENS_FILE
 #: The name of the single `PERPLEXITY_MCP_TOKEN`.
 DEFAULT_NAME = 'default'
 #: Where the HTTP front puts the caller's name in the ASGI scope, for the tools to read.
 CALLER_SCOPE_KEY = 'pydantic_ai_perplexity.caller'
 #: `1` (or true, yes, on): every token holder's `perplexity_research_list` shows every caller's runs.
-SHARED_LIST_ENV = 'PERPLEXITY_MCP_SHARED_LIST'
+SHARED_LIST_ENV = ENV.MCP_SHARED_LIST
 
 _NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$')
 #: Off loopback, every token is at least this long...
@@ -81,7 +84,7 @@ STRENGTH_RULE = (
 def shared_list() -> bool:
     """Whether the operator opted into a shared run list (`PERPLEXITY_MCP_SHARED_LIST`); by default a named caller
     lists only its own runs."""
-    return os.environ.get(SHARED_LIST_ENV, '').strip().lower() in ('1', 'true', 'yes', 'on')
+    return mcp_shared_list()
 
 
 def is_weak(token: str) -> bool:
@@ -200,9 +203,9 @@ class Tokens:
         `token` (else `PERPLEXITY_MCP_TOKEN`) is named `default`; `PERPLEXITY_MCP_TOKENS` adds named ones;
         `tokens_file` (else `PERPLEXITY_MCP_TOKENS_FILE`) is watched for changes.
         """
-        single = token or os.environ.get(TOKEN_ENV, '').strip() or None
-        listed = os.environ.get(TOKENS_ENV, '').strip()
-        path = tokens_file or os.environ.get(TOKENS_FILE_ENV, '').strip() or None
+        single = token or variable(TOKEN_ENV) or None
+        listed = variable(TOKENS_ENV)
+        path = tokens_file or variable(TOKENS_FILE_ENV) or None
         if single is None and not listed and path is None:
             return None
         fixed: list[tuple[str, Mapping[str, str]]] = []

@@ -161,13 +161,12 @@ def _rendered(spec: tools.ToolSpec, body: _Body) -> Tool:
     schema, declared as the SDK's `Tool` fields; arguments checked by the spec.
 
     The SDK reads the call with an argument model of untyped fields (so it passes every argument on as sent, without
-    its own messages); `ToolSpec.parse` checks the call, in the project's words.
+    its own messages); `ToolSpec.parse_mcp` checks the call, in the project's words.
     """
 
     async def call(ctx: Context[Any, Any], **arguments: Any) -> CallToolResult:
         async def work() -> CallToolResult:
-            given = {name: value for name, value in arguments.items() if value is not None}
-            return await body(ctx, spec.parse(given))
+            return await body(ctx, spec.parse_mcp(arguments))
 
         return await _guarded(work)
 
