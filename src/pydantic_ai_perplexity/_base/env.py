@@ -45,6 +45,7 @@ class ENV:
     MCP_MAX_CONNECTIONS_PER_CLIENT = 'PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT'
     MCP_ALLOWED_HOSTS = 'PERPLEXITY_MCP_ALLOWED_HOSTS'
     MCP_CORS_ORIGINS = 'PERPLEXITY_MCP_CORS_ORIGINS'
+    MCP_FILES_ROOT = 'PERPLEXITY_MCP_FILES_ROOT'  # the one folder a stdio server reads `files` paths from
     #: The emulator's own variables (it is a separate server, configured apart from the library).
     EMULATOR_API_KEY = 'PERPLEXITY_EMULATOR_API_KEY'
     EMULATOR_CORPUS = 'PERPLEXITY_EMULATOR_CORPUS'

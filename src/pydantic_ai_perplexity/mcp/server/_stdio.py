@@ -245,9 +245,10 @@ def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float, lean
     import anyio
 
     drain = tools.Drain()
-    from ..._domain.settings import ENV
+    from ..._base.env import ENV
+    from ..._domain.settings import variable
 
-    root = os.environ.get(ENV.MCP_FILES_ROOT, '').strip() or None  # paths in `files` only inside it, over stdio
+    root = variable(ENV.MCP_FILES_ROOT) or None  # paths in `files` only inside it, over stdio
     server: MCPServer[Any] = tools.build_server(wait_seconds=wait_seconds, drain=drain, lean=lean, files_root=root)
     runner = lowlevel(server)
     if runner is None:
