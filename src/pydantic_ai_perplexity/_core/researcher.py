@@ -44,20 +44,18 @@ from .._domain.options import (
     EFFORTS,
     ResearchOptions,
     ResearchOptionsDict,
-    check_domains,
-    check_recency,
     check_wait,
     response_format,
-    wire_date,
 )
 from .._domain.pricing import default_prices, limit_request, refresh_api_prices
 from .._domain.results import ResearchResult, Usage
+from .._domain.search_filters import SearchMode, SearchType, search_request
 from .._domain.settings import Settings
 from .._domain.steps import Step, StepReducer
 from .._ledger import Ledger, OnBudget, Origin, Recorder, RunRecord, default_ledger_path, estimate_cost
 from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
-from ..client._params import AgentRequest, SearchRequest
+from ..client._params import AgentRequest
 from . import tracing
 from .reconcile import learn_from, reconcile, record_finished
 
@@ -458,19 +456,34 @@ class Researcher:
         recency: str | None = None,
         after: str | date | None = None,
         before: str | date | None = None,
+        updated_after: str | date | None = None,
+        updated_before: str | date | None = None,
+        country: str | None = None,
+        search_mode: SearchMode | None = None,
+        search_type: SearchType | None = None,
+        max_tokens_per_page: int | None = None,
+        languages: Sequence[str] | None = None,
     ) -> SearchResponse:
-        """The Search API: ranked pages (title, url, date, snippet), no synthesis. Fast and cheap."""
-        if not 1 <= max_results <= 20:
-            raise InvalidArgumentError(f'max_results={max_results} is out of range 1..20.', argument='max_results')
-        filters: SearchRequest = {'max_results': max_results}
-        if domains:
-            filters['search_domain_filter'] = check_domains(domains)
-        if recency:
-            filters['search_recency_filter'] = check_recency(recency)
-        if after:
-            filters['search_after_date_filter'] = wire_date(after, 'after')
-        if before:
-            filters['search_before_date_filter'] = wire_date(before, 'before')
+        """The Search API: ranked pages (title, url, date, snippet), no synthesis. Fast and cheap.
+
+        Filters: `domains` (a leading "-" excludes one), `recency` or published `after`/`before`, last `updated_after`
+        /`updated_before`, `country` (ISO 3166-1 alpha-2), `search_mode` (`web`, `academic`, `sec`), `languages`
+        (ISO 639-1); `search_type='fast'` costs $1 per 1,000 requests instead of $5 (`search_fee`).
+        """
+        filters = search_request(
+            max_results=max_results,
+            domains=domains,
+            recency=recency,
+            after=after,
+            before=before,
+            updated_after=updated_after,
+            updated_before=updated_before,
+            country=country,
+            search_mode=search_mode,
+            search_type=search_type,
+            max_tokens_per_page=max_tokens_per_page,
+            languages=languages,
+        )
         return await self.client.search(query, **filters)
 
     # -- internals ---------------------------------------------------------------------------------------------

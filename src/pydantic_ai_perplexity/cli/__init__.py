@@ -1425,6 +1425,15 @@ def _undecodable_argument(args: list[str]) -> str | None:
     return None
 
 
+def _add_search() -> None:
+    from ._search import search
+
+    cli.add_command(search)
+
+
+_add_search()
+
+
 def main() -> None:
     """Entry point of the console script."""
     bad = _undecodable_argument(sys.argv[1:])

@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._corpus import DEFAULT_CORPUS, Corpus, load_corpus, search_corpus
 from ._errors import ApiError, json_bytes
+from ._facets import passes_facets
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
 from ._models import ModelSpec, model_table
 from ._proxy import check_upstream, close_clients, proxy
@@ -639,9 +640,14 @@ def _search_results(req: SearchRequest, queries: list[str], corpus: Corpus) -> l
             before=req.search_before_date_filter,
             updated_after=req.last_updated_after_filter,
             updated_before=req.last_updated_before_filter,
-            limit=limit,
+            limit=len(corpus.docs) + limit,  # the country, mode and language filters below still take their share
             corpus=corpus,
         )
+        docs = [
+            doc
+            for doc in docs
+            if passes_facets(doc, country=req.country, mode=req.search_mode, languages=req.search_language_filter)
+        ][:limit]
         for doc in docs:
             if doc.url in seen or len(results) >= limit * len(queries):
                 continue

@@ -1,0 +1,144 @@
+"""The Search API's request (`POST /search`), built in one place from checked filters, and what it costs.
+
+`Researcher.search`, the `perplexity_search` tool (pydantic-ai and MCP) and the CLI's `search` command all call
+`search_request`, so a filter reads and fails the same way everywhere. Fees are the pricing page's (`prices.py`):
+$5 per 1,000 requests, $1 per 1,000 with `search_type="fast"`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import date
+from typing import TYPE_CHECKING, Literal, cast, get_args
+
+from .._base.errors import InvalidArgumentError
+from .options import check_domains, check_recency, wire_date
+from .prices import LIVE_SEARCH_API_FEES
+
+if TYPE_CHECKING:
+    from ..client._params import SearchRequest
+else:  # the client package imports the HTTP stack, which the CLI must not load to list its options
+    SearchRequest = dict
+
+__all__ = (
+    'MAX_LANGUAGES',
+    'SEARCH_MODES',
+    'SEARCH_TYPES',
+    'SearchMode',
+    'SearchType',
+    'search_fee',
+    'search_request',
+)
+
+SearchMode = Literal['web', 'academic', 'sec']
+#: Where the Search API looks: the web, scholarly sources, or SEC filings.
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
+SearchType = Literal['web', 'fast']
+#: How the Search API searches: `web` (standard, $5 per 1,000) or `fast` ($1 per 1,000).
+SEARCH_TYPES: tuple[str, ...] = get_args(SearchType)
+#: The most language codes one request may filter on (the Search API's documented limit).
+MAX_LANGUAGES = 10
+#: The most tokens one page may put in a result (the Search API's `max_tokens` ceiling).
+_MAX_PAGE_TOKENS = 1_000_000
+
+
+def search_request(
+    *,
+    max_results: int = 10,
+    domains: Sequence[str] | str | None = None,
+    recency: str | None = None,
+    after: str | date | None = None,
+    before: str | date | None = None,
+    updated_after: str | date | None = None,
+    updated_before: str | date | None = None,
+    country: str | None = None,
+    search_mode: str | None = None,
+    search_type: str | None = None,
+    max_tokens_per_page: int | None = None,
+    languages: Sequence[str] | str | None = None,
+) -> SearchRequest:
+    """The body of a Search API request (less `query`), every filter checked; `InvalidArgumentError` names the one
+    to fix. Dates are ISO (`YYYY-MM-DD`) and go out as the API's `MM/DD/YYYY`."""
+    ok = isinstance(max_results, int) and not isinstance(max_results, bool)  # pyright: ignore[reportUnnecessaryIsInstance]
+    if not ok or not 1 <= max_results <= 20:
+        raise InvalidArgumentError(f'max_results={max_results!r} is out of range 1..20.', argument='max_results')
+    body: SearchRequest = {'max_results': max_results}
+    if domains:
+        body['search_domain_filter'] = check_domains(domains)
+    if recency:
+        if after or before:
+            raise InvalidArgumentError(
+                'recency cannot be combined with after/before: use one or the other.', argument='recency'
+            )
+        body['search_recency_filter'] = check_recency(recency)
+    for value, key, name in (
+        (after, 'search_after_date_filter', 'after'),
+        (before, 'search_before_date_filter', 'before'),
+        (updated_after, 'last_updated_after_filter', 'updated_after'),
+        (updated_before, 'last_updated_before_filter', 'updated_before'),
+    ):
+        if value:
+            body[key] = wire_date(value, name)
+    if country:
+        body['country'] = _country(country)
+    if search_mode:
+        body['search_mode'] = cast('SearchMode', _choice(search_mode, 'search_mode', SEARCH_MODES))
+    if search_type:
+        body['search_type'] = cast('SearchType', _choice(search_type, 'search_type', SEARCH_TYPES))
+    if max_tokens_per_page is not None:
+        body['max_tokens_per_page'] = _page_tokens(max_tokens_per_page)
+    if languages:
+        body['search_language_filter'] = _languages(languages)
+    return body
+
+
+def search_fee(request: SearchRequest, queries: int = 1) -> float:
+    """What a Search API request costs, in USD: the pricing page's fee per request, times its queries."""
+    fee = LIVE_SEARCH_API_FEES['fast' if request.get('search_type') == 'fast' else 'standard']
+    return round(fee * max(1, queries), 6)
+
+
+def _choice(value: object, argument: str, choices: tuple[str, ...]) -> str:
+    text = value.strip().lower() if isinstance(value, str) else ''
+    if text not in choices:
+        raise InvalidArgumentError(f'{argument}={value!r} is not one of {", ".join(choices)}.', argument=argument)
+    return text
+
+
+def _country(value: object) -> str:
+    code = value.strip().upper() if isinstance(value, str) else ''
+    if not re.fullmatch(r'[A-Z]{2}', code):
+        raise InvalidArgumentError(
+            f'country={value!r} is not a country code: give a two-letter ISO 3166-1 code, e.g. "US" or "DE".',
+            argument='country',
+        )
+    return code
+
+
+def _page_tokens(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_PAGE_TOKENS:
+        raise InvalidArgumentError(
+            f'max_tokens_per_page={value!r} is out of range: give a whole number from 1 to {_MAX_PAGE_TOKENS:,}.',
+            argument='max_tokens_per_page',
+        )
+    return value
+
+
+def _languages(value: Sequence[str] | str) -> list[str]:
+    given = [value] if isinstance(value, str) else list(value)
+    codes: list[str] = []
+    for raw in given:
+        code = raw.strip().lower() if isinstance(raw, str) else ''  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not re.fullmatch(r'[a-z]{2}', code):
+            raise InvalidArgumentError(
+                f'{raw!r} is not a language code: give two-letter ISO 639-1 codes, e.g. ["en", "de"].',
+                argument='languages',
+            )
+        if code not in codes:
+            codes.append(code)
+    if len(codes) > MAX_LANGUAGES:
+        raise InvalidArgumentError(
+            f'{len(codes)} languages given; at most {MAX_LANGUAGES} are allowed.', argument='languages'
+        )
+    return codes

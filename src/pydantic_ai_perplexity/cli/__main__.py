@@ -1,0 +1,5 @@
+"""`python -m pydantic_ai_perplexity.cli`: the command, as the console script runs it."""
+
+from . import main
+
+main()
