@@ -40,10 +40,12 @@ else:  # the client package imports the HTTP stack, which the CLI must not load 
 
 __all__ = (
     'EFFORTS',
+    'EXTRA_TOOLS',
     'LEGACY_PRESETS',
     'RECENCIES',
     'RUN_STATUSES',
     'Effort',
+    'ExtraTool',
     'LegacyPreset',
     'Opt',
     'Recency',
@@ -51,6 +53,7 @@ __all__ = (
     'ResearchOptionsDict',
     'RunStatus',
     'check_domains',
+    'check_extra_tools',
     'check_id',
     'check_recency',
     'check_wait',
@@ -72,6 +75,9 @@ LegacyPreset = Literal['fast-search', 'pro-search', 'deep-research', 'advanced-d
 #: waiting longer changes nothing.
 RunStatus = Literal['queued', 'in_progress', 'requires_action', 'completed', 'incomplete', 'failed', 'cancelled']
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+ExtraTool = Literal['image_search', 'people_search', 'finance_search', 'sandbox']
+#: The Agent API's opt-in tools (`extra_tools=`), each with its fee on the pricing page.
+EXTRA_TOOLS: tuple[str, ...] = get_args(ExtraTool)
 
 #: The old preset names the API still accepts, and the effort each stands for.
 LEGACY_PRESETS = {
@@ -161,6 +167,28 @@ def check_recency(recency: object) -> Recency:
             f'recency={_shown(recency)} is not one of {", ".join(RECENCIES)}.', argument='recency'
         )
     return cast('Recency', recency)
+
+
+def check_extra_tools(value: object) -> list[ExtraTool]:
+    """Opt-in tool names, each once, in the order given: a name or a list of names among `EXTRA_TOOLS`."""
+    given: list[object] = (
+        [value]
+        if isinstance(value, str)
+        else list(cast('Sequence[object]', value))
+        if isinstance(value, Sequence)
+        else [value]
+    )
+    chosen: list[ExtraTool] = []
+    for raw in given:
+        name = raw.strip().lower() if isinstance(raw, str) else raw
+        if name not in EXTRA_TOOLS:
+            raise InvalidArgumentError(
+                f'{_shown(raw)} is not a tool the run can be given: use {", ".join(EXTRA_TOOLS)}.',
+                argument='extra_tools',
+            )
+        if name not in chosen:
+            chosen.append(cast('ExtraTool', name))
+    return chosen
 
 
 def check_id(response_id: object) -> str:
@@ -327,6 +355,20 @@ class ResearchOptions(BaseModel):
             cli_help='Let the run read up to N pages in full (1-10).',
         ),
     ] = None
+    # -- more tools: opt-in, each billed per call (`sandbox` per session) ------------------------------------------
+    extra_tools: Annotated[
+        list[ExtraTool] | None,
+        Field(
+            description='More tools the run may use, each billed: image_search (images), people_search (people), '
+            'finance_search (market data) and sandbox (runs code; the API then drops the other built-in tools).'
+        ),
+        Opt(
+            f'a list of tools among {", ".join(EXTRA_TOOLS)}',
+            tool=True,
+            cli='--tool',
+            cli_help='Let the run use this tool (repeatable): image_search, people_search, finance_search or sandbox.',
+        ),
+    ] = None
     max_steps: Annotated[
         int | None,
         Field(description='Stop the run after this many steps (1-100).', ge=1, le=100),
@@ -433,6 +475,13 @@ class ResearchOptions(BaseModel):
             return DEFAULT_FETCH_PAGES
         return _whole(value, 'fetch_pages', 1, 10)
 
+    @field_validator('extra_tools', mode='before')
+    @classmethod
+    def _extra_tools(cls, value: object) -> object:
+        if value is None or value == [] or value == ():
+            return None
+        return check_extra_tools(value)
+
     @field_validator('max_steps', mode='before')
     @classmethod
     def _max_steps(cls, value: object) -> object:
@@ -503,6 +552,7 @@ class ResearchOptions(BaseModel):
             tools.append({'type': 'web_search', 'filters': filters})
         if self.fetch_pages:
             tools.append({'type': 'fetch_url', 'max_urls': self.fetch_pages})
+        tools.extend({'type': name} for name in self.extra_tools or ())
         tools.extend(self.mcp_servers or ())
         if tools:
             request['tools'] = tools
@@ -527,6 +577,7 @@ class ResearchOptionsDict(TypedDict, total=False):
     before: str | date | None
     language: str | None
     fetch_pages: bool | int | None
+    extra_tools: Sequence[ExtraTool] | None
     max_steps: int | None
     max_output_tokens: int | None
     previous_response_id: str | None

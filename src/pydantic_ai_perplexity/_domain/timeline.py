@@ -34,6 +34,7 @@ LANES: tuple[tuple[str, str], ...] = (
     ('search', 'Search'),
     ('fetch', 'Fetch'),
     ('mcp', 'Remote tools'),
+    ('tool', 'Tools and functions'),
     ('answer', 'Answer'),
 )
 
@@ -137,6 +138,8 @@ class Timeline:
                     bars.append(Bar('fetch', began.elapsed_s, step.elapsed_s, step.detail))
                 case 'mcp':
                     bars.append(Bar('mcp', step.elapsed_s, step.elapsed_s, step.detail, ok=step.ok))
+                case 'tool' | 'function':
+                    bars.append(Bar('tool', step.elapsed_s, step.elapsed_s, step.detail, ok=step.ok))
                 case 'answer':
                     answer = answer or step
                 case 'status' | 'other':

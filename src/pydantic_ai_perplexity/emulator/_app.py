@@ -41,7 +41,16 @@ from ._models import ModelSpec, model_table
 from ._proxy import check_upstream, close_clients, proxy
 from ._record import Recorder, Replayer, replay_headers, replay_run, with_headers
 from ._runs import Run, Step, build_run
-from ._validation import McpTool, SearchRequest, input_text, parse_create, parse_search
+from ._validation import (
+    CreateRequest,
+    FunctionCallOutputItem,
+    McpTool,
+    SearchRequest,
+    input_text,
+    parse_create,
+    parse_search,
+    validation_failed,
+)
 
 __all__ = (
     'EMULATOR_HEADER',
@@ -448,10 +457,24 @@ def _not_cancellable() -> ApiError:
     return ApiError(400, 'invalid_request', 'the run is already terminal and cannot be cancelled')
 
 
-def _check_previous(state: EmulatorState, previous_id: str | None) -> None:
+def _check_previous(state: EmulatorState, previous_id: str | None) -> Run | None:
     """An unknown `previous_response_id` is a 400 (a `store: false` run can still be continued, as live)."""
-    if previous_id is not None and state.find(previous_id, stored_only=False) is None:
+    if previous_id is None:
+        return None
+    previous = state.find(previous_id, stored_only=False)
+    if previous is None:
         raise ApiError(400, 'invalid_request', 'invalid request', param='previous_response_id')
+    return previous
+
+
+def _check_function_outputs(req: CreateRequest, previous: Run | None) -> None:
+    """Function outputs answer the calls of the run they continue: each `call_id` must be one that run asked for."""
+    asked = previous.function_calls if previous is not None else {}
+    for item in req.input if isinstance(req.input, list) else ():
+        if isinstance(item, FunctionCallOutputItem) and item.call_id not in asked:
+            raise validation_failed(
+                f'function_call_output call_id "{item.call_id}" answers no function call of the previous response'
+            )
 
 
 @_guarded
@@ -484,7 +507,10 @@ async def create_response(request: Request) -> Any:
         )
         headers = replay_headers(recording, run.id)
     else:
-        _check_previous(state, req.previous_response_id)
+        previous = _check_previous(state, req.previous_response_id)
+        _check_function_outputs(req, previous)
+        if not query.strip() and previous is not None:  # only function outputs: the run goes on with its question
+            query = previous.query
         run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models, corpus=state.corpus)
         headers = _run_headers(run)
     state.add_run(run)

@@ -8,21 +8,35 @@ the same searches, sources and answer text; only ids and timestamps differ.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
+from .._domain.prices import LIVE_TOOL_FEES
 from .._domain.steps import plural
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
 from ._corpus import DEFAULT_CORPUS, Corpus, Document, best_sentences, relevance, search_corpus
 from ._faults import Directives, StatusFault
 from ._models import EFFORT_MODELS, FETCH_READER_MODEL, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
-from ._validation import CreateRequest, FetchUrlTool, McpTool, MessageItem, WebSearchTool, resolve_effort
+from ._validation import (
+    CreateRequest,
+    FetchUrlTool,
+    FunctionCallOutputItem,
+    FunctionTool,
+    ImageSearchTool,
+    McpTool,
+    MessageItem,
+    SimpleTool,
+    WebSearchTool,
+    resolve_effort,
+)
 
 __all__ = ('TERMINAL', 'Run', 'Step', 'build_run', 'chunks')
 
@@ -189,6 +203,10 @@ class Run:
     drop_at: int | None = None
     retrieve_faults: list[list[Any]] = field(default_factory=list[list[Any]])
     cancel_requested: bool = False
+    #: The question (directives removed): a run continued with function outputs only answers it.
+    query: str = ''
+    #: The client functions the run asked for (`requires_action`): call id -> function name.
+    function_calls: dict[str, str] = field(default_factory=dict[str, str])
     _changed: anyio.Event | None = None
 
     # --- time
@@ -234,7 +252,7 @@ class Run:
         live API does (`partial_output=False` shows `output: []` instead), and `model` is the effort's name.
         """
         status = force_status or self.status(now)
-        if status in TERMINAL:
+        if status in TERMINAL or status == 'requires_action':
             return self.terminal
         output: list[dict[str, Any]] = []
         if partial_output and status == 'in_progress':
@@ -321,6 +339,12 @@ class _Plan:
     fetches: list[list[Document]] = field(default_factory=list[list[Document]])
     mcp_servers: list[tuple[str, list[str]]] = field(default_factory=list[tuple[str, list[str]]])
     ranked: list[Document] = field(default_factory=list[Document])
+    #: The opt-in tools' output items, each with the key its fee is billed under and the fee.
+    tool_items: list[tuple[str, float, dict[str, Any]]] = field(default_factory=list[tuple[str, float, dict[str, Any]]])
+    #: The client functions the run calls (it then stops in `requires_action`).
+    function_calls: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    #: The outputs of functions called by the run this one continues (name, output text).
+    function_outputs: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,7 +441,8 @@ def _plan_mcp(req: CreateRequest, directives: Directives) -> list[tuple[str, lis
 
 
 def _plan(req: CreateRequest, query: str, directives: Directives, corpus: Corpus) -> _Plan:
-    """What the run will do: its searches and their results, the pages it fetches, the MCP servers it calls."""
+    """What the run will do: its searches and their results, the pages it fetches, the MCP servers it calls, the
+    opt-in tools it uses and the client functions it asks for."""
     effort, level = _level(req)
     plan = _Plan(level, corpus)
     limits = _Limits.of(req)
@@ -427,7 +452,108 @@ def _plan(req: CreateRequest, query: str, directives: Directives, corpus: Corpus
         plan.ranked = [doc for doc in docs if doc.url in found]
         _plan_fetches(plan, effort, limits)
     plan.mcp_servers = _plan_mcp(req, directives)
+    plan.function_outputs = _function_outputs(req)
+    if not limits.tools_off:
+        _plan_tools(plan, req, query)
+        if not plan.function_outputs:  # a run that got its functions' outputs answers; it does not ask again
+            plan.function_calls = _plan_functions(req, query)
     return plan
+
+
+def _plan_tools(plan: _Plan, req: CreateRequest, query: str) -> None:
+    """One call of each opt-in tool the request offers, made of the corpus pages the query matches."""
+    offered = {tool.type: tool for tool in req.tools or () if isinstance(tool, ImageSearchTool | SimpleTool)}
+    pages = plan.ranked or search_corpus(query, limit=5, corpus=plan.corpus)
+    next_id = 1 + sum(len(results) for _, results, _ in plan.searches)
+    image = offered.get('image_search')
+    if isinstance(image, ImageSearchTool):
+        limit = image.max_results or 5
+        results = [
+            {
+                'image_url': f'{doc.url.rstrip("/")}/figure-{i + 1}.png',
+                'origin_url': doc.url,
+                'width': 1200,
+                'height': 800,
+                'title': f'Figure {i + 1}: {doc.title}',
+            }
+            for i, doc in enumerate(pages[:limit])
+        ]
+        item = {'type': 'image_search_results', 'queries': [query[:120]], 'results': results}
+        plan.tool_items.append(('image_search', LIVE_TOOL_FEES['image_search'], item))
+    if 'people_search' in offered:
+        people = [
+            {
+                'id': next_id + i,
+                'url': f'https://{doc.domain}/about/editorial-team',
+                'title': f'Editorial team, {doc.domain}',
+                'snippet': f'The people behind "{doc.title}".',
+                'source': 'web',
+            }
+            for i, doc in enumerate(pages[:3])
+        ]
+        item = {'type': 'people_search_results', 'queries': [query[:120]], 'results': people}
+        plan.tool_items.append(('search_people', LIVE_TOOL_FEES['people_search'], item))
+    if 'finance_search' in offered:
+        tickers = [w for w in re.findall(r'\b[A-Z]{2,5}\b', query) if w not in ('AI', 'EU', 'US', 'UK')] or ['SPY']
+        records = [
+            {
+                'category': 'quote',
+                'tickers': [ticker],
+                'sources': [doc.url for doc in pages[:2]],
+                'price': round(50 + sum(map(ord, ticker)) % 400 + 0.25, 2),
+                'currency': 'USD',
+                'as_of': '2026-10-09',
+            }
+            for ticker in tickers[:3]
+        ]
+        finance = {'type': 'finance_results', 'results': records}
+        plan.tool_items.append(('finance_search', LIVE_TOOL_FEES['finance_search'], finance))
+    if 'sandbox' in offered:
+        words = len(query.split())
+        code = f'question = {query[:200]!r}\nprint(len(question.split()), "words")'
+        call_id = _uid('call')
+        stdout = f'{words} words\n'
+        run = {'stdout': stdout, 'stderr': '', 'exit_code': 0, 'duration_ms': 42, 'status': 'completed'}
+        item = {'type': 'sandbox_results', 'call_id': call_id, 'code': code, 'language': 'python'}
+        item |= {'status': 'completed', 'container_id': f'ctr_{uuid.uuid4().hex[:12]}', 'results': [run]}
+        plan.tool_items.append(('sandbox', LIVE_TOOL_FEES['sandbox'], item))
+        file_id = f'file_{uuid.uuid4().hex[:16]}'
+        shared = {'type': 'share_file', 'call_id': call_id, 'file_id': file_id, 'filename': 'word_count.txt'}
+        url = f'/v1/responses/{{id}}/files/{file_id}/content'  # the run's id is filled in once it has one
+        shared |= {'size_bytes': len(stdout), 'url': url, 'error': None}
+        plan.tool_items.append(('', 0.0, shared))
+
+
+def _function_outputs(req: CreateRequest) -> list[tuple[str, str]]:
+    """The client functions' outputs a continued run was sent: (name or call id, output text)."""
+    if isinstance(req.input, str):
+        return []
+    outputs: list[tuple[str, str]] = []
+    for item in req.input:
+        if isinstance(item, FunctionCallOutputItem):
+            output = item.output
+            text = output if isinstance(output, str) else ' '.join(getattr(part, 'text', '') for part in output)
+            outputs.append((item.name or item.call_id, text))
+    return outputs
+
+
+def _plan_functions(req: CreateRequest, query: str) -> list[dict[str, Any]]:
+    """A `function_call` of each client function offered (at most 4), its arguments made from its schema."""
+    calls: list[dict[str, Any]] = []
+    for tool in [t for t in req.tools or () if isinstance(t, FunctionTool)][:4]:
+        schema = tool.parameters or {'type': 'object', 'properties': {}}
+        arguments = schema_instance(schema, answer=' '.join(query.split()[:12]), url='https://example.com/')
+        calls.append(
+            {
+                'type': 'function_call',
+                'id': _uid('fc'),
+                'call_id': _uid('call'),
+                'name': tool.name,
+                'arguments': json.dumps(arguments if isinstance(arguments, dict) else {}, ensure_ascii=False),
+                'status': 'completed',
+            }
+        )
+    return calls
 
 
 def _mcp_tools(allowed: list[str]) -> list[dict[str, Any]]:
@@ -497,8 +623,10 @@ def _usage(
     reasoning_tokens: int,
     searches: int,
     fetched: list[Document],
+    tools: Sequence[tuple[str, float, dict[str, Any]]] = (),
 ) -> dict[str, Any]:
-    """`usage` as the live API bills it: input spend as cache creation/read (`input_cost: 0`), tool fees per tool."""
+    """`usage` as the live API bills it: input spend as cache creation/read (`input_cost: 0`), tool fees per tool
+    (the opt-in tools at the pricing page's fees, `sandbox` per session)."""
     creation, read = _split_input(input_tokens)
     details: dict[str, dict[str, Any]] = {}
     if searches:
@@ -506,6 +634,11 @@ def _usage(
     if fetched:
         fetch_cost, token_usage = _fetch_usage(reader, fetched)
         details['fetch_url'] = {'invocation': len(fetched), 'cost_usd': fetch_cost, 'token_usage': token_usage}
+    for key, fee, _ in tools:
+        if key:
+            billed = details.setdefault(key, {'invocation': 0, 'cost_usd': 0.0})
+            billed['invocation'] += 1
+            billed['cost_usd'] = round(billed['cost_usd'] + fee, 5)
     cost_details = {key: value['cost_usd'] for key, value in details.items()}
     cost: dict[str, Any] = {
         'currency': 'USD',
@@ -641,6 +774,9 @@ def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Direc
     """The answer (or a JSON instance of the requested schema), cut to `max_output_tokens` when it is too long."""
     cited, injected = _citations(query, plan)
     answer = compose_answer(query, cited, injected=injected, searched=bool(plan.searches), grouped=directives.grouped)
+    if plan.function_outputs:  # what the client's functions answered, as a model would use it
+        said = '\n'.join(f'- {name}: {" ".join(output.split())[:300]}' for name, output in plan.function_outputs)
+        answer = f'{answer}\n\nFrom your own tools:\n{said}'
     first_url = plan.searches[0][1][0]['url'] if plan.searches and plan.searches[0][1] else 'https://example.com/'
     text = answer
     if req.response_format is not None and req.response_format.json_schema is not None:
@@ -655,7 +791,8 @@ def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Direc
 
 
 def _input_tokens(req: CreateRequest, plan: _Plan, mcp_output_tokens: int) -> int:
-    """Input tokens: the system prompt, instructions, input, result titles and snippets, fetched text, MCP output."""
+    """Input tokens: the system prompt, instructions, input, result titles and snippets, fetched text, MCP output,
+    the opt-in tools' output."""
     return (
         _SYSTEM_TOKENS
         + (tokens(req.instructions) if req.instructions else 0)
@@ -663,6 +800,7 @@ def _input_tokens(req: CreateRequest, plan: _Plan, mcp_output_tokens: int) -> in
         + sum(tokens(r['title'] + r['snippet']) for _, results, _ in plan.searches for r in results)
         + sum(tokens(doc.text) for batch in plan.fetches for doc in batch)
         + mcp_output_tokens
+        + sum(tokens(json.dumps(item, ensure_ascii=False)) for _, _, item in plan.tool_items)
     )
 
 
@@ -759,6 +897,17 @@ class _Timeline:
             self._item(0.72, 0.75, {**call, 'output': None}, call)
         return added_tokens
 
+    def tool_outputs(self, items: list[tuple[str, float, dict[str, Any]]]) -> None:
+        """The opt-in tools' output items, each announced and done within the research phase (56 % to 70 %)."""
+        window = 0.14 / max(1, len(items))
+        for i, (_, _, item) in enumerate(items):
+            self._item(0.56 + i * window, 0.56 + (i + 0.7) * window, item, item)
+
+    def function_calls(self, calls: list[dict[str, Any]]) -> None:
+        """The client functions the run asks for, each complete in `output_item.added` (as live), at 76 %."""
+        for call in calls:
+            self._item(0.76, 0.77, call, call)
+
     def reasoning_stopped(self) -> None:
         """The end of the research phase, before the answer is written."""
         self._add(0.78, _reasoning('stopped', 'Writing the answer...'))
@@ -782,6 +931,10 @@ class _Timeline:
             self._add(at, {'type': 'response.output_text.delta', **where, 'delta': chunk})
         self._add(0.98, {'type': 'response.output_text.done', **where, 'text': text}, gap_before=True)
         self._add(0.98, {'type': 'response.output_item.done', 'output_index': index, 'item': message})
+
+    def requires_action(self, response: dict[str, Any]) -> None:
+        """The run stops for the client's functions: its last event carries the `requires_action` snapshot."""
+        self._add(1.0, {'type': 'response.requires_action', 'response': response})
 
     def terminal(self, kind: str, response: dict[str, Any]) -> None:
         """`response.completed` or `response.incomplete` with the final snapshot."""
@@ -821,6 +974,9 @@ def build_run(
     plan = _plan(req, query, directives, corpus)
     duration = directives.duration if directives.duration is not None else plan.level.duration
     base = _base(req, response_id, int(wall), who.effort)
+    for _, _, item in plan.tool_items:
+        if item['type'] == 'share_file':
+            item['url'] = item['url'].replace('{id}', response_id)
     timeline = _Timeline(duration)
     timeline.opening(
         {**base, 'status': 'in_progress', 'model': who.running_model}, reasoning=plan.level.reasoning_events
@@ -828,11 +984,28 @@ def build_run(
     listed = timeline.mcp_listings(plan.mcp_servers)
     timeline.searches(plan.searches)
     timeline.fetches(plan.fetches)
+    timeline.tool_outputs(plan.tool_items)
     mcp_tokens = timeline.mcp_calls(listed, query)
+    timeline.function_calls(plan.function_calls)
     if plan.level.reasoning_events:
         timeline.reasoning_stopped()
     ended = {**base, 'model': who.model, 'completed_at': int(wall + duration * time_scale)}
-    if directives.fail:
+    bill = functools.partial(
+        _usage,
+        models[who.model],
+        models.get(FETCH_READER_MODEL, MODELS[FETCH_READER_MODEL]),
+        searches=len(plan.searches),
+        fetched=[doc for batch in plan.fetches for doc in batch],
+        tools=plan.tool_items,
+    )
+    if plan.function_calls and not directives.fail:
+        # The run waits for the client's functions: billed for what it did so far, no answer, no `completed_at`.
+        asked = sum(tokens(call['arguments']) for call in plan.function_calls)
+        usage = bill(input_tokens=_input_tokens(req, plan, mcp_tokens), output_tokens=asked, reasoning_tokens=0)
+        terminal = {**ended, 'completed_at': None, 'status': 'requires_action'}
+        terminal |= {'output': timeline.output, 'usage': usage}
+        timeline.requires_action(terminal)
+    elif directives.fail:
         failure = _FAILURE
         if directives.inject:  # the API's own fields carry the attack: the error's message and the model
             failure = {**_FAILURE, 'message': f'{_FAILURE["message"]} {_SYSTEM_TURN}'}
@@ -844,14 +1017,10 @@ def build_run(
         status = 'incomplete' if message.incomplete else 'completed'
         timeline.message(message.text, status)
         reasoning_tokens = plan.level.reasoning_tokens
-        usage = _usage(
-            models[who.model],
-            models.get(FETCH_READER_MODEL, MODELS[FETCH_READER_MODEL]),
-            _input_tokens(req, plan, mcp_tokens),
-            tokens(message.text) + reasoning_tokens,
-            reasoning_tokens,
-            len(plan.searches),
-            [doc for batch in plan.fetches for doc in batch],
+        usage = bill(
+            input_tokens=_input_tokens(req, plan, mcp_tokens),
+            output_tokens=tokens(message.text) + reasoning_tokens,
+            reasoning_tokens=reasoning_tokens,
         )
         terminal = {**ended, 'status': status, 'output': timeline.output, 'usage': usage}
         reason = f'max_output_tokens {_SYSTEM_TURN}' if directives.inject else 'max_output_tokens'
@@ -872,6 +1041,8 @@ def build_run(
         terminal=terminal,
         drop_at=directives.drop_at,
         retrieve_faults=[[f, f.count, directives.retry_after] for f in directives.retrieve_faults],
+        query=query,
+        function_calls={call['call_id']: call['name'] for call in plan.function_calls},
     )
 
 
