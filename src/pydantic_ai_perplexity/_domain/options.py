@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, cast, get_args
@@ -93,6 +93,8 @@ _SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
 MAX_ID_CHARS = 200
 MAX_DOMAINS = 20
 DEFAULT_FETCH_PAGES = 5
+#: Local function calls one run may make in all, unless `max_function_calls` says otherwise.
+DEFAULT_FUNCTION_CALLS = 10
 
 
 # -- the checks, each written once (the model's validators and `Researcher.search` call them) --------------------
@@ -369,6 +371,24 @@ class ResearchOptions(BaseModel):
             cli_help='Let the run use this tool (repeatable): image_search, people_search, finance_search or sandbox.',
         ),
     ] = None
+    # -- local functions: Python callables the run may call (in this process; the Researcher answers them) --------
+    functions: Annotated[
+        SkipValidation[list[Callable[..., Any]] | None],
+        Field(
+            description='Python functions the run may call (a private database, a wiki): their arguments are checked '
+            'against their type hints, they run here, and only their output is sent. Python only.'
+        ),
+        Opt('a list of Python functions with type-hinted parameters'),
+    ] = None
+    max_function_calls: Annotated[
+        int | None,
+        Field(
+            description=f'Run at most this many local function calls in all (1-100; default {DEFAULT_FUNCTION_CALLS}).',
+            ge=1,
+            le=100,
+        ),
+        Opt('a whole number from 1 to 100'),
+    ] = None
     max_steps: Annotated[
         int | None,
         Field(description='Stop the run after this many steps (1-100).', ge=1, le=100),
@@ -482,6 +502,22 @@ class ResearchOptions(BaseModel):
             return None
         return check_extra_tools(value)
 
+    @field_validator('functions', mode='before')
+    @classmethod
+    def _functions(cls, value: object) -> object:
+        if value is None or value == [] or value == ():
+            return None
+        if callable(value):
+            return [value]
+        if not isinstance(value, Sequence) or isinstance(value, str):
+            raise InvalidArgumentError('functions must be a list of Python functions.', argument='functions')
+        return list(cast('Sequence[Callable[..., Any]]', value))
+
+    @field_validator('max_function_calls', mode='before')
+    @classmethod
+    def _max_function_calls(cls, value: object) -> object:
+        return None if value is None else _whole(value, 'max_function_calls', 1, 100)
+
     @field_validator('max_steps', mode='before')
     @classmethod
     def _max_steps(cls, value: object) -> object:
@@ -578,6 +614,8 @@ class ResearchOptionsDict(TypedDict, total=False):
     language: str | None
     fetch_pages: bool | int | None
     extra_tools: Sequence[ExtraTool] | None
+    functions: Sequence[Callable[..., Any]] | None
+    max_function_calls: int | None
     max_steps: int | None
     max_output_tokens: int | None
     previous_response_id: str | None

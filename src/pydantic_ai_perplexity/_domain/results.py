@@ -20,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._base.errors import InvalidArgumentError
 from ..client._models import (
+    RESERVED_TOOL_NAMES,
     TERMINAL_STATUSES,
     FetchUrlResultsItem,
     FinanceResultsItem,
+    FunctionCallItem,
     ImageSearchResultsItem,
     PeopleSearchResultsItem,
     Response,
@@ -40,6 +42,7 @@ __all__ = (
     'MARKER',
     'Citation',
     'FinanceRecord',
+    'FunctionCall',
     'Image',
     'Person',
     'Progress',
@@ -158,6 +161,17 @@ class SharedFile(_Model):
     url: str | None = None
     size_bytes: int | None = None
     file_id: str | None = None
+    error: str | None = None
+
+
+class FunctionCall(_Model):
+    """A call the run made of a local function (`functions=`): its arguments as sent (JSON text), and once run here,
+    the output sent back (`error` when the call failed or its arguments did not fit)."""
+
+    name: str
+    call_id: str
+    arguments: str = ''
+    output: str | None = None
     error: str | None = None
 
 
@@ -370,7 +384,15 @@ def _tool_data(response: Response) -> dict[str, Any]:
         )
         for item in response.items(ShareFileItem)
     ]
-    return {'images': images, 'people': people, 'finance': finance, 'sandbox': sandbox, 'files': files}
+    calls = [
+        FunctionCall(name=item.name, call_id=item.call_id, arguments=item.arguments)
+        for item in response.items(FunctionCallItem)
+        if item.call_id and item.name not in RESERVED_TOOL_NAMES
+    ]
+    return {
+        'images': images, 'people': people, 'finance': finance, 'sandbox': sandbox, 'files': files,
+        'function_calls': calls,
+    }  # fmt: skip
 
 
 def _citations_from(answer: str, by_id: dict[int, Source]) -> tuple[list[Citation], list[str]]:
@@ -451,6 +473,9 @@ class ResearchResult(_Model):
     finance: list[FinanceRecord] = Field(default_factory=list[FinanceRecord])
     sandbox: list[SandboxRun] = Field(default_factory=list[SandboxRun])
     files: list[SharedFile] = Field(default_factory=list[SharedFile])
+    #: Local functions (`functions=`) the run called, in order, with what each answered: every round of a run that
+    #: went through `requires_action`. Calls not answered yet (a run left in `requires_action`) have no `output`.
+    function_calls: list[FunctionCall] = Field(default_factory=list[FunctionCall])
     #: For a hand-off from a tool: the `poll` number its next `perplexity_research_result` call passes (one more each
     #: time), so that consecutive collects of a long run differ. None outside the tools.
     poll: int | None = None

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 __all__ = (
+    'RESERVED_TOOL_NAMES',
     'TERMINAL_STATUSES',
     'AgentEvent',
     'CancelAck',
@@ -62,6 +63,11 @@ __all__ = (
     'parse_response',
 )
 
+#: Names the Agent API keeps for its own tools: a client `function` may not take one (400), and a `function_call` so
+#: named announces an internal search, never a call for the client to run.
+RESERVED_TOOL_NAMES = frozenset(
+    {'web_search', 'search_web', 'people_search', 'search_people', 'fetch_url', 'finance_search', 'sandbox'}
+)
 #: Statuses after which a run never changes again.
 TERMINAL_STATUSES = frozenset({'completed', 'failed', 'cancelled', 'incomplete'})
 
