@@ -511,7 +511,10 @@ async def create_response(request: Request) -> Any:
         _check_function_outputs(req, previous)
         if not query.strip() and previous is not None:  # only function outputs: the run goes on with its question
             query = previous.query
-        run = build_run(req, query, directives, time_scale=state.time_scale, models=state.models, corpus=state.corpus)
+        asked = previous.function_calls if previous is not None else None
+        run = build_run(
+            req, query, directives, time_scale=state.time_scale, models=state.models, corpus=state.corpus, asked=asked
+        )
         headers = _run_headers(run)
     state.add_run(run)
     if req.stream:

@@ -440,7 +440,9 @@ def _plan_mcp(req: CreateRequest, directives: Directives) -> list[tuple[str, lis
     return servers
 
 
-def _plan(req: CreateRequest, query: str, directives: Directives, corpus: Corpus) -> _Plan:
+def _plan(
+    req: CreateRequest, query: str, directives: Directives, corpus: Corpus, asked: Mapping[str, str]
+) -> _Plan:
     """What the run will do: its searches and their results, the pages it fetches, the MCP servers it calls, the
     opt-in tools it uses and the client functions it asks for."""
     effort, level = _level(req)
@@ -452,7 +454,7 @@ def _plan(req: CreateRequest, query: str, directives: Directives, corpus: Corpus
         plan.ranked = [doc for doc in docs if doc.url in found]
         _plan_fetches(plan, effort, limits)
     plan.mcp_servers = _plan_mcp(req, directives)
-    plan.function_outputs = _function_outputs(req)
+    plan.function_outputs = _function_outputs(req, asked)
     if not limits.tools_off:
         _plan_tools(plan, req, query)
         if not plan.function_outputs:  # a run that got its functions' outputs answers; it does not ask again
@@ -524,8 +526,9 @@ def _plan_tools(plan: _Plan, req: CreateRequest, query: str) -> None:
         plan.tool_items.append(('', 0.0, shared))
 
 
-def _function_outputs(req: CreateRequest) -> list[tuple[str, str]]:
-    """The client functions' outputs a continued run was sent: (name or call id, output text)."""
+def _function_outputs(req: CreateRequest, asked: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The client functions' outputs a continued run was sent: (the function's name, output text); `asked` names the
+    calls of the run it continues, for an output sent without its `name`."""
     if isinstance(req.input, str):
         return []
     outputs: list[tuple[str, str]] = []
@@ -533,7 +536,7 @@ def _function_outputs(req: CreateRequest) -> list[tuple[str, str]]:
         if isinstance(item, FunctionCallOutputItem):
             output = item.output
             text = output if isinstance(output, str) else ' '.join(getattr(part, 'text', '') for part in output)
-            outputs.append((item.name or item.call_id, text))
+            outputs.append((item.name or asked.get(item.call_id) or item.call_id, text))
     return outputs
 
 
@@ -961,8 +964,10 @@ def build_run(
     now: float | None = None,
     models: Mapping[str, ModelInfo] = MODELS,
     corpus: Corpus = DEFAULT_CORPUS,
+    asked: Mapping[str, str] | None = None,
 ) -> Run:
-    """Plan and time a whole run for a validated request; `query` is the question with directives removed.
+    """Plan and time a whole run for a validated request; `query` is the question with directives removed, `asked`
+    the function calls (call id -> name) of the run it continues.
 
     Phases: who answers (`_Identity`), what the run does (`_plan`), what it says (`_message_text`), then the
     timed script (`_Timeline`) and the terminal snapshot with its usage.
@@ -971,7 +976,7 @@ def build_run(
     wall = time.time()
     response_id = _uid('resp')
     who = _Identity.of(req)
-    plan = _plan(req, query, directives, corpus)
+    plan = _plan(req, query, directives, corpus, asked or {})
     duration = directives.duration if directives.duration is not None else plan.level.duration
     base = _base(req, response_id, int(wall), who.effort)
     for _, _, item in plan.tool_items:
