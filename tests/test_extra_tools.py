@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from pydantic_ai_perplexity import InvalidArgumentError, ResearchResult, Researcher
+from pydantic_ai_perplexity import InvalidArgumentError, Researcher, ResearchResult
 from pydantic_ai_perplexity._core import tool_spec
 from pydantic_ai_perplexity._domain.options import ResearchOptions
 from pydantic_ai_perplexity._domain.pricing import reservation
@@ -141,7 +141,9 @@ def test_notebooks_show_only_safe_images_and_escape_every_field() -> None:
 
 def test_a_hostile_tool_output_cannot_close_the_spotlight() -> None:
     text = for_model(_hostile_result())
-    assert text.count('<</web-') == 2 and 'javascript:' not in text  # the preamble names it; one block closes and 'Sandbox ran code (failed, exit 1)' in text
+    assert (
+        text.count('<</web-') == 2 and 'javascript:' not in text
+    )  # the preamble names it; one block closes and 'Sandbox ran code (failed, exit 1)' in text
 
 
 def test_a_failed_sandbox_run_is_a_failed_step() -> None:

@@ -440,9 +440,7 @@ def _plan_mcp(req: CreateRequest, directives: Directives) -> list[tuple[str, lis
     return servers
 
 
-def _plan(
-    req: CreateRequest, query: str, directives: Directives, corpus: Corpus, asked: Mapping[str, str]
-) -> _Plan:
+def _plan(req: CreateRequest, query: str, directives: Directives, corpus: Corpus, asked: Mapping[str, str]) -> _Plan:
     """What the run will do: its searches and their results, the pages it fetches, the MCP servers it calls, the
     opt-in tools it uses and the client functions it asks for."""
     effort, level = _level(req)
