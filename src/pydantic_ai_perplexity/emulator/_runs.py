@@ -1003,8 +1003,8 @@ def build_run(
     )
     if plan.function_calls and not directives.fail:
         # The run waits for the client's functions: billed for what it did so far, no answer, no `completed_at`.
-        asked = sum(tokens(call['arguments']) for call in plan.function_calls)
-        usage = bill(input_tokens=_input_tokens(req, plan, mcp_tokens), output_tokens=asked, reasoning_tokens=0)
+        call_tokens = sum(tokens(call['arguments']) for call in plan.function_calls)
+        usage = bill(input_tokens=_input_tokens(req, plan, mcp_tokens), output_tokens=call_tokens, reasoning_tokens=0)
         terminal = {**ended, 'completed_at': None, 'status': 'requires_action'}
         terminal |= {'output': timeline.output, 'usage': usage}
         timeline.requires_action(terminal)
