@@ -43,6 +43,7 @@ from ._record import Recorder, Replayer, replay_headers, replay_run, with_header
 from ._runs import Run, Step, build_run
 from ._validation import (
     CreateRequest,
+    FunctionCallItem,
     FunctionCallOutputItem,
     McpTool,
     SearchRequest,
@@ -468,9 +469,12 @@ def _check_previous(state: EmulatorState, previous_id: str | None) -> Run | None
 
 
 def _check_function_outputs(req: CreateRequest, previous: Run | None) -> None:
-    """Function outputs answer the calls of the run they continue: each `call_id` must be one that run asked for."""
-    asked = previous.function_calls if previous is not None else {}
-    for item in req.input if isinstance(req.input, list) else ():
+    """Function outputs answer function calls: each `call_id` must be one the run they continue asked for, or one of
+    a `function_call` replayed in the same input."""
+    items = req.input if isinstance(req.input, list) else []
+    asked = set(previous.function_calls if previous is not None else ())
+    asked.update(item.call_id for item in items if isinstance(item, FunctionCallItem))
+    for item in items:
         if isinstance(item, FunctionCallOutputItem) and item.call_id not in asked:
             raise validation_failed(
                 f'function_call_output call_id "{item.call_id}" answers no function call of the previous response'
