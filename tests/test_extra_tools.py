@@ -85,12 +85,12 @@ async def test_a_run_with_every_tool_reads_their_output_and_bills_their_fees(emu
     assert fees['image_search'] == 0.0025 and fees['search_people'] == 0.005
     assert fees['finance_search'] == 0.005 and fees['sandbox'] == 0.03
     tools = [s for s in steps if s.kind == 'tool']
-    assert [s.tool for s in tools] == [
-        'image_search_results',
-        'people_search_results',
-        'finance_results',
-        'sandbox_results',
-        'share_file',
+    assert [(s.tool, s.item_type) for s in tools] == [
+        ('image_search', 'image_search_results'),
+        ('people_search', 'people_search_results'),
+        ('finance_search', 'finance_results'),
+        ('sandbox', 'sandbox_results'),
+        ('sandbox', 'share_file'),
     ]
     assert tools[0].detail == 'found 2 images' and tools[3].detail == 'ran python in the sandbox: completed'
     assert result.progress.tool_outputs == 5 and '5 tool outputs' in result.progress.summary()

@@ -374,7 +374,14 @@ class StepReducer:
                 p.tool_outputs += 1
                 detail, count, urls = _tool_output(item)
                 return self._step(
-                    'tool', detail, shown=live, tool=kind, results=count, urls=urls, item_type=kind, error=_failed(item)
+                    'tool',
+                    detail,
+                    shown=live,
+                    tool=_TOOL_OF[kind],
+                    results=count,
+                    urls=urls,
+                    item_type=kind,
+                    error=_failed(item),
                 )
             case FunctionCallItem():
                 return None  # a client tool call, or the announcement of an internal search: not a step
@@ -421,6 +428,16 @@ def _item(event: AgentEvent) -> OutputItem | None:
     except ValidationError:
         raw = field_of(event.item, 'type')
         return UnknownItem(type=raw) if isinstance(raw, str) else None
+
+
+#: The opt-in tool each output item type comes from.
+_TOOL_OF = {
+    'image_search_results': 'image_search',
+    'people_search_results': 'people_search',
+    'finance_results': 'finance_search',
+    'sandbox_results': 'sandbox',
+    'share_file': 'sandbox',
+}
 
 
 def _tool_output(
