@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, cast
 
 import anyio
@@ -50,7 +50,7 @@ from .._domain.options import (
 )
 from .._domain.pricing import default_prices, limit_request, refresh_api_prices
 from .._domain.results import FunctionCall, ResearchResult, Usage
-from .._domain.search_filters import SearchMode, SearchType, search_request
+from .._domain.search_filters import SearchFilters, search_request
 from .._domain.settings import Settings
 from .._domain.steps import Step, StepReducer
 from .._ledger import Ledger, OnBudget, Origin, Recorder, RunRecord, default_ledger_path, estimate_cost
@@ -548,44 +548,15 @@ class Researcher:
         return [updated.get(r.response_id, r) for r in records]
 
     @tracing.search_span
-    async def search(
-        self,
-        query: str | list[str],
-        *,
-        max_results: int = 10,
-        domains: Sequence[str] | None = None,
-        recency: str | None = None,
-        after: str | date | None = None,
-        before: str | date | None = None,
-        updated_after: str | date | None = None,
-        updated_before: str | date | None = None,
-        country: str | None = None,
-        search_mode: SearchMode | None = None,
-        search_type: SearchType | None = None,
-        max_tokens_per_page: int | None = None,
-        languages: Sequence[str] | None = None,
-    ) -> SearchResponse:
+    async def search(self, query: str | list[str], **filters: Unpack[SearchFilters]) -> SearchResponse:
         """The Search API: ranked pages (title, url, date, snippet), no synthesis. Fast and cheap.
 
-        Filters: `domains` (a leading "-" excludes one), `recency` or published `after`/`before`, last `updated_after`
-        /`updated_before`, `country` (ISO 3166-1 alpha-2), `search_mode` (`web`, `academic`, `sec`), `languages`
-        (ISO 639-1); `search_type='fast'` costs $1 per 1,000 requests instead of $5 (`search_fee`).
+        Filters (`SearchFilters`): `max_results` (1-20, default 10), `domains` (a leading "-" excludes one), `recency`
+        or published `after`/`before`, last `updated_after`/`updated_before`, `country` (ISO 3166-1 alpha-2),
+        `search_mode` (`web`, `academic`, `sec`), `languages` (ISO 639-1), `max_tokens_per_page`;
+        `search_type='fast'` costs $1 per 1,000 requests instead of $5 (`search_fee`).
         """
-        filters = search_request(
-            max_results=max_results,
-            domains=domains,
-            recency=recency,
-            after=after,
-            before=before,
-            updated_after=updated_after,
-            updated_before=updated_before,
-            country=country,
-            search_mode=search_mode,
-            search_type=search_type,
-            max_tokens_per_page=max_tokens_per_page,
-            languages=languages,
-        )
-        return await self.client.search(query, **filters)
+        return await self.client.search(query, **search_request(**filters))
 
     # -- internals ---------------------------------------------------------------------------------------------
 

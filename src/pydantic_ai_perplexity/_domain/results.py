@@ -311,15 +311,8 @@ def _sources_from(response: Response) -> tuple[list[Source], dict[int, Source]]:
             )
         return source
 
-    for item in response.items(SearchResultsItem):
-        for r in item.results:
-            if not r.url:
-                continue
-            source = source_for(r.url, r.title, r.snippet, r.date, r.last_updated)
-            if r.id is not None and r.id not in by_id:
-                by_id[r.id] = source
-                source.ids.append(r.id)
-    for item in response.items(PeopleSearchResultsItem):  # profile pages: cited like search results
+    # A people search's profile pages are cited like search results (same shape, same ids).
+    for item in [*response.items(SearchResultsItem), *response.items(PeopleSearchResultsItem)]:
         for r in item.results:
             if not r.url:
                 continue

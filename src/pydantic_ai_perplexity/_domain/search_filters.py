@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import date
-from typing import TYPE_CHECKING, Literal, cast, get_args
+from typing import TYPE_CHECKING, Literal, Unpack, cast, get_args
+
+from typing_extensions import TypedDict
 
 from .._base.errors import InvalidArgumentError
 from .options import check_domains, check_recency, wire_date
@@ -25,6 +27,7 @@ __all__ = (
     'MAX_LANGUAGES',
     'SEARCH_MODES',
     'SEARCH_TYPES',
+    'SearchFilters',
     'SearchMode',
     'SearchType',
     'search_fee',
@@ -43,26 +46,38 @@ MAX_LANGUAGES = 10
 _MAX_PAGE_TOKENS = 1_000_000
 
 
-def search_request(
-    *,
-    max_results: int = 10,
-    domains: Sequence[str] | str | None = None,
-    recency: str | None = None,
-    after: str | date | None = None,
-    before: str | date | None = None,
-    updated_after: str | date | None = None,
-    updated_before: str | date | None = None,
-    country: str | None = None,
-    search_mode: str | None = None,
-    search_type: str | None = None,
-    max_tokens_per_page: int | None = None,
-    languages: Sequence[str] | str | None = None,
-) -> SearchRequest:
+class SearchFilters(TypedDict, total=False):
+    """The Search API's filters as keywords (`Researcher.search(query, country="DE")`): a misspelt one is a type error.
+
+    `domains` (a leading "-" excludes one), `recency` or published `after`/`before`, last `updated_after`/
+    `updated_before` (ISO dates), `country` (ISO 3166-1 alpha-2), `search_mode`, `search_type`, `max_tokens_per_page`,
+    `languages` (ISO 639-1) and `max_results` (1-20, default 10).
+    """
+
+    max_results: int
+    domains: Sequence[str] | str | None
+    recency: str | None
+    after: str | date | None
+    before: str | date | None
+    updated_after: str | date | None
+    updated_before: str | date | None
+    country: str | None
+    search_mode: SearchMode | None
+    search_type: SearchType | None
+    max_tokens_per_page: int | None
+    languages: Sequence[str] | str | None
+
+
+def search_request(**given: Unpack[SearchFilters]) -> SearchRequest:
     """The body of a Search API request (less `query`), every filter checked; `InvalidArgumentError` names the one
     to fix. Dates are ISO (`YYYY-MM-DD`) and go out as the API's `MM/DD/YYYY`."""
-    ok = isinstance(max_results, int) and not isinstance(max_results, bool)  # pyright: ignore[reportUnnecessaryIsInstance]
-    if not ok or not 1 <= max_results <= 20:
+    max_results: object = given.get('max_results', 10)
+    if not isinstance(max_results, int) or isinstance(max_results, bool) or not 1 <= max_results <= 20:
         raise InvalidArgumentError(f'max_results={max_results!r} is out of range 1..20.', argument='max_results')
+    domains, recency, after, before = (given.get(k) for k in ('domains', 'recency', 'after', 'before'))
+    updated_after, updated_before = given.get('updated_after'), given.get('updated_before')
+    country, search_mode, search_type = given.get('country'), given.get('search_mode'), given.get('search_type')
+    max_tokens_per_page, languages = given.get('max_tokens_per_page'), given.get('languages')
     body: SearchRequest = {'max_results': max_results}
     if domains:
         body['search_domain_filter'] = check_domains(domains)
