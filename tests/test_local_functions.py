@@ -115,8 +115,9 @@ async def test_a_run_calls_local_functions_and_answers_with_their_output(emulato
         'called function sales_figures',
     ]
     assert result.progress.function_calls == 2 and '2 function calls' in result.progress.summary()
-    # Two runs in the ledger, each billed; the result costs both.
+    # Two runs in the ledger, each reserved before it was sent and billed after; the result costs both.
     assert sorted(leg.status for leg in legs) == ['completed', 'requires_action']
+    assert all(leg.estimate_usd and leg.estimate_usd >= 0.05 for leg in legs)  # at least `low`'s floor, each
     billed = [leg.cost_usd for leg in legs]
     assert all(cost for cost in billed) and result.cost_usd == pytest.approx(sum(billed))  # type: ignore[arg-type]
 
@@ -193,3 +194,18 @@ async def test_the_emulator_refuses_an_output_for_a_call_it_never_made(emulator:
     final = answered.json()
     assert final['status'] == 'completed' and not [i for i in final['output'] if i['type'] == 'function_call']
     assert 'company_wiki: ok from the wiki' in final['output'][-1]['content'][0]['text']
+
+
+async def test_the_documented_example_runs(emulator_env: Emulator, capfd: pytest.CaptureFixture[str]):
+    import ast
+    import re
+
+    doc = (Path(__file__).parents[1] / 'docs' / 'tools.md').read_text(encoding='utf-8')
+    code = re.findall(r'```python\n(.*?)\n```', doc, flags=re.DOTALL)[0]
+    namespace: dict[str, Any] = {'__name__': '__doc__'}
+    outcome = eval(compile(code, 'docs/tools.md', 'exec', flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), namespace)
+    if outcome is not None:
+        await outcome
+    result = namespace['result']
+    assert result.status == 'completed' and result.function_calls[0].name == 'company_wiki'
+    assert 'we install heat pumps in every new office' in capfd.readouterr().out
