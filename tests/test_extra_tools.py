@@ -139,6 +139,11 @@ def test_notebooks_show_only_safe_images_and_escape_every_field() -> None:
     assert 'boom' in shown and 'failed, exit 1' in shown
 
 
+def test_markdown_shows_only_safe_images() -> None:
+    text = _hostile_result().to_markdown()
+    assert '![\u2039b\u203a"x](https://img.example/cat.png)' in text and 'javascript:' not in text  # no tag in alt
+
+
 def test_a_hostile_tool_output_cannot_close_the_spotlight() -> None:
     text = for_model(_hostile_result())
     assert (

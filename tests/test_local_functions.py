@@ -110,6 +110,8 @@ async def test_a_run_calls_local_functions_and_answers_with_their_output(emulato
     assert [(c.name, c.error) for c in result.function_calls] == [('company_wiki', None), ('sales_figures', None)]
     assert result.function_calls[1].output == '{"region": "How do heat pumps work?", "units": 1200}'
     assert 'From your own tools:' in result.answer and "Wiki: our policy on 'How do heat pumps work?'" in result.answer
+    shown = result._repr_html_()
+    assert '<code>company_wiki({&quot;topic&quot;:' in shown and 'Local functions called' in shown
     assert [s.detail for s in steps if s.kind == 'function'] == [
         'called function company_wiki',
         'called function sales_figures',

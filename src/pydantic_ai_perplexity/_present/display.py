@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from .._domain.results import MARKER, marker_refs
 from .._domain.steps import plural
 from .._domain.timeline import LANES
-from .model_text import answer_with_source_numbers, safe_url
+from .model_text import answer_with_source_numbers, plain, safe_url
 
 if TYPE_CHECKING:
     from .._domain.results import ResearchResult, Source
@@ -67,6 +67,10 @@ def result_to_markdown(result: ResearchResult) -> str:
             lines.append(f'{s.n}. [{s.title or s.domain}]({s.url}){mark}')
     if result.orphan_markers:
         lines.append(f'\n*Markers pointing at no source: {", ".join(result.orphan_markers)}*')
+    images = [(image, url) for image in result.images if (url := safe_url(image.url))]
+    if images:
+        alt = [plain(image.title or 'image').replace('[', '(').replace(']', ')') for image, _ in images]
+        lines.append('\n' + ' '.join(f'![{text}]({url})' for text, (_, url) in zip(alt, images, strict=True)))
     lines.append(f'\n<sub>{_footer(result)}</sub>')
     return '\n'.join(lines)
 
@@ -289,6 +293,13 @@ def tools_to_html(result: ResearchResult) -> str:
             for f in result.files[:_MAX_TOOL_ITEMS]
         )
         parts.append(f'<p><strong>Files shared</strong></p><ul class="pplx-files">{items}</ul>')
+    if result.function_calls:
+        items = ''.join(
+            f'<li><code>{esc(c.name)}({esc(_clip(c.arguments, 200))})</code> → '
+            f'{esc(_clip(c.output, 300)) if c.output is not None else "<em>not run</em>"}</li>'
+            for c in result.function_calls[:_MAX_TOOL_ITEMS]
+        )
+        parts.append(f'<p><strong>Local functions called</strong></p><ul class="pplx-functions">{items}</ul>')
     return ''.join(parts)
 
 
