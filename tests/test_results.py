@@ -119,14 +119,14 @@ def test_unknown_item_types_and_fields_are_kept():
             'status': 'completed',
             'brand_new_field': {'a': 1},
             'output': [
-                {'type': 'sandbox_results', 'call_id': 'c1', 'code': 'print(1)'},
+                {'type': 'sandbox_grep', 'call_id': 'c1', 'pattern': 'print'},  # a type this version does not model
                 {'type': 'message', 'content': [{'type': 'output_text', 'text': 'hi'}], 'extra': True},
             ],
         }
     )
     assert isinstance(response.output[0], UnknownItem)
-    assert response.output[0].type == 'sandbox_results'
-    assert response.output[0].model_extra == {'call_id': 'c1', 'code': 'print(1)'}
+    assert response.output[0].type == 'sandbox_grep'
+    assert response.output[0].model_extra == {'call_id': 'c1', 'pattern': 'print'}
     assert isinstance(response.output[1], MessageItem)
     assert response.model_extra == {'brand_new_field': {'a': 1}}
     assert response.output_text == 'hi'

@@ -96,7 +96,13 @@ def test_remote_tools_the_answer_and_the_runs_end_are_typed_not_worded():
     assert done.error == 'HTTP 500' and not done.ok and done.detail == 'remote tool docs.find: failed'
     assert (listed.item_type, listed.tools, listed.shown) == ('mcp_list_tools', 1, False)
     assert (tool_search.kind, tool_search.tools) == ('other', 2)
-    assert (sandbox.kind, sandbox.item_type) == ('other', 'sandbox_results')
+    # An opt-in tool's output is a `tool` step (it was `other` before the sandbox was modelled).
+    assert (sandbox.kind, sandbox.item_type, sandbox.detail) == (
+        'tool',
+        'sandbox_results',
+        'ran code in the sandbox: completed',
+    )
+    assert reducer.progress.tool_outputs == 1
     assert (end.kind, end.status, end.error, end.error_code) == ('status', 'failed', 'stream broke', 'server_error')
     assert reducer.progress.mcp_calls == 1
 

@@ -74,7 +74,7 @@ def test_failed_fetches_and_remote_mcp_errors_are_marked(capfire: CaptureLogfire
                     'perplexity.query': 'q',
                     'perplexity.sources': 0,
                     'perplexity.status': 'failed',
-                    'perplexity.steps': 3,
+                    'perplexity.steps': 4,
                 },
                 'events': [
                     {
@@ -105,7 +105,14 @@ def test_failed_fetches_and_remote_mcp_errors_are_marked(capfire: CaptureLogfire
                         },
                     },
                     {'name': 'perplexity.tool_search', 'attributes': {'perplexity.mcp.tools': 2}},
-                    {'name': 'perplexity.output_item', 'attributes': {'perplexity.item.type': 'sandbox_results'}},
+                    {  # an opt-in tool's output: a step of its own (it was an unknown output item before)
+                        'name': 'perplexity.tool',
+                        'attributes': {
+                            'gen_ai.tool.name': 'sandbox',
+                            'perplexity.duration_s': '<float>',
+                            'perplexity.tool.results': 0,
+                        },
+                    },
                     {
                         'name': 'perplexity.run_error',
                         'attributes': {'perplexity.error': 'stream broke', 'perplexity.error.code': 'server_error'},

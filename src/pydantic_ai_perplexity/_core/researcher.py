@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Unpack, cast
 
 import anyio
@@ -43,15 +43,16 @@ from .._base.statuses import STARTING
 from .._domain.budget import Budget, BudgetWarning, SpendLine
 from .._domain.calls import BatchKeywords, OnProgress, OnStarted, RunKeywords
 from .._domain.options import (
+    DEFAULT_FUNCTION_CALLS,
     EFFORTS,
     ResearchOptions,
     ResearchOptionsDict,
     check_wait,
     response_format,
-    search_filters,
 )
 from .._domain.pricing import default_prices, limit_request, refresh_api_prices
-from .._domain.results import ResearchResult, Usage
+from .._domain.results import FunctionCall, ResearchResult, Usage
+from .._domain.search_filters import SearchFilters, search_request
 from .._domain.settings import Settings
 from .._domain.steps import Step, StepReducer
 from .._ledger import Ledger, OnBudget, Origin, RunRecord, default_ledger_path, estimate_cost
@@ -59,6 +60,7 @@ from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
 from ..client._params import AgentRequest, InputItem
 from . import tracing
+from .functions import LocalFunction, local_functions
 from .reconcile import learn_from, reconcile, record_finished
 
 if TYPE_CHECKING:
@@ -250,7 +252,15 @@ class Researcher:
         self, options: ResearchOptions | None = None, /, **given: Unpack[ResearchOptionsDict]
     ) -> AgentRequest:
         """The create request for these options, checked; raises `InvalidArgumentError` naming what to fix."""
-        return _limited(ResearchOptions.parse(options, **given).to_request(self.effort))
+        return self._request(ResearchOptions.parse(options, **given))
+
+    def _request(self, options: ResearchOptions) -> AgentRequest:
+        """The create request of `options` as sent: their local functions as `function` tools, the effort's limits."""
+        request = options.to_request(self.effort)
+        if options.functions:
+            tools = [*request.get('tools', ()), *(f.tool() for f in local_functions(options.functions).values())]
+            request['tools'] = tools
+        return _limited(request)
 
     async def start(
         self,
@@ -266,8 +276,15 @@ class Researcher:
         Takes the options of `run`; the run's id is in the ledger when this returns. `request_id` is recorded on the
         run's ledger row from its reservation on, so that a caller can find a run it may have started (see durable.py).
         """
+        parsed = ResearchOptions.parse(options, **given)
+        if parsed.functions:
+            raise InvalidArgumentError(
+                'functions need run() (or research()), which waits and answers their calls: a background run started '
+                'with start() would stop in requires_action with no one to run them.',
+                argument='functions',
+            )
         with tracing.research_span(query) as trace:
-            response, run = await self._begin(query, ResearchOptions.parse(options, **given), caller, request_id)
+            response, run = await self._begin(query, parsed, caller, request_id)
             trace.started(response, effort=run.effort, model=run.model)
             result = self._marked(ResearchResult.from_response(response, effort=response.effort, query=query))
             result.notes = list(run.notes)
@@ -308,6 +325,7 @@ class Researcher:
                 **given,
             )
         parsed = ResearchOptions.parse(options, **given)
+        functions = local_functions(parsed.functions) if parsed.functions else {}  # refused before anything starts
         window = self.reuse_within if reuse_within is None else _check_reuse(reuse_within)
         notes: tuple[str, ...] = ()
         if window:
@@ -323,8 +341,91 @@ class Researcher:
                 if outcome is not None:
                     await outcome
             result = await self._wait(response.id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+            if functions and result.status == 'requires_action':
+                result = await self._answer_functions(
+                    query, parsed, functions, result, run, caller=caller, on_progress=on_progress, wait=wait_seconds
+                )
             trace.finish(result)
             return result
+
+    async def _answer_functions(
+        self,
+        query: str,
+        options: ResearchOptions,
+        functions: Mapping[str, LocalFunction],
+        result: ResearchResult,
+        run: _Run,
+        *,
+        caller: str | None,
+        on_progress: OnProgress | None,
+        wait: float | None,
+    ) -> ResearchResult:
+        """Answer a run's local function calls until it ends: run each call here, send the outputs on a request that
+        continues the run (`previous_response_id`), wait again; at most `max_function_calls` calls in all.
+
+        Each continuation is a run of its own in the ledger (reserved and billed as such); the result is the last
+        one's, with every call made (`function_calls`) and the cost of all of them.
+        """
+        limit = options.max_function_calls or DEFAULT_FUNCTION_CALLS
+        answered: list[FunctionCall] = []
+        earlier: list[ResearchResult] = []
+        while result.status == 'requires_action':
+            result = result.model_copy(deep=True)  # the one the ledger was given stays as it was billed
+            pending = [call for call in result.function_calls if call.output is None]
+            if not pending:
+                break
+            if len(answered) + len(pending) > limit:
+                result.notes.append(
+                    f'The run asked for {len(pending)} more local function calls after {len(answered)}, past '
+                    f'max_function_calls={limit}: they were not run and it stopped in requires_action.'
+                )
+                break
+            items: list[InputItem] = []
+            for call in pending:
+                function = functions.get(call.name)
+                if function is None:
+                    call.error = f'there is no function named {call.name!r} (offered: {", ".join(functions)})'
+                    call.output = f'Error: {call.error}.'
+                else:
+                    call.output, call.error = await function.call(call.arguments)
+                answered.append(call)
+                result.progress.function_calls = len(answered)
+                await self._function_step(call, result, run, on_progress)
+                items.append(
+                    {'type': 'function_call_output', 'call_id': call.call_id, 'output': call.output, 'name': call.name}
+                )
+            earlier.append(result)
+            follow = options.model_copy(update={'previous_response_id': result.response_id})
+            response, leg = await self._begin(query, follow, caller, items=items)
+            run.notes = (*run.notes, *leg.notes)
+            result = await self._wait(response.id, run, on_progress=on_progress, wait_seconds=wait)
+        result = result.model_copy(deep=True)
+        result.function_calls = [*answered, *(call for call in result.function_calls if call.output is None)]
+        result.progress.function_calls = len(answered)
+        _add_usage(result, earlier)
+        return result
+
+    async def _function_step(
+        self, call: FunctionCall, result: ResearchResult, run: _Run, on_progress: OnProgress | None
+    ) -> None:
+        """A local function call as a research step: traced, and shown to `on_progress`."""
+        detail = f'called function {call.name}' + (': failed' if call.error else '')
+        step = Step(
+            kind='function',
+            detail=detail,
+            tool=call.name,
+            results=1,
+            error=call.error,
+            item_type='function_call',
+            progress=result.progress.model_copy(update={'queries': list(result.progress.queries)}),
+            response_id=result.response_id,
+            elapsed_s=round(time.monotonic() - run.started, 3),
+        )
+        run.trace.step(step)
+        if on_progress is not None:
+            outcome = on_progress(step)
+            if outcome is not None:
+                await outcome
 
     def run_sync(self, query: str, **keywords: Unpack[RunKeywords]) -> ResearchResult:
         """`run` for scripts: on an event loop of its own, inside this researcher (its HTTP client closed after).
@@ -418,26 +519,26 @@ class Researcher:
         return [updated.get(r.response_id, r) for r in records]
 
     @tracing.search_span
-    async def search(
-        self,
-        query: str | list[str],
-        *,
-        max_results: int = 10,
-        domains: Sequence[str] | None = None,
-        recency: str | None = None,
-        after: str | date | None = None,
-        before: str | date | None = None,
-    ) -> SearchResponse:
-        """The Search API: ranked pages (title, url, date, snippet), no synthesis. Fast and cheap."""
-        if not 1 <= max_results <= 20:
-            raise InvalidArgumentError(f'max_results={max_results} is out of range 1..20.', argument='max_results')
-        filters = search_filters(domains=domains, recency=recency, after=after, before=before)
-        return await self.client.search(query, max_results=max_results, **filters)
+    async def search(self, query: str | list[str], **filters: Unpack[SearchFilters]) -> SearchResponse:
+        """The Search API: ranked pages (title, url, date, snippet), no synthesis. Fast and cheap.
+
+        Filters (`SearchFilters`): `max_results` (1-20, default 10), `domains` (a leading "-" excludes one), `recency`
+        or published `after`/`before`, last `updated_after`/`updated_before`, `country` (ISO 3166-1 alpha-2),
+        `search_mode` (`web`, `academic`, `sec`), `languages` (ISO 639-1), `max_tokens_per_page`;
+        `search_type='fast'` costs $1 per 1,000 requests instead of $5 (`search_fee`).
+        """
+        return await self.client.search(query, **search_request(**filters))
 
     # -- internals ---------------------------------------------------------------------------------------------
 
     async def _begin(
-        self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
+        self,
+        query: str,
+        options: ResearchOptions,
+        caller: str | None,
+        request_id: str | None = None,
+        *,
+        items: list[InputItem] | None = None,
     ) -> tuple[Response, _Run]:
         """Create the run and record its id in the ledger (the write flushed), whatever cancels the caller.
 
@@ -450,10 +551,10 @@ class Researcher:
             raise InvalidArgumentError('The query is empty: say what to research.', argument='query')
         _check_sendable(query, options.to_request(self.effort))
         try:
-            return await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id))
+            return await _to_the_end(functools.partial(self._start_recorded, query, options, caller, request_id, items))
         except BadRequestError as exc:
             previous = options.previous_response_id
-            if previous is None or not _unknown_previous(exc):
+            if previous is None or items is not None or not _unknown_previous(exc):
                 raise
         # The API does not know the earlier run (expired, or started with another key or API): its question and
         # answer go along as context instead, and the result says so.
@@ -497,17 +598,29 @@ class Researcher:
         return options.model_copy(update=update), note
 
     async def _start_recorded(
-        self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None
+        self,
+        query: str,
+        options: ResearchOptions,
+        caller: str | None,
+        request_id: str | None,
+        items: list[InputItem] | None = None,
     ) -> tuple[Response, _Run]:
-        started = await self._start(query, options, caller, request_id)
+        started = await self._start(query, options, caller, request_id, items)
         await self._flush()
         return started
 
     async def _start(
-        self, query: str, options: ResearchOptions, caller: str | None, request_id: str | None = None
+        self,
+        query: str,
+        options: ResearchOptions,
+        caller: str | None,
+        request_id: str | None = None,
+        items: list[InputItem] | None = None,
     ) -> tuple[Response, _Run]:
-        request = _limited(options.to_request(self.effort))
-        sent = options.to_input(query)  # the question, with the files the run reads
+        """Reserve, record and create the run: `query` is its input (with the files it reads), or `items` (function
+        outputs) when given; the ledger keeps `query` either way."""
+        request = self._request(options)
+        sent = items or options.to_input(query)
         effort = request.get('effort') or self.effort
         adapter = response_format(options.output_type)[1] if options.output_type is not None else None
         token: str | None = None
@@ -563,7 +676,7 @@ class Researcher:
     def _fingerprint(self, query: str, options: ResearchOptions) -> str:
         """What makes two runs the same for reuse: the question (as the ledger keeps it), the request its options
         make with this researcher's defaults, and the API it goes to (an emulator's answer never stands in for one)."""
-        request = _limited(options.to_request(self.effort))
+        request = self._request(options)
         files = [f.identity() for f in options.files or ()]  # what the run reads besides the web
         text = json.dumps(
             [self.client.redact(query.strip()), request, self.client.api, *([files] if files else [])],
@@ -783,6 +896,23 @@ class Researcher:
         worker thread, not on the recorder: an admission waiting for the budget lock must not hold up other writes."""
         await self._flush()
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+def _add_usage(result: ResearchResult, earlier: Sequence[ResearchResult]) -> None:
+    """`result`'s usage with that of the runs it continued added: what the whole question cost, every leg billed."""
+    usage = result.usage
+    for leg in earlier:
+        spent = leg.usage
+        usage.input_tokens += spent.input_tokens
+        usage.output_tokens += spent.output_tokens
+        usage.total_tokens += spent.total_tokens
+        usage.reasoning_tokens += spent.reasoning_tokens
+        if spent.cost_usd is not None:
+            usage.cost_usd = round((usage.cost_usd or 0.0) + spent.cost_usd, 6)
+        for name, calls in spent.tool_calls.items():
+            usage.tool_calls[name] = usage.tool_calls.get(name, 0) + calls
+        for name, cost in spent.tool_costs_usd.items():
+            usage.tool_costs_usd[name] = round(usage.tool_costs_usd.get(name, 0.0) + cost, 6)
 
 
 def _check_reuse(seconds: object) -> float | None:

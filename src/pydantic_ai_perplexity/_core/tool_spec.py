@@ -32,6 +32,7 @@ from .._domain.options import (
     option_fields,
     tool_files,
 )
+from .._domain.search_filters import SearchMode, SearchType
 from .._present.model_text import NAMES, ToolNames
 
 if TYPE_CHECKING:
@@ -175,6 +176,17 @@ class SearchArgs(_Args):
     recency: Recency | None = Field(
         default=None, description='Only pages from the last hour, day, week, month or year.'
     )
+    after: str | None = Field(default=None, description='Only pages published on or after this date (YYYY-MM-DD).')
+    before: str | None = Field(default=None, description='Only pages published on or before this date (YYYY-MM-DD).')
+    updated_after: str | None = Field(default=None, description='Only pages updated on or after this date.')
+    updated_before: str | None = Field(default=None, description='Only pages updated on or before this date.')
+    country: str | None = Field(default=None, description='Results for this country (ISO code, e.g. "DE").')
+    search_mode: SearchMode | None = Field(
+        default=None, description='web (default), academic (scholarly sources) or sec (SEC filings).'
+    )
+    search_type: SearchType | None = Field(default=None, description='fast: quicker and cheaper than web (default).')
+    max_tokens_per_page: int | None = Field(default=None, description='Cap on the text of each result, in tokens.')
+    languages: list[str] | None = Field(default=None, description='Only pages in these languages (e.g. ["de"]).')
 
 
 #: What an argument that is not an option must be, for a value of the wrong type.
@@ -189,6 +201,15 @@ _MUST = {
     'domains': 'a list of bare domains like ["nature.com"]',
     'recency': 'one of hour, day, week, month, year',
     'files': 'a list of https URLs of files or images (or their content as "data:<type>;base64,...")',
+    'after': 'a date as YYYY-MM-DD',
+    'before': 'a date as YYYY-MM-DD',
+    'updated_after': 'a date as YYYY-MM-DD',
+    'updated_before': 'a date as YYYY-MM-DD',
+    'country': 'a two-letter ISO 3166-1 country code, e.g. "DE"',
+    'search_mode': 'one of web, academic, sec',
+    'search_type': 'one of web, fast',
+    'max_tokens_per_page': 'a whole number, 1 or more',
+    'languages': 'a list of two-letter ISO 639-1 codes, e.g. ["de"]',
 }
 
 
@@ -420,4 +441,5 @@ async def list_runs(r: Researcher, args: Any, *, caller: str | None = None, shar
 
 async def search(r: Researcher, args: Any) -> SearchResponse:
     """`perplexity_search`: the Search API's ranked pages."""
-    return await r.search(args.query, max_results=args.max_results, domains=args.domains, recency=args.recency)
+    filters = args.model_dump(exclude={'query'}, exclude_none=True)
+    return await r.search(args.query, **filters)

@@ -428,6 +428,14 @@ class RunTrace:
             return  # as an event, a tool list is only worth its cost when it failed
         self._end(begun, _mcp_attributes(step), error=step.error)
 
+    def _on_tool(self, step: Step) -> None:
+        """An opt-in tool's output (images, people, finance, sandbox, a shared file) or a local function's call."""
+        name = 'perplexity.function' if step.kind == 'function' else 'perplexity.tool'
+        attributes: Attributes = {'gen_ai.tool.name': step.tool or '', 'perplexity.tool.results': step.results or 0}
+        if step.urls:
+            attributes['perplexity.tool.domains'] = _domains(step.urls)
+        self._end(self._begin(name, {}), attributes, error=step.error)
+
     def _on_answer(self, step: Step) -> None:
         if step.end:  # the answer's item is finished
             self._answer_chars = step.progress.answer_chars or step.chars or 0
@@ -482,6 +490,8 @@ _HANDLERS: dict[str, Callable[[RunTrace, Step], None]] = {
     'fetch': RunTrace._on_fetch,  # pyright: ignore[reportPrivateUsage]
     'fetched': RunTrace._on_fetched,  # pyright: ignore[reportPrivateUsage]
     'mcp': RunTrace._on_mcp,  # pyright: ignore[reportPrivateUsage]
+    'tool': RunTrace._on_tool,  # pyright: ignore[reportPrivateUsage]
+    'function': RunTrace._on_tool,  # pyright: ignore[reportPrivateUsage]
     'answer': RunTrace._on_answer,  # pyright: ignore[reportPrivateUsage]
     'other': RunTrace._on_other,  # pyright: ignore[reportPrivateUsage]
     'status': RunTrace._on_status,  # pyright: ignore[reportPrivateUsage]

@@ -19,7 +19,7 @@ import math
 import mimetypes
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -51,6 +51,7 @@ else:  # the client package imports the HTTP stack, which the CLI must not load 
 
 __all__ = (
     'EFFORTS',
+    'EXTRA_TOOLS',
     'LEGACY_PRESETS',
     'MAX_FILES',
     'MAX_FILES_BYTES',
@@ -62,6 +63,7 @@ __all__ = (
     'RUN_STATUSES',
     'SERVICE_TIERS',
     'Effort',
+    'ExtraTool',
     'FileInput',
     'LegacyPreset',
     'Opt',
@@ -73,6 +75,7 @@ __all__ = (
     'RunStatus',
     'ServiceTier',
     'check_domains',
+    'check_extra_tools',
     'check_id',
     'check_recency',
     'check_wait',
@@ -97,6 +100,9 @@ SERVICE_TIERS: tuple[str, ...] = get_args(ServiceTier)
 #: How hard the model itself reasons (`reasoning.effort`): not the run's `effort`, which bundles steps and tools.
 ReasoningEffort = Literal['none', 'minimal', 'low', 'medium', 'high', 'xhigh']
 REASONING_EFFORTS: tuple[str, ...] = get_args(ReasoningEffort)
+ExtraTool = Literal['image_search', 'people_search', 'finance_search', 'sandbox']
+#: The Agent API's opt-in tools (`extra_tools=`), each with its fee on the pricing page.
+EXTRA_TOOLS: tuple[str, ...] = get_args(ExtraTool)
 
 _DOMAIN = re.compile(r'^-?(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$')
 _SCHEMA_NAME = re.compile(r'[^A-Za-z0-9_-]')
@@ -115,6 +121,8 @@ MAX_FILE_BYTES = 20 * 1024 * 1024
 MAX_FILES_BYTES = 22 * 1024 * 1024
 _PROFILE_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$')
 _CACHE_KEY_CHARS = 256
+#: Local function calls one run may make in all, unless `max_function_calls` says otherwise.
+DEFAULT_FUNCTION_CALLS = 10
 
 
 # -- the checks, each written once (the model's validators and `Researcher.search` call them) --------------------
@@ -122,7 +130,7 @@ _CACHE_KEY_CHARS = 256
 
 def search_filters(
     *,
-    domains: Sequence[str] | None = None,
+    domains: Sequence[str] | str | None = None,
     recency: str | None = None,
     after: str | date | None = None,
     before: str | date | None = None,
@@ -196,6 +204,28 @@ def check_recency(recency: object) -> Recency:
 def _printable(value: str) -> bool:
     """Whether `value` holds no control characters and no lone surrogates."""
     return all(ch.isprintable() and not '\ud800' <= ch <= '\udfff' for ch in value)
+
+
+def check_extra_tools(value: object) -> list[ExtraTool]:
+    """Opt-in tool names, each once, in the order given: a name or a list of names among `EXTRA_TOOLS`."""
+    given: list[object] = (
+        [value]
+        if isinstance(value, str)
+        else list(cast('Sequence[object]', value))
+        if isinstance(value, Sequence)
+        else [value]
+    )
+    chosen: list[ExtraTool] = []
+    for raw in given:
+        name = raw.strip().lower() if isinstance(raw, str) else raw
+        if name not in EXTRA_TOOLS:
+            raise InvalidArgumentError(
+                f'{_shown(raw)} is not a tool the run can be given: use {", ".join(EXTRA_TOOLS)}.',
+                argument='extra_tools',
+            )
+        if name not in chosen:
+            chosen.append(cast('ExtraTool', name))
+    return chosen
 
 
 def check_id(response_id: object) -> str:
@@ -658,6 +688,38 @@ class ResearchOptions(BaseModel):
             cli_help='Let the run read up to N pages in full (1-10).',
         ),
     ] = None
+    # -- more tools: opt-in, each billed per call (`sandbox` per session) ------------------------------------------
+    extra_tools: Annotated[
+        list[ExtraTool] | None,
+        Field(
+            description='More tools the run may use, each billed: image_search (images), people_search (people), '
+            'finance_search (market data) and sandbox (runs code; the API then drops the other built-in tools).'
+        ),
+        Opt(
+            f'a list of tools among {", ".join(EXTRA_TOOLS)}',
+            tool=True,
+            cli='--tool',
+            cli_help='Let the run use this tool (repeatable): image_search, people_search, finance_search or sandbox.',
+        ),
+    ] = None
+    # -- local functions: Python callables the run may call (in this process; the Researcher answers them) --------
+    functions: Annotated[
+        SkipValidation[list[Callable[..., Any]] | None],
+        Field(
+            description='Python functions the run may call (a private database, a wiki): their arguments are checked '
+            'against their type hints, they run here, and only their output is sent. Python only.'
+        ),
+        Opt('a list of Python functions with type-hinted parameters'),
+    ] = None
+    max_function_calls: Annotated[
+        int | None,
+        Field(
+            description=f'Run at most this many local function calls in all (1-100; default {DEFAULT_FUNCTION_CALLS}).',
+            ge=1,
+            le=100,
+        ),
+        Opt('a whole number from 1 to 100'),
+    ] = None
     max_steps: Annotated[
         int | None,
         Field(description='Stop the run after this many steps (1-100).', ge=1, le=100),
@@ -821,6 +883,29 @@ class ResearchOptions(BaseModel):
             return DEFAULT_FETCH_PAGES
         return _whole(value, 'fetch_pages', 1, 10)
 
+    @field_validator('extra_tools', mode='before')
+    @classmethod
+    def _extra_tools(cls, value: object) -> object:
+        if value is None or value == [] or value == ():
+            return None
+        return check_extra_tools(value)
+
+    @field_validator('functions', mode='before')
+    @classmethod
+    def _functions(cls, value: object) -> object:
+        if value is None or value == [] or value == ():
+            return None
+        if callable(value):
+            return [value]
+        if not isinstance(value, Sequence) or isinstance(value, str):
+            raise InvalidArgumentError('functions must be a list of Python functions.', argument='functions')
+        return list(cast('Sequence[Callable[..., Any]]', value))
+
+    @field_validator('max_function_calls', mode='before')
+    @classmethod
+    def _max_function_calls(cls, value: object) -> object:
+        return None if value is None else _whole(value, 'max_function_calls', 1, 100)
+
     @field_validator('max_steps', mode='before')
     @classmethod
     def _max_steps(cls, value: object) -> object:
@@ -969,6 +1054,7 @@ class ResearchOptions(BaseModel):
             tools.append({'type': 'web_search', 'filters': filters})
         if self.fetch_pages:
             tools.append({'type': 'fetch_url', 'max_urls': self.fetch_pages})
+        tools.extend({'type': name} for name in self.extra_tools or ())
         tools.extend(self.mcp_servers or ())
         if tools:
             request['tools'] = tools
@@ -1001,6 +1087,9 @@ class ResearchOptionsDict(TypedDict, total=False):
     before: str | date | None
     language: str | None
     fetch_pages: bool | int | None
+    extra_tools: Sequence[ExtraTool] | None
+    functions: Sequence[Callable[..., Any]] | None
+    max_function_calls: int | None
     max_steps: int | None
     max_output_tokens: int | None
     previous_response_id: str | None

@@ -176,6 +176,10 @@ _EFFORTS: dict[str, EffortBundle] = {
 
 #: One search call: the dearest search tool (`people_search` / `finance_search` $0.005; `web_search` $0.0025).
 _SEARCH_USD = max(LIVE_TOOL_FEES['web_search'], LIVE_TOOL_FEES['people_search'], LIVE_TOOL_FEES['finance_search'])
+#: The opt-in tools billed per call (USD), from the pricing page; `sandbox` is billed per session instead.
+_PER_CALL_TOOLS: dict[str, float] = {
+    name: LIVE_TOOL_FEES[name] for name in ('image_search', 'people_search', 'finance_search')
+}
 #: One fetched page, a ceiling: its $0.0005 fee plus the tokens of the model that reads it (about $0.0035 live).
 _FETCH_USD = 0.01
 
@@ -854,12 +858,16 @@ def reservation(query: Any, request: Mapping[str, Any], table: PriceTable | None
     fetch = next((t for t in tools if t.get('type') == 'fetch_url'), None)
     urls = int(fetch['max_urls']) if fetch is not None else 0
     mcp = any(t.get('type') in ('mcp', 'connector') for t in tools)
+    offered = {str(t.get('type')) for t in tools}
     per_call_tokens = max(
         int(web['max_tokens']) if web is not None else 0,
         urls * bundle.page_tokens,
-        bundle.page_tokens if mcp else 0,
+        bundle.page_tokens if mcp or offered & set(_PER_CALL_TOOLS) else 0,
     )
-    per_call_usd = max(table.search_usd, urls * table.fetch_usd)
+    # Any call may be the dearest the request offers: a search, a fetch of `max_urls` pages, or an opt-in tool.
+    per_call_usd = max(table.search_usd, urls * table.fetch_usd, *(_PER_CALL_TOOLS.get(t, 0.0) for t in offered))
+    # A code sandbox is billed per session, once a run (`xhigh` has one already: its `fixed_usd`).
+    fixed_usd = max(bundle.fixed_usd, LIVE_TOOL_FEES['sandbox'] if 'sandbox' in offered else 0.0)
     schema = sent.get('response_format')
     prompt = (
         bundle.system_tokens
@@ -880,7 +888,7 @@ def reservation(query: Any, request: Mapping[str, Any], table: PriceTable | None
         factor * read * price.input_per_million / 1_000_000
         + factor * output * price.output_per_million / 1_000_000
         + calls * per_call_usd
-        + bundle.fixed_usd
+        + fixed_usd
     )
     bound = math.ceil(bound * 1e6) / 1e6  # whole micro-dollars, rounded up
     return Reservation(

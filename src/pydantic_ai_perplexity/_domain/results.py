@@ -21,11 +21,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .._base.errors import InvalidArgumentError
 from ..client._models import (
+    RESERVED_TOOL_NAMES,
     TERMINAL_STATUSES,
     FetchUrlResultsItem,
+    FinanceResultsItem,
+    FunctionCallItem,
+    ImageSearchResultsItem,
+    PeopleSearchResultsItem,
     Response,
     ResponseCost,
+    SandboxResultsItem,
     SearchResultsItem,
+    ShareFileItem,
     ToolCallDetail,
 )
 from .display_slot import DISPLAY
@@ -38,8 +45,14 @@ if TYPE_CHECKING:
 __all__ = (
     'MARKER',
     'Citation',
+    'FinanceRecord',
+    'FunctionCall',
+    'Image',
+    'Person',
     'Progress',
     'ResearchResult',
+    'SandboxRun',
+    'SharedFile',
     'Source',
     'Usage',
     'marker_refs',
@@ -104,6 +117,66 @@ class Source(_Model):
             return (urlsplit(self.url).hostname or '').removeprefix('www.')
         except ValueError:  # a page's URL with a broken host, e.g. an unclosed IPv6 bracket
             return ''
+
+
+class Image(_Model):
+    """An image the run's `image_search` found: the image's address and the page it is on (both from the web)."""
+
+    url: str
+    origin_url: str | None = None
+    title: str | None = None
+    width: int | None = None
+    height: int | None = None
+
+
+class Person(_Model):
+    """A person the run's `people_search` found: a profile page (also among the sources, so markers resolve)."""
+
+    name: str
+    url: str
+    summary: str = ''
+
+
+class FinanceRecord(_Model):
+    """A record the run's `finance_search` found: its category, tickers, the pages it came from, and every other field
+    as the API sent it (`data`)."""
+
+    category: str = ''
+    tickers: list[str] = Field(default_factory=list[str])
+    sources: list[str] = Field(default_factory=list[str])
+    data: dict[str, Any] = Field(default_factory=dict[str, Any])
+
+
+class SandboxRun(_Model):
+    """Code the run executed in its sandbox and what it printed (`stdout`/`stderr` of every execution, joined)."""
+
+    code: str
+    language: str | None = None
+    status: str | None = None
+    stdout: str = ''
+    stderr: str = ''
+    exit_code: int | None = None
+
+
+class SharedFile(_Model):
+    """A file the sandbox shared. `url` is the API's path to its content (it needs the API key to download)."""
+
+    filename: str = ''
+    url: str | None = None
+    size_bytes: int | None = None
+    file_id: str | None = None
+    error: str | None = None
+
+
+class FunctionCall(_Model):
+    """A call the run made of a local function (`functions=`): its arguments as sent (JSON text), and once run here,
+    the output sent back (`error` when the call failed or its arguments did not fit)."""
+
+    name: str
+    call_id: str
+    arguments: str = ''
+    output: str | None = None
+    error: str | None = None
 
 
 class Citation(_Model):
@@ -280,7 +353,8 @@ def _sources_from(response: Response) -> tuple[list[Source], dict[int, Source]]:
             )
         return source
 
-    for item in response.items(SearchResultsItem):
+    # A people search's profile pages are cited like search results (same shape, same ids).
+    for item in [*response.items(SearchResultsItem), *response.items(PeopleSearchResultsItem)]:
         for r in item.results:
             if not r.url:
                 continue
@@ -298,6 +372,62 @@ def _sources_from(response: Response) -> tuple[list[Source], dict[int, Source]]:
             by_id[place] = source
             source.ids.append(place)
     return list(by_url.values()), by_id
+
+
+def _tool_data(response: Response) -> dict[str, Any]:
+    """What the opt-in tools found, as data: images, people, finance records, sandbox runs and shared files."""
+    images = [
+        Image(url=r.image_url, origin_url=r.origin_url, title=r.title, width=r.width, height=r.height)
+        for item in response.items(ImageSearchResultsItem)
+        for r in item.results
+        if r.image_url
+    ]
+    people = [
+        Person(name=r.title or r.url, url=r.url, summary=r.snippet)
+        for item in response.items(PeopleSearchResultsItem)
+        for r in item.results
+        if r.url
+    ]
+    finance = [
+        FinanceRecord(
+            category=r.category,
+            tickers=list(r.tickers or ()),
+            sources=list(r.sources or ()),
+            data=dict(r.model_extra or {}),
+        )
+        for item in response.items(FinanceResultsItem)
+        for r in item.results
+    ]
+    sandbox = [
+        SandboxRun(
+            code=item.code,
+            language=item.language,
+            status=item.status,
+            stdout=''.join(out.stdout for out in item.results),
+            stderr=''.join(out.stderr for out in item.results),
+            exit_code=next((out.exit_code for out in reversed(item.results) if out.exit_code is not None), None),
+        )
+        for item in response.items(SandboxResultsItem)
+    ]
+    files = [
+        SharedFile(
+            filename=item.filename or '',
+            url=item.url,
+            size_bytes=item.size_bytes,
+            file_id=item.file_id,
+            error=item.error,
+        )
+        for item in response.items(ShareFileItem)
+    ]
+    calls = [
+        FunctionCall(name=item.name, call_id=item.call_id, arguments=item.arguments)
+        for item in response.items(FunctionCallItem)
+        if item.call_id and item.name not in RESERVED_TOOL_NAMES
+    ]
+    return {
+        'images': images, 'people': people, 'finance': finance, 'sandbox': sandbox, 'files': files,
+        'function_calls': calls,
+    }  # fmt: skip
 
 
 def _citations_from(answer: str, by_id: dict[int, Source]) -> tuple[list[Citation], list[str]]:
@@ -371,6 +501,16 @@ class ResearchResult(_Model):
     #: Served from an earlier run of the same question with the same options (`reuse_within`): nothing was researched
     #: or billed for it; `notes` says which run and how long ago.
     reused: bool = False
+    #: What the opt-in tools (`extra_tools=`) found: images (`image_search`), people (`people_search`), finance
+    #: records (`finance_search`), code the sandbox ran and the files it shared (`sandbox`). All of it is web data.
+    images: list[Image] = Field(default_factory=list[Image])
+    people: list[Person] = Field(default_factory=list[Person])
+    finance: list[FinanceRecord] = Field(default_factory=list[FinanceRecord])
+    sandbox: list[SandboxRun] = Field(default_factory=list[SandboxRun])
+    files: list[SharedFile] = Field(default_factory=list[SharedFile])
+    #: Local functions (`functions=`) the run called, in order, with what each answered: every round of a run that
+    #: went through `requires_action`. Calls not answered yet (a run left in `requires_action`) have no `output`.
+    function_calls: list[FunctionCall] = Field(default_factory=list[FunctionCall])
     #: For a hand-off from a tool: the `poll` number its next `perplexity_research_result` call passes (one more each
     #: time), so that consecutive collects of a long run differ. None outside the tools.
     poll: int | None = None
@@ -450,6 +590,7 @@ class ResearchResult(_Model):
             data=_json_or_none(answer) if structured else None,
             created_at=_ts(response.created_at),
             completed_at=_ts(response.completed_at),
+            **_tool_data(response),
         )
 
     def to_markdown(self) -> str:

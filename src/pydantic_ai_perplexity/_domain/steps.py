@@ -23,13 +23,18 @@ from .._base.words import plural
 from ..client._models import (
     AgentEvent,
     FetchUrlResultsItem,
+    FinanceResultsItem,
     FunctionCallItem,
+    ImageSearchResultsItem,
     McpCallItem,
     McpListToolsItem,
     MessageItem,
     OutputItem,
+    PeopleSearchResultsItem,
     Response,
+    SandboxResultsItem,
     SearchResultsItem,
+    ShareFileItem,
     ToolSearchOutputItem,
     UnknownItem,
     field_of,
@@ -37,9 +42,10 @@ from ..client._models import (
 
 __all__ = ('Progress', 'Step', 'StepKind', 'StepReducer')
 
-StepKind = Literal['search', 'results', 'fetch', 'fetched', 'mcp', 'answer', 'status', 'other']
-"""What a step is: a search sent, its results, pages asked for, pages fetched, a remote MCP tool, the answer, the
-run's end, or another output item."""
+StepKind = Literal['search', 'results', 'fetch', 'fetched', 'mcp', 'tool', 'function', 'answer', 'status', 'other']
+"""What a step is: a search sent, its results, pages asked for, pages fetched, a remote MCP tool, an opt-in tool's
+output (images, people, finance records, sandbox code, a shared file), a local function the run called, the answer,
+the run's end, or another output item."""
 
 _TERMINAL = {**END_EVENTS, 'error': 'failed'}
 
@@ -55,6 +61,10 @@ class Progress(BaseModel):
     pages_fetched: int = 0
     fetch_failures: int = 0
     mcp_calls: int = 0
+    #: Outputs of the opt-in tools (`extra_tools`): image, people and finance searches, sandbox runs, shared files.
+    tool_outputs: int = 0
+    #: Local functions the run called (`functions=`), each run here and answered.
+    function_calls: int = 0
     answer_chars: int = 0
     elapsed_s: float = 0.0
     last_step: str | None = None
@@ -66,6 +76,10 @@ class Progress(BaseModel):
             parts.append(f'{plural(self.pages_fetched, "page")} fetched')
         if self.mcp_calls:
             parts.append(plural(self.mcp_calls, 'remote tool call'))
+        if self.tool_outputs:
+            parts.append(plural(self.tool_outputs, 'tool output'))
+        if self.function_calls:
+            parts.append(plural(self.function_calls, 'function call'))
         if self.answer_chars:
             parts.append(plural(self.answer_chars, 'answer character'))
         return ', '.join(parts)
@@ -341,6 +355,25 @@ class StepReducer:
                 return self._step('answer', shown=False, ref=ref, end=True, chars=chars, item_type=kind)
             case ToolSearchOutputItem():
                 return self._step('other', shown=False, tools=len(item.tools), item_type=kind)
+            case (
+                ImageSearchResultsItem()
+                | PeopleSearchResultsItem()
+                | FinanceResultsItem()
+                | SandboxResultsItem()
+                | ShareFileItem()
+            ):
+                p.tool_outputs += 1
+                detail, count, urls = _tool_output(item)
+                return self._step(
+                    'tool',
+                    detail,
+                    shown=live,
+                    tool=_TOOL_OF[kind],
+                    results=count,
+                    urls=urls,
+                    item_type=kind,
+                    error=_failed(item),
+                )
             case FunctionCallItem():
                 return None  # a client tool call, or the announcement of an internal search: not a step
             case UnknownItem():
@@ -386,6 +419,48 @@ def _item(event: AgentEvent) -> OutputItem | None:
     except ValidationError:
         raw = field_of(event.item, 'type')
         return UnknownItem(type=raw) if isinstance(raw, str) else None
+
+
+#: The opt-in tool each output item type comes from.
+_TOOL_OF = {
+    'image_search_results': 'image_search',
+    'people_search_results': 'people_search',
+    'finance_results': 'finance_search',
+    'sandbox_results': 'sandbox',
+    'share_file': 'sandbox',
+}
+
+
+def _tool_output(
+    item: ImageSearchResultsItem | PeopleSearchResultsItem | FinanceResultsItem | SandboxResultsItem | ShareFileItem,
+) -> tuple[str, int, tuple[str, ...]]:
+    """An opt-in tool's output as a step: its line for people, how many things it holds, the addresses in it."""
+    match item:
+        case ImageSearchResultsItem():
+            urls = tuple(r.image_url for r in item.results if r.image_url)
+            return f'found {plural(len(item.results), "image")}', len(item.results), urls
+        case PeopleSearchResultsItem():
+            return f'found {plural(len(item.results), "person", "people")}', len(item.results), _urls(item.results)
+        case FinanceResultsItem():
+            sources = tuple(url for r in item.results for url in r.sources or ())
+            return f'found {plural(len(item.results), "finance record")}', len(item.results), sources
+        case SandboxResultsItem():
+            code = next((out.exit_code for out in reversed(item.results) if out.exit_code is not None), None)
+            ended = item.status or 'completed'
+            detail = f'ran {item.language or "code"} in the sandbox: {ended}' + (f' (exit {code})' if code else '')
+            return detail, len(item.results), ()
+        case ShareFileItem():
+            return f'shared a file: {item.filename or item.file_id or "unnamed"}', 1, ()
+
+
+def _failed(item: OutputItem) -> str | None:
+    """The error an opt-in tool's output reports, if any (a failed or timed-out sandbox run, a refused file)."""
+    error = getattr(item, 'error', None)
+    if isinstance(error, str) and error:
+        return error
+    if isinstance(item, SandboxResultsItem) and item.status in ('failed', 'timed_out'):
+        return f'sandbox {item.status}'
+    return None
 
 
 def _mcp_specifics(item: McpCallItem | McpListToolsItem) -> _McpSpecifics:

@@ -35,6 +35,7 @@ LANES: tuple[tuple[str, str], ...] = (
     ('search', 'Search'),
     ('fetch', 'Fetch'),
     ('mcp', 'Remote tools'),
+    ('tool', 'Tools and functions'),
     ('answer', 'Answer'),
 )
 
@@ -181,6 +182,8 @@ def _step_bar(step: TimelineStep, open_searches: list[TimelineStep], open_fetche
             return Bar('fetch', began.elapsed_s, step.elapsed_s, step.detail)
         case 'mcp':
             return Bar('mcp', step.elapsed_s, step.elapsed_s, step.detail, ok=step.ok)
+        case 'tool' | 'function':
+            return Bar('tool', step.elapsed_s, step.elapsed_s, step.detail, ok=step.ok)
         case _:
             pass
     return None

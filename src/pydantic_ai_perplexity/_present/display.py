@@ -22,7 +22,7 @@ from .._base.words import plural
 from .._domain.display_slot import DISPLAY
 from .._domain.results import MARKER, marker_refs
 from .._domain.timeline import LANES
-from .model_text import answer_with_source_numbers
+from .model_text import answer_with_source_numbers, plain, safe_url
 
 if TYPE_CHECKING:
     from .._domain.results import ResearchResult, Source
@@ -68,6 +68,10 @@ def result_to_markdown(result: ResearchResult) -> str:
             lines.append(f'{s.n}. [{s.title or s.domain}]({s.url}){mark}')
     if result.orphan_markers:
         lines.append(f'\n*Markers pointing at no source: {", ".join(result.orphan_markers)}*')
+    images = [(image, url) for image in result.images if (url := safe_url(image.url))]
+    if images:
+        alt = [plain(image.title or 'image').replace('[', '(').replace(']', ')') for image, _ in images]
+        lines.append('\n' + ' '.join(f'![{text}]({url})' for text, (_, url) in zip(alt, images, strict=True)))
     lines.append(f'\n<sub>{_footer(result)}</sub>')
     return '\n'.join(lines)
 
@@ -210,7 +214,7 @@ def result_to_html(result: ResearchResult) -> str:
     counts = f'{len(result.cited_sources)} of {plural(len(result.sources), "source")} cited'
     return (
         f'{_STYLE}<div class="pplx-result {NO_MATH}">{question}{error}'
-        f'<div class="pplx-answer">{_linked_answer(result)}</div>{_orphans_html(result)}{table}'
+        f'<div class="pplx-answer">{_linked_answer(result)}</div>{_orphans_html(result)}{table}{tools_to_html(result)}'
         f'<p class="pplx-footer">{_cost_html(result)} · {esc(counts)} · {esc(_footer(result, cost=False))}</p>'
         '</div>'
     )
@@ -248,10 +252,81 @@ def _orphans_html(result: ResearchResult) -> str:
     )
 
 
+#: The most of each kind of tool output a notebook shows.
+_MAX_TOOL_ITEMS = 24
+
+
+def tools_to_html(result: ResearchResult) -> str:
+    """What the opt-in tools found, for a notebook: image thumbnails linked to their pages, people, finance records,
+    the sandbox's code and output, its shared files. Every address goes through `safe_url` (http(s) only), images
+    load lazily without a referrer, and all text is escaped: it is web data."""
+    esc = html.escape
+    parts: list[str] = []
+    images: list[str] = []
+    for image in result.images[:_MAX_TOOL_ITEMS]:
+        src = safe_url(image.url)
+        if not src:
+            continue
+        title = esc(image.title or '', quote=True)
+        thumb = (
+            f'<img src="{esc(src, quote=True)}" alt="{title}" title="{title}" loading="lazy" '
+            'referrerpolicy="no-referrer" style="max-height:120px;max-width:200px;margin:2px">'
+        )
+        page = safe_url(image.origin_url)
+        images.append(f'<a href="{esc(page, quote=True)}">{thumb}</a>' if page else thumb)
+    if images:
+        parts.append(f'<div class="pplx-images">{"".join(images)}</div>')
+    if result.people:
+        items = ''.join(
+            f'<li>{_link(p.url, p.name)}{": " + esc(p.summary) if p.summary else ""}</li>'
+            for p in result.people[:_MAX_TOOL_ITEMS]
+        )
+        parts.append(f'<p><strong>People</strong></p><ul class="pplx-people">{items}</ul>')
+    if result.finance:
+        items = ''.join(
+            f'<li>{esc(r.category or "record")}{" (" + esc(", ".join(r.tickers)) + ")" if r.tickers else ""}'
+            f'{" " + " ".join(_link(u, f"[{i + 1}]") for i, u in enumerate(r.sources[:5])) if r.sources else ""}</li>'
+            for r in result.finance[:_MAX_TOOL_ITEMS]
+        )
+        parts.append(f'<p><strong>Finance records</strong></p><ul class="pplx-finance">{items}</ul>')
+    for run in result.sandbox[:_MAX_TOOL_ITEMS]:
+        ended = esc(run.status or 'completed') + (f', exit {run.exit_code}' if run.exit_code is not None else '')
+        output = f'<pre>{esc(run.stdout)}</pre>' if run.stdout else ''
+        errors = f'<pre class="pplx-error">{esc(run.stderr)}</pre>' if run.stderr else ''
+        parts.append(
+            f'<p><strong>Sandbox</strong> ({esc(run.language or "code")}, {ended})</p>'
+            f'<pre>{esc(run.code)}</pre>{output}{errors}'
+        )
+    if result.files:
+        items = ''.join(
+            f'<li>{esc(f.filename or "unnamed")}{f" ({f.size_bytes:,} bytes)" if f.size_bytes is not None else ""}'
+            f'{" <code>" + esc(f.url) + "</code>" if f.url else ""}</li>'
+            for f in result.files[:_MAX_TOOL_ITEMS]
+        )
+        parts.append(f'<p><strong>Files shared</strong></p><ul class="pplx-files">{items}</ul>')
+    if result.function_calls:
+        items = ''.join(
+            f'<li><code>{esc(c.name)}({esc(_clip(c.arguments, 200))})</code> → '
+            f'{esc(_clip(c.output, 300)) if c.output is not None else "<em>not run</em>"}</li>'
+            for c in result.function_calls[:_MAX_TOOL_ITEMS]
+        )
+        parts.append(f'<p><strong>Local functions called</strong></p><ul class="pplx-functions">{items}</ul>')
+    return ''.join(parts)
+
+
+def _link(url: str, text: str) -> str:
+    """`text` linked to `url` when it is a safe http(s) address, else the text alone (both escaped)."""
+    href = safe_url(url)
+    label = html.escape(text)
+    return f'<a href="{html.escape(href, quote=True)}">{label}</a>' if href else label
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Timeline picture
 
-_LANE_COLOURS = {'run': '#bbbbbb', 'search': '#4c78a8', 'fetch': '#f58518', 'mcp': '#54a24b', 'answer': '#b279a2'}
+_LANE_COLOURS = {
+    'run': '#bbbbbb', 'search': '#4c78a8', 'fetch': '#f58518', 'mcp': '#54a24b', 'tool': '#72b7b2', 'answer': '#b279a2'
+}  # fmt: skip
 _FAILED_COLOUR = '#e45756'
 _NICE_STEPS = (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 

@@ -12,6 +12,7 @@ or nothing. Spotlighting is a layer, not a boundary: the real boundary is that n
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import unicodedata
@@ -58,6 +59,7 @@ __all__ = (
     'search_for_model',
     'source_refs',
     'structured_for_model',
+    'tool_lines',
 )
 
 DEFAULT_MAX_ANSWER_CHARS = 12_000
@@ -245,6 +247,63 @@ def _source_line(source: Source) -> str:
     return f'[{source.n}] {plain(source.title) or _host(url) or "untitled"} — {url or "(no http(s) link)"}'
 
 
+#: The most characters of a sandbox's output, or a function's arguments or output, a model is shown.
+_MAX_OUTPUT_CHARS = 2000
+
+
+def tool_lines(result: ResearchResult, limit: int = DEFAULT_MAX_SOURCES) -> list[str]:
+    """What the opt-in tools found, as lines for the spotlighted block (every field is web data): images, people,
+    finance records, code the sandbox ran with its output, files it shared; at most `limit` of each."""
+    lines: list[str] = []
+    if result.images:
+        lines.append('\nImages:')
+        for image in result.images[:limit]:
+            page = safe_url(image.origin_url)
+            size = f' ({image.width}x{image.height})' if image.width and image.height else ''
+            lines.append(
+                f'- {plain(image.title) or "untitled"}{size} — {safe_url(image.url) or "(no http(s) link)"}'
+                + (f' on {page}' if page else '')
+            )
+    if result.people:
+        lines.append('\nPeople:')
+        lines.extend(
+            f'- {plain(p.name)} — {safe_url(p.url) or "(no http(s) link)"}'
+            + (f': {plain(p.summary)}' if p.summary else '')
+            for p in result.people[:limit]
+        )
+    if result.finance:
+        lines.append('\nFinance records:')
+        for record in result.finance[:limit]:
+            tickers = ', '.join(plain(t, 20) for t in record.tickers)
+            data = plain(json.dumps(record.data, ensure_ascii=False, default=str)) if record.data else ''
+            sources = ' '.join(u for u in map(safe_url, record.sources[:5]) if u)
+            lines.append(
+                f'- {plain(record.category) or "record"}'
+                + (f' ({tickers})' if tickers else '')
+                + (f': {data}' if data else '')
+                + (f' — {sources}' if sources else '')
+            )
+    for run in result.sandbox[:limit]:
+        ended = plain(run.status) or 'completed'
+        code = f', exit {run.exit_code}' if run.exit_code is not None else ''
+        lines.append(f'\nSandbox ran {plain(run.language) or "code"} ({ended}{code}):')
+        lines.append(_bounded(sanitize(run.code), _MAX_OUTPUT_CHARS)[0])
+        if run.stdout:
+            lines.append('Output:\n' + _bounded(sanitize(run.stdout), _MAX_OUTPUT_CHARS)[0])
+        if run.stderr:
+            lines.append('Errors:\n' + _bounded(sanitize(run.stderr), _MAX_OUTPUT_CHARS)[0])
+    if result.files:
+        lines.append('\nFiles the sandbox shared:')
+        lines.extend(
+            f'- {plain(f.filename) or "unnamed"}'
+            + (f' ({f.size_bytes:,} bytes)' if f.size_bytes is not None else '')
+            + (f' — {plain(f.url)}' if f.url else '')
+            + (f' (error: {plain(f.error)})' if f.error else '')
+            for f in result.files[:limit]
+        )
+    return lines
+
+
 def _status_line(result: ResearchResult) -> str:
     parts = [f'status: {plain(result.status)}']
     if result.effort:
@@ -333,6 +392,7 @@ def _text(result: ResearchResult, shown: _Shown, max_sources: int) -> str:
     if result.sources:
         body.append('\nSources:')
         body.extend(_source_lines(result.sources, max_sources))
+    body.extend(tool_lines(result, max_sources))
     if body:
         lines.append(spot.preamble() + spot.text('\n'.join(body)))
     if result.orphan_markers:

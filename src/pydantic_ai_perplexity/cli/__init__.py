@@ -1,4 +1,4 @@
-"""The `pydantic-ai-perplexity` command: research, jobs, doctor, config, mcp, emulator.
+"""The `pydantic-ai-perplexity` command: research, search, jobs, doctor, config, mcp, emulator.
 
 Results go to stdout, progress and notices to stderr: `research "…" > answer.md` keeps the answer clean, and
 `--json` gives machines the whole result. Progress is a live display when stderr is a terminal and plain lines
@@ -18,6 +18,7 @@ from ._emulator import emulator
 from ._jobs import jobs
 from ._mcp import mcp
 from ._research import research
+from ._search import search
 from ._shared import CONTEXT, err
 
 
@@ -43,7 +44,7 @@ def cli() -> None:
     skip_idle_logfire_plugin()
 
 
-for _command in (research, jobs, doctor, config, mcp, emulator):
+for _command in (research, search, jobs, doctor, config, mcp, emulator):
     cli.add_command(_command)
 
 

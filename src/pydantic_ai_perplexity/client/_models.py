@@ -25,13 +25,18 @@ from pydantic import (
 from .._base.statuses import END_EVENTS, TERMINAL_STATUSES
 
 __all__ = (
+    'RESERVED_TOOL_NAMES',
     'TERMINAL_STATUSES',
     'AgentEvent',
     'CancelAck',
     'ErrorInfo',
     'FetchUrlContent',
     'FetchUrlResultsItem',
+    'FinanceResult',
+    'FinanceResultsItem',
     'FunctionCallItem',
+    'ImageResult',
+    'ImageSearchResultsItem',
     'McpCallItem',
     'McpListToolsItem',
     'MessageItem',
@@ -40,13 +45,17 @@ __all__ = (
     'ModelPricing',
     'OutputItem',
     'OutputText',
+    'PeopleSearchResultsItem',
     'Response',
     'ResponseCost',
     'ResponseUsage',
+    'SandboxOutput',
+    'SandboxResultsItem',
     'SearchApiResult',
     'SearchResponse',
     'SearchResult',
     'SearchResultsItem',
+    'ShareFileItem',
     'ToolCallDetail',
     'ToolSearchOutputItem',
     'ToolTokenUsage',
@@ -54,6 +63,12 @@ __all__ = (
     'UnknownItem',
     'parse_event',
     'parse_response',
+)
+
+#: Names the Agent API keeps for its own tools: a client `function` may not take one (400), and a `function_call` so
+#: named announces an internal search, never a call for the client to run.
+RESERVED_TOOL_NAMES = frozenset(
+    {'web_search', 'search_web', 'people_search', 'search_people', 'fetch_url', 'finance_search', 'sandbox'}
 )
 
 
@@ -203,15 +218,92 @@ class ToolSearchOutputItem(WireModel):
     tools: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]])
 
 
+class ImageResult(WireModel):
+    """One image an `image_search` found: the image itself and the page it is on."""
+
+    image_url: str = ''
+    origin_url: str | None = None
+    width: int | None = None
+    height: int | None = None
+    title: str | None = None
+
+
+class ImageSearchResultsItem(WireModel):
+    """The images one `image_search` call found."""
+
+    type: Literal['image_search_results'] = 'image_search_results'
+    queries: list[str] | None = None
+    results: list[ImageResult] = Field(default_factory=list[ImageResult])
+    error: str | None = None
+
+
+class PeopleSearchResultsItem(WireModel):
+    """The people one `people_search` call found: results shaped as web results (a profile page each)."""
+
+    type: Literal['people_search_results'] = 'people_search_results'
+    queries: list[str] | None = None
+    results: list[SearchResult] = Field(default_factory=list[SearchResult])
+
+
+class FinanceResult(WireModel):
+    """One finance record (a quote, a filing, an earnings line); no `url` of its own, its `sources` are pages."""
+
+    category: str = ''
+    tickers: list[str] | None = None
+    sources: list[str] | None = None
+
+
+class FinanceResultsItem(WireModel):
+    """The records one `finance_search` call found."""
+
+    type: Literal['finance_results'] = 'finance_results'
+    results: list[FinanceResult] = Field(default_factory=list[FinanceResult])
+
+
+class SandboxOutput(WireModel):
+    """What one execution in the code sandbox printed and how it ended."""
+
+    stdout: str = ''
+    stderr: str = ''
+    exit_code: int | None = None
+    duration_ms: int | None = None
+    status: str | None = None
+
+
+class SandboxResultsItem(WireModel):
+    """Code the run executed in its `sandbox`, and its output."""
+
+    type: Literal['sandbox_results'] = 'sandbox_results'
+    call_id: str | None = None
+    code: str = ''
+    language: str | None = None
+    status: str | None = None
+    container_id: str | None = None
+    results: list[SandboxOutput] = Field(default_factory=list[SandboxOutput])
+
+
+class ShareFileItem(WireModel):
+    """A file the sandbox shared: its `url` is an API path (`/v1/responses/{id}/files/{file_id}/content`)."""
+
+    type: Literal['share_file'] = 'share_file'
+    call_id: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+    size_bytes: int | None = None
+    url: str | None = None
+    error: str | None = None
+
+
 class UnknownItem(WireModel):
-    """Any output item type this version does not model (`image_search_results`, `sandbox_results`, …)."""
+    """Any output item type this version does not model (`skill_loaded`, `sandbox_read_file`, …)."""
 
     type: str = 'unknown'
 
 
 _ITEM_TYPES = frozenset(
     {'message', 'search_results', 'fetch_url_results', 'function_call', 'mcp_list_tools', 'mcp_call',
-     'tool_search_output'}
+     'tool_search_output', 'image_search_results', 'people_search_results', 'finance_results', 'sandbox_results',
+     'share_file'}
 )  # fmt: skip
 
 
@@ -235,6 +327,11 @@ OutputItem = Annotated[
     | Annotated[McpListToolsItem, Tag('mcp_list_tools')]
     | Annotated[McpCallItem, Tag('mcp_call')]
     | Annotated[ToolSearchOutputItem, Tag('tool_search_output')]
+    | Annotated[ImageSearchResultsItem, Tag('image_search_results')]
+    | Annotated[PeopleSearchResultsItem, Tag('people_search_results')]
+    | Annotated[FinanceResultsItem, Tag('finance_results')]
+    | Annotated[SandboxResultsItem, Tag('sandbox_results')]
+    | Annotated[ShareFileItem, Tag('share_file')]
     | Annotated[UnknownItem, Tag('unknown')],
     Discriminator(_item_tag),
 ]

@@ -37,12 +37,23 @@ from .._base.env import ENV
 from .._base.statuses import END_EVENTS
 from ._corpus import DEFAULT_CORPUS, Corpus, load_corpus, search_corpus
 from ._errors import ApiError, json_bytes
+from ._facets import passes_facets
 from ._faults import STATUS_TYPES, FaultPlan, StatusFault, parse_directives
 from ._models import ModelSpec, model_table
 from ._proxy import check_upstream, close_clients, proxy
 from ._record import Recorder, Replayer, replay_headers, replay_run, with_headers
 from ._runs import Run, Step, build_run
-from ._validation import CreateRequest, McpTool, SearchRequest, input_text, parse_create, parse_search
+from ._validation import (
+    CreateRequest,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    McpTool,
+    SearchRequest,
+    input_text,
+    parse_create,
+    parse_search,
+    validation_failed,
+)
 
 __all__ = (
     'EMULATOR_HEADER',
@@ -460,10 +471,27 @@ def _not_cancellable() -> ApiError:
     return ApiError(400, 'invalid_request', 'the run is already terminal and cannot be cancelled')
 
 
-def _check_previous(state: EmulatorState, previous_id: str | None) -> None:
+def _check_previous(state: EmulatorState, previous_id: str | None) -> Run | None:
     """An unknown `previous_response_id` is a 400 (a `store: false` run can still be continued, as live)."""
-    if previous_id is not None and state.find(previous_id, stored_only=False) is None:
+    if previous_id is None:
+        return None
+    previous = state.find(previous_id, stored_only=False)
+    if previous is None:
         raise ApiError(400, 'invalid_request', 'invalid request', param='previous_response_id')
+    return previous
+
+
+def _check_function_outputs(req: CreateRequest, previous: Run | None) -> None:
+    """Function outputs answer function calls: each `call_id` must be one the run they continue asked for, or one of
+    a `function_call` replayed in the same input."""
+    items = req.input if isinstance(req.input, list) else []
+    asked = set(previous.function_calls if previous is not None else ())
+    asked.update(item.call_id for item in items if isinstance(item, FunctionCallItem))
+    for item in items:
+        if isinstance(item, FunctionCallOutputItem) and item.call_id not in asked:
+            raise validation_failed(
+                f'function_call_output call_id "{item.call_id}" answers no function call of the previous response'
+            )
 
 
 @_guarded
@@ -492,7 +520,11 @@ async def create_response(request: Request) -> Any:
         )
         headers = replay_headers(recording, run.id)
     else:
-        _check_previous(state, req.previous_response_id)
+        previous = _check_previous(state, req.previous_response_id)
+        _check_function_outputs(req, previous)
+        if not query.strip() and previous is not None:  # only function outputs: the run goes on with its question
+            query = previous.query
+        asked = previous.function_calls if previous is not None else None
         cache_hit = req.prompt_cache_key is not None and req.prompt_cache_key in state.cache_keys
         if req.prompt_cache_key is not None:
             state.cache_keys.add(req.prompt_cache_key)
@@ -504,6 +536,7 @@ async def create_response(request: Request) -> Any:
             models=state.models,
             corpus=state.corpus,
             cache_hit=cache_hit,
+            asked=asked,
         )
         headers = _run_headers(run)
     state.add_run(run)
@@ -673,9 +706,14 @@ def _search_results(req: SearchRequest, queries: list[str], corpus: Corpus) -> l
             before=req.search_before_date_filter,
             updated_after=req.last_updated_after_filter,
             updated_before=req.last_updated_before_filter,
-            limit=limit,
+            limit=len(corpus.docs) + limit,  # the country, mode and language filters below still take their share
             corpus=corpus,
         )
+        docs = [
+            doc
+            for doc in docs
+            if passes_facets(doc, country=req.country, mode=req.search_mode, languages=req.search_language_filter)
+        ][:limit]
         for doc in docs:
             if doc.url in seen or len(results) >= limit * len(queries):
                 continue

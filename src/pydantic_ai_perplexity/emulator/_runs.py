@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
+import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 import anyio
 
+from .._base.prices import LIVE_TOOL_FEES
 from .._base.statuses import END_EVENTS, TERMINAL_STATUSES
 from .._base.words import plural
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
@@ -29,10 +32,14 @@ from ._models import EFFORT_MODELS, FETCH_READER_MODEL, FETCH_URL_PRICE, MODELS,
 from ._validation import (
     CreateRequest,
     FetchUrlTool,
+    FunctionCallOutputItem,
+    FunctionTool,
+    ImageSearchTool,
     InputFile,
     InputImage,
     McpTool,
     MessageItem,
+    SimpleTool,
     WebSearchTool,
     resolve_effort,
 )
@@ -262,6 +269,10 @@ class Run:
     drop_at: int | None = None
     retrieve_faults: list[list[Any]] = field(default_factory=list[list[Any]])
     cancel_requested: bool = False
+    #: The question (directives removed): a run continued with function outputs only answers it.
+    query: str = ''
+    #: The client functions the run asked for (`requires_action`): call id -> function name.
+    function_calls: dict[str, str] = field(default_factory=dict[str, str])
     _changed: anyio.Event | None = None
 
     # --- time
@@ -307,7 +318,7 @@ class Run:
         live API does (`partial_output=False` shows `output: []` instead), and `model` is the effort's name.
         """
         status = force_status or self.status(now)
-        if status in TERMINAL_STATUSES:
+        if status in TERMINAL_STATUSES or status == 'requires_action':
             return self.terminal
         output: list[dict[str, Any]] = []
         if partial_output and status == 'in_progress':
@@ -391,6 +402,12 @@ class _Plan:
     fetches: list[list[Document]] = field(default_factory=list[list[Document]])
     mcp_servers: list[tuple[str, list[str]]] = field(default_factory=list[tuple[str, list[str]]])
     ranked: list[Document] = field(default_factory=list[Document])
+    #: The opt-in tools' output items, each with the key its fee is billed under and the fee.
+    tool_items: list[tuple[str, float, dict[str, Any]]] = field(default_factory=list[tuple[str, float, dict[str, Any]]])
+    #: The client functions the run calls (it then stops in `requires_action`).
+    function_calls: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    #: The outputs of functions called by the run this one continues (name, output text).
+    function_outputs: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
 
 
 @dataclass(frozen=True, slots=True)
@@ -486,8 +503,9 @@ def _plan_mcp(req: CreateRequest, directives: Directives) -> list[tuple[str, lis
     return servers
 
 
-def _plan(req: CreateRequest, query: str, directives: Directives, corpus: Corpus) -> _Plan:
-    """What the run will do: its searches and their results, the pages it fetches, the MCP servers it calls."""
+def _plan(req: CreateRequest, query: str, directives: Directives, corpus: Corpus, asked: Mapping[str, str]) -> _Plan:
+    """What the run will do: its searches and their results, the pages it fetches, the MCP servers it calls, the
+    opt-in tools it uses and the client functions it asks for."""
     effort, level = _level(req)
     plan = _Plan(level, corpus)
     limits = _Limits.of(req)
@@ -497,7 +515,109 @@ def _plan(req: CreateRequest, query: str, directives: Directives, corpus: Corpus
         plan.ranked = [doc for doc in docs if doc.url in found]
         _plan_fetches(plan, effort, limits)
     plan.mcp_servers = _plan_mcp(req, directives)
+    plan.function_outputs = _function_outputs(req, asked)
+    if not limits.tools_off:
+        _plan_tools(plan, req, query)
+        if not plan.function_outputs:  # a run that got its functions' outputs answers; it does not ask again
+            plan.function_calls = _plan_functions(req, query)
     return plan
+
+
+def _plan_tools(plan: _Plan, req: CreateRequest, query: str) -> None:
+    """One call of each opt-in tool the request offers, made of the corpus pages the query matches."""
+    offered = {tool.type: tool for tool in req.tools or () if isinstance(tool, ImageSearchTool | SimpleTool)}
+    pages = plan.ranked or search_corpus(query, limit=5, corpus=plan.corpus)
+    next_id = 1 + sum(len(results) for _, results, _ in plan.searches)
+    image = offered.get('image_search')
+    if isinstance(image, ImageSearchTool):
+        limit = image.max_results or 5
+        results = [
+            {
+                'image_url': f'{doc.url.rstrip("/")}/figure-{i + 1}.png',
+                'origin_url': doc.url,
+                'width': 1200,
+                'height': 800,
+                'title': f'Figure {i + 1}: {doc.title}',
+            }
+            for i, doc in enumerate(pages[:limit])
+        ]
+        item = {'type': 'image_search_results', 'queries': [query[:120]], 'results': results}
+        plan.tool_items.append(('image_search', LIVE_TOOL_FEES['image_search'], item))
+    if 'people_search' in offered:
+        people = [
+            {
+                'id': next_id + i,
+                'url': f'https://{doc.domain}/about/editorial-team',
+                'title': f'Editorial team, {doc.domain}',
+                'snippet': f'The people behind "{doc.title}".',
+                'source': 'web',
+            }
+            for i, doc in enumerate(pages[:3])
+        ]
+        item = {'type': 'people_search_results', 'queries': [query[:120]], 'results': people}
+        plan.tool_items.append(('search_people', LIVE_TOOL_FEES['people_search'], item))
+    if 'finance_search' in offered:
+        tickers = [w for w in re.findall(r'\b[A-Z]{2,5}\b', query) if w not in ('AI', 'EU', 'US', 'UK')] or ['SPY']
+        records = [
+            {
+                'category': 'quote',
+                'tickers': [ticker],
+                'sources': [doc.url for doc in pages[:2]],
+                'price': round(50 + sum(map(ord, ticker)) % 400 + 0.25, 2),
+                'currency': 'USD',
+                'as_of': '2026-10-09',
+            }
+            for ticker in tickers[:3]
+        ]
+        finance = {'type': 'finance_results', 'results': records}
+        plan.tool_items.append(('finance_search', LIVE_TOOL_FEES['finance_search'], finance))
+    if 'sandbox' in offered:
+        words = len(query.split())
+        code = f'question = {query[:200]!r}\nprint(len(question.split()), "words")'
+        call_id = _uid('call')
+        stdout = f'{words} words\n'
+        run = {'stdout': stdout, 'stderr': '', 'exit_code': 0, 'duration_ms': 42, 'status': 'completed'}
+        item = {'type': 'sandbox_results', 'call_id': call_id, 'code': code, 'language': 'python'}
+        item |= {'status': 'completed', 'container_id': f'ctr_{uuid.uuid4().hex[:12]}', 'results': [run]}
+        plan.tool_items.append(('sandbox', LIVE_TOOL_FEES['sandbox'], item))
+        file_id = f'file_{uuid.uuid4().hex[:16]}'
+        shared = {'type': 'share_file', 'call_id': call_id, 'file_id': file_id, 'filename': 'word_count.txt'}
+        url = f'/v1/responses/{{id}}/files/{file_id}/content'  # the run's id is filled in once it has one
+        shared |= {'size_bytes': len(stdout), 'url': url, 'error': None}
+        plan.tool_items.append(('', 0.0, shared))
+
+
+def _function_outputs(req: CreateRequest, asked: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The client functions' outputs a continued run was sent: (the function's name, output text); `asked` names the
+    calls of the run it continues, for an output sent without its `name`."""
+    if isinstance(req.input, str):
+        return []
+    outputs: list[tuple[str, str]] = []
+    for item in req.input:
+        if isinstance(item, FunctionCallOutputItem):
+            output = item.output
+            text = output if isinstance(output, str) else ' '.join(getattr(part, 'text', '') for part in output)
+            outputs.append((item.name or asked.get(item.call_id) or item.call_id, text))
+    return outputs
+
+
+def _plan_functions(req: CreateRequest, query: str) -> list[dict[str, Any]]:
+    """A `function_call` of each client function offered (at most 4), its arguments made from its schema."""
+    calls: list[dict[str, Any]] = []
+    for tool in [t for t in req.tools or () if isinstance(t, FunctionTool)][:4]:
+        schema = tool.parameters or {'type': 'object', 'properties': {}}
+        arguments = schema_instance(schema, answer=' '.join(query.split()[:12]), url='https://example.com/')
+        calls.append(
+            {
+                'type': 'function_call',
+                'id': _uid('fc'),
+                'call_id': _uid('call'),
+                'name': tool.name,
+                'arguments': json.dumps(arguments if isinstance(arguments, dict) else {}, ensure_ascii=False),
+                'status': 'completed',
+            }
+        )
+    return calls
 
 
 def _mcp_tools(allowed: list[str]) -> list[dict[str, Any]]:
@@ -573,12 +693,13 @@ def _usage(
     reasoning_tokens: int,
     searches: int,
     fetched: list[Document],
+    tools: Sequence[tuple[str, float, dict[str, Any]]] = (),
     *,
     cached: int = 0,
     tier: str | None = None,
 ) -> dict[str, Any]:
-    """`usage` as the live API bills it: input spend as cache creation/read (`input_cost: 0`), tool fees per tool;
-    tokens at the `service_tier`'s factor."""
+    """`usage` as the live API bills it: input spend as cache creation/read (`input_cost: 0`), tool fees per tool
+    (the opt-in tools at the pricing page's fees, `sandbox` per session); tokens at the `service_tier`'s factor."""
     creation, read = _split_input(input_tokens, cached)
     factor = TIER_FACTORS.get(tier or '', 1.0)
     details: dict[str, dict[str, Any]] = {}
@@ -587,6 +708,11 @@ def _usage(
     if fetched:
         fetch_cost, token_usage = _fetch_usage(reader, fetched)
         details['fetch_url'] = {'invocation': len(fetched), 'cost_usd': fetch_cost, 'token_usage': token_usage}
+    for key, fee, _ in tools:
+        if key:
+            billed = details.setdefault(key, {'invocation': 0, 'cost_usd': 0.0})
+            billed['invocation'] += 1
+            billed['cost_usd'] = round(billed['cost_usd'] + fee, 5)
     cost_details = {key: value['cost_usd'] for key, value in details.items()}
     cost: dict[str, Any] = {
         'currency': 'USD',
@@ -749,6 +875,9 @@ def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Direc
     answer = compose_answer(query, cited, injected=injected, searched=bool(plan.searches), grouped=directives.grouped)
     if files := _file_lines(query, _attachments(req)):
         answer = f'{answer}\n\n{files}'
+    if plan.function_outputs:  # what the client's functions answered, as a model would use it
+        said = '\n'.join(f'- {name}: {" ".join(output.split())[:300]}' for name, output in plan.function_outputs)
+        answer = f'{answer}\n\nFrom your own tools:\n{said}'
     first_url = plan.searches[0][1][0]['url'] if plan.searches and plan.searches[0][1] else 'https://example.com/'
     text = answer
     if req.response_format is not None and req.response_format.json_schema is not None:
@@ -772,13 +901,15 @@ def _prompt_tokens(req: CreateRequest) -> int:
 
 
 def _input_tokens(req: CreateRequest, plan: _Plan, mcp_output_tokens: int) -> int:
-    """Input tokens: the system prompt, instructions, input, result titles and snippets, fetched text, MCP output."""
+    """Input tokens: the system prompt, instructions, input, result titles and snippets, fetched text, MCP output,
+    the opt-in tools' output."""
     return (
         _SYSTEM_TOKENS
         + _prompt_tokens(req)
         + sum(tokens(r['title'] + r['snippet']) for _, results, _ in plan.searches for r in results)
         + sum(tokens(doc.text) for batch in plan.fetches for doc in batch)
         + mcp_output_tokens
+        + sum(tokens(json.dumps(item, ensure_ascii=False)) for _, _, item in plan.tool_items)
     )
 
 
@@ -875,6 +1006,17 @@ class _Timeline:
             self._item(0.72, 0.75, {**call, 'output': None}, call)
         return added_tokens
 
+    def tool_outputs(self, items: list[tuple[str, float, dict[str, Any]]]) -> None:
+        """The opt-in tools' output items, each announced and done within the research phase (56 % to 70 %)."""
+        window = 0.14 / max(1, len(items))
+        for i, (_, _, item) in enumerate(items):
+            self._item(0.56 + i * window, 0.56 + (i + 0.7) * window, item, item)
+
+    def function_calls(self, calls: list[dict[str, Any]]) -> None:
+        """The client functions the run asks for, each complete in `output_item.added` (as live), at 76 %."""
+        for call in calls:
+            self._item(0.76, 0.77, call, call)
+
     def reasoning_stopped(self) -> None:
         """The end of the research phase, before the answer is written."""
         self._add(0.78, _reasoning('stopped', 'Writing the answer...'))
@@ -898,6 +1040,10 @@ class _Timeline:
             self._add(at, {'type': 'response.output_text.delta', **where, 'delta': chunk})
         self._add(0.98, {'type': 'response.output_text.done', **where, 'text': text}, gap_before=True)
         self._add(0.98, {'type': 'response.output_item.done', 'output_index': index, 'item': message})
+
+    def requires_action(self, response: dict[str, Any]) -> None:
+        """The run stops for the client's functions: its last event carries the `requires_action` snapshot."""
+        self._add(1.0, {'type': 'response.requires_action', 'response': response})
 
     def terminal(self, kind: str, response: dict[str, Any]) -> None:
         """`response.completed` or `response.incomplete` with the final snapshot."""
@@ -926,31 +1072,6 @@ def _failed(ended: dict[str, Any], timeline: _Timeline, directives: Directives) 
     return {**ended, 'status': 'failed', 'error': failure}
 
 
-def _run_usage(
-    req: CreateRequest,
-    plan: _Plan,
-    models: Mapping[str, ModelInfo],
-    model: str,
-    text: str,
-    mcp_tokens: int,
-    *,
-    cache_hit: bool = False,
-) -> dict[str, Any]:
-    """The usage and cost of a run that answered `text` (a repeated `prompt_cache_key` reads its prompt cached)."""
-    reasoning_tokens = plan.level.reasoning_tokens
-    return _usage(
-        models[model],
-        models.get(FETCH_READER_MODEL, MODELS[FETCH_READER_MODEL]),
-        _input_tokens(req, plan, mcp_tokens),
-        tokens(text) + reasoning_tokens,
-        reasoning_tokens,
-        len(plan.searches),
-        [doc for batch in plan.fetches for doc in batch],
-        cached=_prompt_tokens(req) if cache_hit else 0,
-        tier=req.service_tier,
-    )
-
-
 def build_run(
     req: CreateRequest,
     query: str,
@@ -961,8 +1082,10 @@ def build_run(
     models: Mapping[str, ModelInfo] = MODELS,
     corpus: Corpus = DEFAULT_CORPUS,
     cache_hit: bool = False,
+    asked: Mapping[str, str] | None = None,
 ) -> Run:
-    """Plan and time a whole run for a validated request; `query` is the question with directives removed.
+    """Plan and time a whole run for a validated request; `query` is the question with directives removed, `asked`
+    the function calls (call id -> name) of the run it continues.
 
     Phases: who answers (`_Identity`), what the run does (`_plan`), what it says (`_message_text`), then the
     timed script (`_Timeline`) and the terminal snapshot with its usage.
@@ -971,9 +1094,12 @@ def build_run(
     wall = time.time()
     response_id = _uid('resp')
     who = _Identity.of(req, unavailable=directives.unavailable)
-    plan = _plan(req, query, directives, corpus)
+    plan = _plan(req, query, directives, corpus, asked or {})
     duration = directives.duration if directives.duration is not None else plan.level.duration
     base = _base(req, response_id, int(wall), who.effort)
+    for _, _, item in plan.tool_items:
+        if item['type'] == 'share_file':
+            item['url'] = item['url'].replace('{id}', response_id)
     timeline = _Timeline(duration)
     timeline.opening(
         {**base, 'status': 'in_progress', 'model': who.running_model}, reasoning=plan.level.reasoning_events
@@ -981,17 +1107,41 @@ def build_run(
     listed = timeline.mcp_listings(plan.mcp_servers)
     timeline.searches(plan.searches)
     timeline.fetches(plan.fetches)
+    timeline.tool_outputs(plan.tool_items)
     mcp_tokens = timeline.mcp_calls(listed, query)
+    timeline.function_calls(plan.function_calls)
     if plan.level.reasoning_events:
         timeline.reasoning_stopped()
     ended = {**base, 'model': who.model, 'completed_at': int(wall + duration * time_scale)}
-    if directives.fail:
+    bill = functools.partial(
+        _usage,
+        models[who.model],
+        models.get(FETCH_READER_MODEL, MODELS[FETCH_READER_MODEL]),
+        searches=len(plan.searches),
+        fetched=[doc for batch in plan.fetches for doc in batch],
+        tools=plan.tool_items,
+        cached=_prompt_tokens(req) if cache_hit else 0,
+        tier=req.service_tier,
+    )
+    if plan.function_calls and not directives.fail:
+        # The run waits for the client's functions: billed for what it did so far, no answer, no `completed_at`.
+        call_tokens = sum(tokens(call['arguments']) for call in plan.function_calls)
+        usage = bill(input_tokens=_input_tokens(req, plan, mcp_tokens), output_tokens=call_tokens, reasoning_tokens=0)
+        terminal = {**ended, 'completed_at': None, 'status': 'requires_action'}
+        terminal |= {'output': timeline.output, 'usage': usage}
+        timeline.requires_action(terminal)
+    elif directives.fail:
         terminal = _failed(ended, timeline, directives)
     else:
         message = _message_text(req, query, plan, directives)
         status = 'incomplete' if message.incomplete else 'completed'
         timeline.message(message.text, status)
-        usage = _run_usage(req, plan, models, who.model, message.text, mcp_tokens, cache_hit=cache_hit)
+        reasoning_tokens = plan.level.reasoning_tokens
+        usage = bill(
+            input_tokens=_input_tokens(req, plan, mcp_tokens),
+            output_tokens=tokens(message.text) + reasoning_tokens,
+            reasoning_tokens=reasoning_tokens,
+        )
         terminal = {**ended, 'status': status, 'output': timeline.output, 'usage': usage}
         reason = f'max_output_tokens {_SYSTEM_TURN}' if directives.inject else 'max_output_tokens'
         terminal['incomplete_details'] = {'reason': reason} if message.incomplete else None
@@ -1011,6 +1161,8 @@ def build_run(
         terminal=terminal,
         drop_at=directives.drop_at,
         retrieve_faults=[[f, f.count, directives.retry_after] for f in directives.retrieve_faults],
+        query=query,
+        function_calls={call['call_id']: call['name'] for call in plan.function_calls},
     )
 
 
