@@ -100,7 +100,7 @@ async def research_many(
 ) -> list[ResearchResult]:
     """Research every question, at most `concurrency` runs at a time; the results in the order of `queries`.
 
-    Called from a DBOS workflow's code, each question is a durable call (see `durable.py`). With `queue`, the
+    Called from a DBOS workflow's code, each question is a durable call (see `durable/`). With `queue`, the
     questions go to a `durable.ResearchQueue` instead, researched by its worker processes within its limits.
 
     Args:

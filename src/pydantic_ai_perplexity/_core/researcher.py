@@ -274,7 +274,7 @@ class Researcher:
         """Start a background run and return at once (status `queued`); collect it later by `response_id`.
 
         Takes the options of `run`; the run's id is in the ledger when this returns. `request_id` is recorded on the
-        run's ledger row from its reservation on, so that a caller can find a run it may have started (see durable.py).
+        run's ledger row from its reservation on, so that a caller can find a run it may have started (see `durable/`).
         """
         parsed = ResearchOptions.parse(options, **given)
         if parsed.functions:

@@ -1,13 +1,13 @@
 """The five research tools, declared once: name, description for the model, hints, arguments, result, and work.
 
-`PerplexityToolset` (pydantic-ai) and the MCP server (`mcp/_tools.py`) are thin renderers of `TOOLS`: each exposes
-exactly these names, descriptions, hints and argument schemas, checks a call's arguments with `ToolSpec.parse` (so a
-bad argument reads the same, in the project's words, on both sides), and runs the tool's work below on its
-`Researcher`. What differs is only what each side is for: pydantic-ai's deferred calls and custom events, MCP's
-progress notifications, drain on shutdown and cancellation.
+`PerplexityToolset` (pydantic-ai) and the MCP server (`mcp/server/_tools.py`) are thin renderers of `TOOLS`: each
+exposes exactly these names, descriptions, hints and argument schemas, checks a call's arguments with `ToolSpec.parse`
+(so a bad argument reads the same, in the project's words, on both sides), and runs the tool's work below on its
+`Researcher`. What differs is only what each side is for: pydantic-ai's deferred calls and custom events, MCP's progress
+notifications, drain on shutdown and cancellation.
 
 The arguments of `perplexity_research` are the `ResearchOptions` fields marked `tool=True`, with their descriptions:
-offering a new option to models is a change in `options.py` only.
+offering a new option to models is a change in `_domain/options.py` only.
 """
 
 from __future__ import annotations

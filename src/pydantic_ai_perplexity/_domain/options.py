@@ -1,9 +1,9 @@
 """`ResearchOptions`: every option of a research run, with its description, limits and normalisation, written once.
 
-The toolset's and the MCP server's tool arguments (`tools.py`), the CLI's `research` options and the options table
-in `docs/options.md` are derived from the fields here; `Researcher.run/start` take them as keywords (typed by
-`ResearchOptionsDict`, so a misspelt option is a type error) or as `options=ResearchOptions(...)`. A bad value is
-an `InvalidArgumentError` in the project's words, naming the option: never pydantic's own text.
+The toolset's and the MCP server's tool arguments (`_core/tool_spec.py`), the CLI's `research` options and the options
+table in `docs/options.md` are derived from the fields here; `Researcher.run/start` take them as keywords (typed by
+`ResearchOptionsDict`, so a misspelt option is a type error) or as `options=ResearchOptions(...)`. A bad value is an
+`InvalidArgumentError` in the project's words, naming the option: never pydantic's own text.
 
 Adding an option: a field here (type, `Opt` with its description and limits), its line in `to_request` if it
 goes on the wire, and its key in `ResearchOptionsDict`. Mark it `tool=True` to offer it to models as well.

@@ -197,7 +197,7 @@ class PriceTable:
     #: UTF-8 bytes per token at least: 1 (byte-level tokenizers never make more tokens than bytes).
     bytes_per_token: float = 1.0
     #: Which prices these are, as recorded with each reservation: `fallback` (shipped with the package, read live on
-    #: `_live_prices.CAPTURED_ON`), `api@<date>` (the API's `/v1/models`), `user file`, or `negotiated`.
+    #: `prices.CAPTURED_ON`), `api@<date>` (the API's `/v1/models`), `user file`, or `negotiated`.
     source: str = 'fallback'
 
     def known(self, model: str | None) -> bool:

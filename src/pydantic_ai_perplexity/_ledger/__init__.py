@@ -13,7 +13,7 @@ can be listed, collected later by any process that shares the ledger, and spend 
 `Ledger(target)` takes a path or `sqlite:///path` (SQLite), or a `postgresql://` / `postgres://` URL or a libpq
 keyword/value string (`host=db dbname=runs user=bob`). Without one it reads `PERPLEXITY_LEDGER_URL` (any of those),
 else uses the default SQLite file. A PostgreSQL target is shown (`describe`, `url`, messages) with its passwords and
-secret settings as `***` (`_redact.py`). The schema is built by the
+secret settings as `***` (`_base/redact.py`). The schema is built by the
 registered migrations (`@migration`), the same list on both engines, recorded in a `_migrations` table.
 
 **Budget.** `spent_usd()` sums, over every recorded run, its actual `cost_usd` when known, else its

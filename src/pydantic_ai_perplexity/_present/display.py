@@ -1,5 +1,6 @@
 """How results look to people: Markdown and HTML of a run (answer with linked markers, sources, cost) and the
-picture of its timeline. Nothing here is read by a model: model-facing text, with spotlighting, is in `render.py`.
+picture of its timeline. Nothing here is read by a model: model-facing text, with spotlighting, is in
+`model_text.py`.
 
 The HTML reads the same in an untrusted notebook (one executed elsewhere, e.g. by `nbconvert --execute`): there
 JupyterLab still shows `text/html` (its HTML renderer counts as safe and ranks before Markdown) but sanitizes it,

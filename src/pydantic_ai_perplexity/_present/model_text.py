@@ -85,7 +85,7 @@ _URL_CHARS = frozenset('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 
 @dataclass(frozen=True)
 class ToolNames:
-    """The names a model calls the research tools by: `tools.py`'s, or those a wrapper (`.prefixed('web')`) gave.
+    """The names a model calls the research tools by: `tool_spec.py`'s, or those a wrapper (`.prefixed('web')`) gave.
 
     Every model-facing text that names a tool (instructions, descriptions, hand-offs, refusals) takes its names
     from here, so a model is never told to call a tool it does not have.

@@ -1,7 +1,7 @@
 """`PerplexityToolset`: Perplexity research as a pydantic-ai toolset, for `Agent(...)` and `create_deep_agent(...)`.
 
 The five tools share one `Researcher` (so one HTTP client, one ledger, one budget) and the model-facing
-rendering of `render.py`, exactly as the MCP server does. A long run never turns into a timeout that would
+rendering of `_present/model_text.py`, exactly as the MCP server does. A long run never turns into a timeout that would
 invite the model to pay for it again: at the wait budget the tool returns a hand-off with the run's
 `response_id`, to be collected with `perplexity_research_result`, or (with `defer=True`) ends the agent run
 with a deferred tool call that `resolve_deferred` answers later, from this process or another.
@@ -141,7 +141,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         on_refusal: Tell the application of a budget refusal (the model reads it as text either way): a callback
             given the `BudgetExceededError`, or `'raise'` to end `agent.run` with it.
         include: Only these of the five tools (by their spec names, e.g. `['perplexity_search']`).
-        instructions: The instructions to give instead of the default (tool names as in `tools.py`; each is said
+        instructions: The instructions to give instead of the default (tool names as in `tool_spec.py`; each is said
             as the model knows the tool).
         max_answer_chars: Bound on the answer text the model sees; the full result is in the tool metadata.
         lean: Show the tools' lean variant (short descriptions, few arguments: about a quarter of the tokens sent
@@ -270,7 +270,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         await self.researcher.__aexit__(*args)
         return None
 
-    # -- the tools: each renders its spec in `tools.py` -------------------------------------------------------
+    # -- the tools: each renders its spec in `_core/tool_spec.py` ----------------------------------------------
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]

@@ -120,7 +120,7 @@ def sanitize(value: Any, secrets: tuple[str, ...] = ()) -> Any:
     """`value` with every credential removed, for a file that may be committed and shared.
 
     The values of secret-named keys (`authorization`, `headers`, `api_key`, ...) become `[redacted]`; every URL
-    loses its user info and secret query parameters (`_redact`), a remote MCP server's `server_url` its token
+    loses its user info and secret query parameters (`_base/redact.py`), a remote MCP server's `server_url` its token
     path segments too; then each secret found that way, each of `secrets` and any `pplx-…` key is removed
     from every text (an answer may quote a URL it was given).
     """
@@ -283,7 +283,7 @@ class Recording:
         return recording
 
     def write(self, directory: Path) -> Path:
-        """Write (or rewrite) the file atomically, never through a link (`_safe_write`), and return its path."""
+        """Write (or rewrite) the file atomically, never through a link (`_base/safe_write.py`), and return its path."""
         path = self.path or directory / _file_name(self.kind, self.body)
         write_text_no_follow(path, json.dumps(self.to_json(), ensure_ascii=False, indent=1) + '\n')
         self.path = path

@@ -2,7 +2,7 @@
 
 What a reviewer needs to know, and where to look:
 
-- **What it serves** (`_tools.py`, thin adapters to `Researcher` and `render.py`): `perplexity_research`,
+- **What it serves** (`_tools.py`, thin adapters to `Researcher` and `_present/model_text.py`): `perplexity_research`,
   `perplexity_research_result`, `perplexity_research_cancel`, `perplexity_research_list`, `perplexity_search`
   (full, or lean with `--lean`); the skill `skill://perplexity-research/SKILL.md` (also through `skills/list`,
   `_skills.py`); and `perplexity://runs/{response_id}`, a finished run's full

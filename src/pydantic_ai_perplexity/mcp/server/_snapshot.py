@@ -37,7 +37,7 @@ async def handshake_snapshot() -> dict[str, Any]:
     server = build_server()
     runner = lowlevel(server)
     if runner is None:
-        raise RuntimeError('This MCP SDK keeps the server runner elsewhere: see mcp/_sdk.py.')
+        raise RuntimeError('This MCP SDK keeps the server runner elsewhere: see mcp/server/_sdk.py.')
     versions: dict[str, Any] = {}
     for version in HANDSHAKE_PROTOCOL_VERSIONS:
         to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](8)

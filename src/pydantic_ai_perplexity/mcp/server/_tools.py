@@ -1,9 +1,9 @@
-"""The MCP server's tools and resources: thin adapters from MCP calls to `Researcher` and `render.py`.
+"""The MCP server's tools and resources: thin adapters from MCP calls to `Researcher` and `model_text.py`.
 
 Nothing here speaks HTTP or knows Perplexity's wire format. Every call goes to one `Researcher` (which owns the
 HTTP client, the ledger and the budget, and reads `PERPLEXITY_API_KEY` / `PERPLEXITY_BASE_URL` when it is made),
-and every text a model reads comes from `render.py`, exactly as in `PerplexityToolset`. The research stack is
-imported on the first tool call, in a worker thread, never at start-up.
+and every text a model reads comes from `_present/model_text.py`, exactly as in `PerplexityToolset`. The research
+stack is imported on the first tool call, in a worker thread, never at start-up.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ DEFAULT_WAIT_SECONDS = DEFAULT_MCP_WAIT_SECONDS
 SERVER_NAME = identity.SERVER_NAME
 RUN_URI = 'perplexity://runs/{response_id}'
 _CANCEL_GRACE_SECONDS = 15.0
-#: The tools' instructions, as `PerplexityToolset` gives them (both come from `tools.py`).
+#: The tools' instructions, as `PerplexityToolset` gives them (both come from `_core/tool_spec.py`).
 INSTRUCTIONS = tools.INSTRUCTIONS
 
 
