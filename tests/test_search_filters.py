@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pydantic_ai_perplexity._domain.prices import LIVE_SEARCH_API_FEES
 
 from pydantic_ai_perplexity import InvalidArgumentError, Researcher
+from pydantic_ai_perplexity._base.prices import LIVE_SEARCH_API_FEES
 from pydantic_ai_perplexity._core import tool_spec
 from pydantic_ai_perplexity._domain.search_filters import search_fee, search_request
 from pydantic_ai_perplexity.emulator import Emulator
