@@ -19,8 +19,6 @@ from zoneinfo import ZoneInfo
 import pytest
 from logfire.testing import CaptureLogfire
 
-import test_ledger
-from postgres_support import execute
 from pydantic_ai_perplexity import Budget, BudgetExceededError, BudgetWarning, Limits, Researcher
 from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity._domain.budget import applicable_limits, micros, window_start
@@ -29,10 +27,12 @@ from pydantic_ai_perplexity._domain.pricing import reservation
 from pydantic_ai_perplexity._domain.settings import Settings
 from pydantic_ai_perplexity._ledger import BudgetUnenforceableError, Ledger, RunRecord
 from pydantic_ai_perplexity.emulator import Emulator
+from support import ledger as shared
+from support.ledger import JOIN_TIMEOUT, join_all
+from support.postgres import execute
 
 # The ledger's fixtures: each test that takes `target` or `ledger` runs on SQLite and on PostgreSQL.
-engine, path, target, ledger = test_ledger.engine, test_ledger.path, test_ledger.target, test_ledger.ledger
-spawn = test_ledger.spawn
+engine, path, target, ledger, spawn = shared.engine, shared.path, shared.target, shared.ledger, shared.spawn
 
 NOON = datetime(2026, 10, 9, 12, 0, tzinfo=UTC)
 JUST_BEFORE_MIDNIGHT = datetime(2026, 10, 9, 23, 59, 59, 999999, tzinfo=UTC)
@@ -326,7 +326,7 @@ def test_concurrent_admissions_never_pass_any_window(target: str) -> None:
 
 def admit_many(target: str, caller: str | None, attempts: int, start: Any, results: Any) -> None:
     """A racing process: waits for the start, then reports how many of its admissions fit."""
-    start.wait(test_ledger.JOIN_TIMEOUT)
+    start.wait(JOIN_TIMEOUT)
     results.put((caller, admit_all(target, caller, attempts)))
 
 
@@ -339,8 +339,8 @@ def test_processes_racing_admissions_never_pass_any_window(target: str, spawn: A
     for process in processes:
         process.start()
     start.set()
-    outcomes = [results.get(timeout=test_ledger.JOIN_TIMEOUT) for _ in processes]
-    test_ledger.join_all(processes)
+    outcomes = [results.get(timeout=JOIN_TIMEOUT) for _ in processes]
+    join_all(processes)
     results.close()
     results.join_thread()
     alice = sum(n for who, n in outcomes if who == 'alice')

@@ -20,8 +20,6 @@ from typing import Any
 
 import pytest
 
-from disk_support import fill, mounted_small_disk
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity._ledger import (
     BudgetUnenforceableError,
@@ -32,6 +30,8 @@ from pydantic_ai_perplexity._ledger import (
     process_health,
 )
 from pydantic_ai_perplexity.emulator import Emulator
+from support.disk import fill, mounted_small_disk
+from support.postgres import fresh_schema
 
 #: A script that researches three questions at once and never closes its researcher (nor the emulator).
 UNCLOSED = """
@@ -234,8 +234,9 @@ async def test_over_mcp_http_a_full_disk_shows_in_healthz_and_every_run_is_liste
     small_disk: Path,
 ) -> None:
     import httpx2
-    from mcp_support import server_env
-    from scale_support import Instance, call_tool
+
+    from support.mcp_servers import server_env
+    from support.scale import Instance, call_tool
 
     state = small_disk / 'state'
     with Emulator(time_scale=0.001) as emu:

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_support import call_tools, outcome_of, text_of_part
 
 from pydantic_ai_perplexity import InvalidArgumentError, PerplexityToolset
 from pydantic_ai_perplexity._core.researcher import Researcher
 from pydantic_ai_perplexity._domain.options import ResearchOptions, ResearchOptionsDict, check_id, check_wait
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.reliability import call_tools, outcome_of, text_of_part
 
 pytestmark = pytest.mark.anyio
 

@@ -16,10 +16,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from postgres_support import ledger_target
 from pydantic_ai_perplexity import InvalidArgumentError, Ledger, Researcher
 from pydantic_ai_perplexity._present.model_text import for_model, structured_for_model
 from pydantic_ai_perplexity.emulator import Emulator
+from support.postgres import ledger_target
 
 QUESTION = 'What does the EU AI Act require of general-purpose AI models?'
 

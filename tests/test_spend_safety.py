@@ -196,7 +196,7 @@ async def test_an_agent_run_cancelled_while_its_tool_creates_the_run_leaves_it_b
 
 def _poll_ledger(target: str, process: subprocess.Popen[bytes], found: Callable[[RunRecord], bool]) -> None:
     """Wait (polling the ledger, with a deadline) until a row is `found`, failing if the command ends first."""
-    from cli_support import TIMEOUT
+    from support.cli import TIMEOUT
 
     deadline = time.monotonic() + TIMEOUT
     while not any(found(r) for r in rows(target)):
@@ -205,7 +205,7 @@ def _poll_ledger(target: str, process: subprocess.Popen[bytes], found: Callable[
 
 
 def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_id(tmp_path: Path, target: str) -> None:
-    from cli_support import COMMAND, TIMEOUT, cli_env
+    from support.cli import COMMAND, TIMEOUT, cli_env
 
     with Emulator(time_scale=0.01) as emu:
         env = cli_env(tmp_path, PERPLEXITY_API_KEY=emu.api_key, PERPLEXITY_BASE_URL=emu.base_url)
@@ -231,7 +231,7 @@ def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is
 ) -> None:
     """Before: an `xhigh` run left by `--no-wait` on the built-in emulator held $49.58 of fake spend for ever, and the
     next offline run under a $50 cap was refused as already spent."""
-    from cli_support import COMMAND, TIMEOUT, cli_env
+    from support.cli import COMMAND, TIMEOUT, cli_env
 
     env = cli_env(tmp_path, PERPLEXITY_BUDGET_USD='50', PERPLEXITY_LEDGER_URL=target)
     left = subprocess.run(
@@ -254,7 +254,7 @@ def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is
 
 
 def test_ctrl_c_on_an_offline_run_ends_it_at_no_cost(tmp_path: Path, target: str) -> None:
-    from cli_support import COMMAND, TIMEOUT, cli_env
+    from support.cli import COMMAND, TIMEOUT, cli_env
 
     env = cli_env(
         tmp_path, PERPLEXITY_BUDGET_USD='50', PERPLEXITY_EMULATOR_TIME_SCALE='0.5', PERPLEXITY_LEDGER_URL=target

@@ -12,14 +12,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cli_support import cli_env, run, run_all, run_each
 from click.testing import CliRunner
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity._domain.pricing import limit_request, reservation
 from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 from pydantic_ai_perplexity.cli import cli
 from pydantic_ai_perplexity.emulator import Emulator
+from support.cli import cli_env, run, run_all, run_each
+from support.postgres import fresh_schema
 
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
 STEP_LINE = re.compile(r'^  \[\s*\d+\.\d+s\] ')

@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import httpx2
-from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, run_each
-from live_shape import QUESTION, live_recording, write_live_recording
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.cli import COMMAND, TIMEOUT, StderrLines, cli_env, run_each
+from support.live_recording import QUESTION, live_recording, write_live_recording
 
 
 def _refused(done_stderr: str) -> list[str]:

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, run, run_each
 
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity._ledger._sqlite import LEDGER_FILENAME
 from pydantic_ai_perplexity.emulator import Emulator
+from support.cli import COMMAND, TIMEOUT, StderrLines, cli_env, run, run_each
 
 #: Sets the terminal's title when printed raw.
 TITLE_SET = '\x1b]0;PWNED-TITLE\x07'

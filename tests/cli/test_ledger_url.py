@@ -13,12 +13,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_support import COMMAND, TIMEOUT, cli_env
 
-from postgres_support import execute, fresh_schema, postgres_url
 from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.cli import COMMAND, TIMEOUT, cli_env
+from support.postgres import execute, fresh_schema, postgres_url
 
 SECRET = 'SENTINEL-pw'
 

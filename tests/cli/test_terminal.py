@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from tmux_support import Terminal
+
+from support.tmux import Terminal
 
 CLI = str(Path(sys.executable).parent / 'pydantic-ai-perplexity')
 # CI installs tmux (.ci/run); elsewhere these tests need it too, and say so instead of failing.

@@ -16,11 +16,11 @@ from typing import Any
 
 import httpx2
 import pytest
-from emulator_helpers import client_for
-from live_shape import HEADERS, QUESTION, as_sent, live_recording, write_live_recording
 
 from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity.emulator import Emulator, RecordingError
+from support.emulator import client_for
+from support.live_recording import HEADERS, QUESTION, as_sent, live_recording, write_live_recording
 
 VICTIM_TEXT = "the user's own file\n"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from emulator_helpers import client_for, stream_events, wait_terminal
 
 from pydantic_ai_perplexity import __version__
 from pydantic_ai_perplexity.emulator import EMULATOR_HEADER, Emulator
 from pydantic_ai_perplexity.emulator._record import FORMAT, VERSION
+from support.emulator import client_for, stream_events, wait_terminal
 
 SHIPPED = Path(__file__).parent / 'recordings'
 

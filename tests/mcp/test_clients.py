@@ -11,7 +11,6 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_support import DEADLINE, PYCACHE, SERVER, mcp_research_model, server_env
 from mcp_types import TextContent, TextResourceContents
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
@@ -19,6 +18,7 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp import perplexity_mcp_config, perplexity_mcp_toolset
+from support.mcp_servers import DEADLINE, PYCACHE, SERVER, mcp_research_model, server_env
 
 pytestmark = pytest.mark.anyio
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import COMMAND, TIMEOUT, cli_env, run, run_each
 
 from pydantic_ai_perplexity.mcp import client_snippet
 from pydantic_ai_perplexity.mcp.clients.config import child_environment
+from support.cli import COMMAND, TIMEOUT, cli_env, run, run_each
 
 PASSWORD = 'SENTINEL-pw/with-slash'
 QUERY_PASSWORD = 'SENTINEL-query-pw'

@@ -9,9 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mcp_support import DEADLINE, server_env
-
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, server_env
 
 DOC = Path(__file__).parents[2] / 'docs' / 'mcp.md'
 

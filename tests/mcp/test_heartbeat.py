@@ -13,9 +13,9 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_support import DEADLINE, SERVER, server_env
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, SERVER, server_env
 
 pytestmark = pytest.mark.anyio
 

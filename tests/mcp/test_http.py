@@ -7,7 +7,6 @@ import re
 import secrets
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,18 +14,27 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_support import DEADLINE, SERVER, eventually, mcp_research_model, server_env, upstream_status
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity._domain.options import ResearchOptions
 from pydantic_ai_perplexity._domain.pricing import reservation
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import (
+    DEADLINE,
+    MCP_HEADERS,
+    SERVER,
+    TOKEN,
+    HttpServer,
+    eventually,
+    mcp_research_model,
+    server_env,
+    upstream_status,
+)
+from support.postgres import fresh_schema
 
-TOKEN = secrets.token_urlsafe(24)
 INITIALIZE = {
     'jsonrpc': '2.0',
     'id': 1,
@@ -37,40 +45,6 @@ INITIALIZE = {
         'clientInfo': {'name': 'http-test', 'version': '1'},
     },
 }
-MCP_HEADERS = {'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'}
-
-
-class HttpServer:
-    def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [*SERVER, '--transport', 'http', '--port', '0', *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        assert self.proc.stderr is not None
-        self.url = ''
-        self.stderr: list[bytes] = []
-        for line in iter(self.proc.stderr.readline, b''):
-            self.stderr.append(line)
-            if b'listening on ' in line:
-                self.url = line.decode().split('listening on ', 1)[1].strip()
-                break
-        assert self.url, 'the HTTP server did not start'
-        self._drained = threading.Thread(target=self._drain, daemon=True)
-        self._drained.start()
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in iter(self.proc.stderr.readline, b''):
-            self.stderr.append(line)
-        self.proc.stderr.close()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=DEADLINE)
-        self._drained.join(DEADLINE)
 
 
 @pytest.fixture(scope='module')

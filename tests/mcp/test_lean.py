@@ -10,9 +10,7 @@ from typing import Any
 
 import anyio
 import jsonschema
-import mcp_support
 import pytest
-from mcp_support import DEADLINE, PYCACHE, RawServer, mcp_research_model, server_env
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -29,6 +27,8 @@ from pydantic_ai_perplexity._core.tool_spec import LEAN_TOOLS, TOOLS
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp import perplexity_mcp_toolset
 from pydantic_ai_perplexity.testing import scripted_research_model
+from support import mcp_servers
+from support.mcp_servers import DEADLINE, PYCACHE, RawServer, mcp_research_model, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +66,7 @@ def test_the_lean_list_fits_the_bound_and_the_full_one_stays_the_default(
 def test_the_cli_mcp_command_takes_lean_from_its_flag_and_the_environment(
     state_dir: Path, raw_server_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mcp_support, 'SERVER', [sys.executable, '-m', 'pydantic_ai_perplexity.cli', 'mcp'])
+    monkeypatch.setattr(mcp_servers, 'SERVER', [sys.executable, '-m', 'pydantic_ai_perplexity.cli', 'mcp'])
     by_flag = listed_tools(raw_server_factory(server_env(None, state_dir), ['--lean']))
     by_env = listed_tools(raw_server_factory(server_env(None, state_dir, PERPLEXITY_MCP_LEAN='1')))
     full = listed_tools(raw_server_factory(server_env(None, state_dir)))

@@ -24,14 +24,13 @@ from typing import Any
 import httpx2
 import jsonschema
 import pytest
-from mcp_support import RawServer, server_env
-from test_http import MCP_HEADERS, TOKEN, HttpServer
 
 from pydantic_ai_perplexity import __version__
 from pydantic_ai_perplexity._domain.settings import ENV
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp.clients.config import client_snippet, install_links, server_command
 from pydantic_ai_perplexity.mcp.server import _identity as identity
+from support.mcp_servers import MCP_HEADERS, TOKEN, HttpServer, RawServer, server_env
 
 ROOT = Path(__file__).parents[2]
 SERVER_JSON = json.loads((ROOT / 'server.json').read_text(encoding='utf-8'))

@@ -14,12 +14,12 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp_support import DEADLINE, SERVER, server_env
-from scale_support import Instance, call_tool, free_port, write_atomically
 
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp.server._tokens import TokenConfigError, Tokens, parse_tokens
+from support.mcp_servers import DEADLINE, SERVER, server_env
+from support.scale import Instance, call_tool, free_port, write_atomically
 
 SECRET = 'tok-never-in-a-message-0123456789'
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import jsonschema
 import pytest
-from mcp_support import RawServer, server_env
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import RawServer, server_env
 
 SKILL_URI = 'skill://perplexity-research/SKILL.md'
 EXTENSION = 'io.modelcontextprotocol/skills'

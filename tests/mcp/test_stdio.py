@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import RawServer, eventually, server_env, text_of, upstream_status
 
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp.server import _snapshot
+from support.mcp_servers import RawServer, eventually, server_env, text_of, upstream_status
 
 HANDSHAKE = json.loads(_snapshot.SNAPSHOT_FILE.read_text(encoding='utf-8'))
 EMULATED_NOTE = 'answered by an emulator, not Perplexity; not a real answer'

@@ -12,7 +12,8 @@ from xml.etree import ElementTree
 
 import nbformat
 import pytest
-from notebook_support import start
+
+from support.notebooks import start
 
 NOTEBOOKS = Path(__file__).parents[2] / 'notebooks'
 #: Which notebook each test reads, so only the notebooks of selected tests are executed.

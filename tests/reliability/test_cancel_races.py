@@ -10,12 +10,12 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp_support import RawServer, server_env, text_of
-from reliability_support import CreateLog, call_tools, outcome_of, record, tool_call, upstream_runs
 
 from pydantic_ai_perplexity import PerplexityToolset
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import RawServer, server_env, text_of
+from support.reliability import CreateLog, call_tools, outcome_of, record, tool_call, upstream_runs
 
 RUN_EMULATED = 500
 RUN_SECONDS = RUN_EMULATED * 0.002  # the emulator's time scale

@@ -16,13 +16,14 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_support import DEADLINE, RawServer, server_env, text_of
-from reliability_support import (
+
+from pydantic_ai_perplexity._ledger import Ledger
+from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, MCP_HEADERS, HttpServer, RawServer, server_env, text_of
+from support.reliability import (
     FAULTS,
-    MCP_HEADERS,
     CreateLog,
     Fault,
-    HttpServer,
     assert_attempt_kept,
     check_outcome,
     describe,
@@ -34,9 +35,6 @@ from reliability_support import (
     tool_call,
     upstream_runs,
 )
-
-from pydantic_ai_perplexity._ledger import Ledger
-from pydantic_ai_perplexity.emulator import Emulator
 
 
 @pytest.fixture(scope='module')

@@ -13,12 +13,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp_support import DEADLINE, RawServer, server_env, text_of, upstream_status
-from reliability_support import MCP_HEADERS, HttpServer, final_reply, record, rpc_messages, until
-from scale_support import LEGACY
+
+from pydantic_ai_perplexity._ledger import Ledger
+from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.mcp.server._cancels import CANCELLED_BY_CLIENT, MAX_WATCHES_PER_CALLER
 
 # The module's emulator (`duration=N` runs N x 10 ms), its server with Alice's and Bob's tokens, and its ledger.
-from test_cancel_http import (  # noqa: F401
+from support.cancels import (  # noqa: F401
     ALICE,
     BOB,
     LONG,
@@ -29,10 +30,9 @@ from test_cancel_http import (  # noqa: F401
     research_cancelled_once_started,
     server,
 )
-
-from pydantic_ai_perplexity._ledger import Ledger
-from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.mcp.server._cancels import CANCELLED_BY_CLIENT, MAX_WATCHES_PER_CALLER
+from support.mcp_servers import DEADLINE, MCP_HEADERS, HttpServer, RawServer, server_env, text_of, upstream_status
+from support.reliability import final_reply, record, rpc_messages, until
+from support.scale import LEGACY
 
 QUESTION = 'Which heat pumps suit an old stone house? (asked by alice)'
 #: Alice's run that must still be going once Bob has tried every way: 300 s, far longer than the test takes.

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from mcp_support import DEADLINE, SERVER, server_env
-from reliability_support import MCP_HEADERS, HttpServer, final_reply, record, rpc_messages, tool_call
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, MCP_HEADERS, SERVER, HttpServer, server_env
+from support.reliability import final_reply, record, rpc_messages, tool_call
 
 LIMIT = 256  # the server's RLIMIT_NOFILE
 ATTACK = 400  # half-open requests: more than the server has descriptors

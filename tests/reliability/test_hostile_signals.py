@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_support import DEADLINE, RawServer, eventually, server_env
-from reliability_support import HttpServer, record
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, HttpServer, RawServer, eventually, server_env
+from support.reliability import record
 
 EXPECTED = {signal.SIGINT: 130, signal.SIGTERM: 0}
 MOMENTS = ('right after spawn', 'after the first line on stderr', 'after initialize', 'while serving calls')

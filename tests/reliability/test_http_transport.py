@@ -18,10 +18,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from mcp_support import DEADLINE, server_env
-from reliability_support import MCP_HEADERS, CreateLog, HttpServer, record, rpc_messages, tool_call
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, MCP_HEADERS, HttpServer, server_env
+from support.reliability import CreateLog, record, rpc_messages, tool_call
 
 TOKEN = secrets.token_urlsafe(24)
 AUTH = {**MCP_HEADERS, 'Authorization': f'Bearer {TOKEN}'}

@@ -20,13 +20,13 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_support import server_env
-from reliability_support import record
-from scale_support import Instance, Outcome, call_tool
 
-from disk_support import fill, mounted_small_disk
 from pydantic_ai_perplexity._ledger import EPSILON_USD, Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.disk import fill, mounted_small_disk
+from support.mcp_servers import server_env
+from support.reliability import record
+from support.scale import Instance, Outcome, call_tool
 
 pytestmark = pytest.mark.slow
 

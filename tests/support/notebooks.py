@@ -1,4 +1,4 @@
-"""Execute a notebook with nbclient in a child process: `python notebook_support.py IN OUT WORKDIR`.
+"""Execute a notebook with nbclient in a child process: `python notebooks.py IN OUT WORKDIR`.
 
 Each notebook runs in its own process (and kernel), so several run at once and the test process's warning
 filters never reach into Jupyter's machinery. The kernel is the venv's (`python3`, whose `python` jupyter_client
