@@ -11,8 +11,9 @@ import pytest
 
 from pydantic_ai_perplexity.emulator import Emulator
 
-#: In CI a skipped test fails, naming the missing prerequisite (`support.skips`); `pytester` tests that.
-pytest_plugins = ['support.skips', 'pytester']
+#: In CI a skipped test fails, naming the missing prerequisite (`support.skips`); the default run says what tiers it
+#: left out (`support.tiers`); `pytester` runs sessions of their own (tests/test_suite_rules.py).
+pytest_plugins = ['support.skips', 'support.tiers', 'pytester']
 
 _OUR_ENV = (
     'PERPLEXITY_API_KEY',

@@ -125,6 +125,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
 
 
+@pytest.mark.compat  # mounts a small filesystem: root
 @pytest.mark.anyio
 async def test_a_full_disk_degrades_the_ledger_and_every_run_is_on_disk_once_space_is_free(small_disk: Path) -> None:
     path = small_disk / 'state' / 'ledger.sqlite3'
@@ -228,7 +229,7 @@ def test_doctor_warns_about_a_world_readable_ledger_with_the_fix(
     assert doctor._ledger_privacy_check().ok  # pyright: ignore[reportPrivateUsage]
 
 
-@pytest.mark.slow
+@pytest.mark.compat  # mounts a small filesystem: root
 @pytest.mark.anyio
 async def test_over_mcp_http_a_full_disk_shows_in_healthz_and_every_run_is_listed_once_space_is_free(
     small_disk: Path,

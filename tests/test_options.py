@@ -32,6 +32,7 @@ def test_a_misspelt_option_is_refused_by_name() -> None:
     assert info.value.argument == 'efort' and 'Unknown option' in str(info.value) and 'effort' in str(info.value)
 
 
+@pytest.mark.compat
 @pytest.mark.skipif(shutil.which('pyright', path=str(Path(sys.executable).parent)) is None, reason='needs pyright')
 def test_a_misspelt_option_is_a_type_error(tmp_path: Path) -> None:
     """Every way to run from Python types its options: a misspelt one or an unknown effort is an error there."""

@@ -1,14 +1,18 @@
 """Rules of the test suite itself: shared code lives in `tests/support`, no test module imports another test module
-(or a conftest), and in CI a skipped test fails with the reason it skipped (`support.skips`)."""
+(or a conftest), in CI a skipped test fails with the reason it skipped (`support.skips`), and the default run is the
+fast tier and says what it left out (`support.tiers`)."""
 
 from __future__ import annotations
 
 import ast
+import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from support.skips import PREFIX
+from support.tiers import FAST, OTHERS
 
 TESTS = Path(__file__).resolve().parent
 SUPPORT = TESTS / 'support'
@@ -146,3 +150,27 @@ def test_in_ci_a_module_skipped_as_it_is_collected_is_an_error(
     result = _run(pytester)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([f"*{PREFIX}: could not import 'no_such_module_here'*"])
+
+
+# -- tiers ---------------------------------------------------------------------------------------------------------
+
+
+def test_the_default_run_is_the_fast_tier() -> None:
+    config = tomllib.loads((TESTS.parent / 'pyproject.toml').read_text(encoding='utf-8'))['tool']['pytest']
+    addopts = shlex.split(config['ini_options']['addopts'])
+    assert addopts[addopts.index('-m') + 1] == FAST
+    assert {line.split(':')[0] for line in config['ini_options']['markers']} == {'slow', 'compat'}
+
+
+def test_a_default_run_that_left_tests_out_says_how_to_run_them(pytester: pytest.Pytester) -> None:
+    pytester.makeini('[pytest]\nmarkers =\n    slow: long\n    compat: outside prerequisite\n')
+    pytester.makepyfile(
+        test_tiers='import pytest\n\n\n@pytest.mark.slow\ndef test_a():\n    pass\n\n\n'
+        '@pytest.mark.compat\ndef test_b():\n    pass\n\n\ndef test_c():\n    pass\n'
+    )
+    fast = pytester.runpytest('-p', 'support.tiers', '-p', 'no:cacheprovider', '-m', FAST)
+    fast.assert_outcomes(passed=1, deselected=2)
+    fast.stdout.fnmatch_lines([f'2 tests deselected by the default selection*run them with -m "{OTHERS}"*'])
+    others = pytester.runpytest('-p', 'support.tiers', '-p', 'no:cacheprovider', '-m', OTHERS)
+    others.assert_outcomes(passed=2, deselected=1)
+    assert 'deselected by the default selection' not in others.stdout.str()

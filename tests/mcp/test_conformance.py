@@ -19,6 +19,9 @@ import pytest
 from pydantic_ai_perplexity.emulator import Emulator
 from support.mcp_servers import HttpServer, npm_folder, server_env
 
+# The conformance suite runs with npx (Node.js).
+pytestmark = pytest.mark.compat
+
 SUITE = '@modelcontextprotocol/conformance@0.1.16'
 NODE = 'node@22'
 CACHE = 'pydantic-ai-perplexity-mcp-conformance-0.1.16'

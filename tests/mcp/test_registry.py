@@ -345,6 +345,7 @@ def test_the_bundle_manifest_says_what_pyproject_and_the_identity_say() -> None:
     assert f'MCPB="{MCPB}"' in (ROOT / 'scripts' / 'build_mcpb.sh').read_text(encoding='utf-8')
 
 
+@pytest.mark.compat
 @pytest.mark.skipif(shutil.which('npx') is None, reason='the bundle is packed with npx (Node.js)')
 def test_the_built_bundle_is_a_zip_whose_manifest_validates(tmp_path: Path) -> None:
     done = subprocess.run(['bash', 'scripts/build_mcpb.sh'], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -247,6 +247,7 @@ def run_ts(script: Path, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
 
 
+@pytest.mark.compat  # the TypeScript SDK, installed with npm (Node.js)
 @pytest.mark.parametrize('transport', ['stdio', 'http'])
 def test_the_typescript_sdk_client_runs_research_as_a_task(
     tasks_client: Path, emu: Emulator, tmp_path: Path, transport: str

@@ -177,6 +177,7 @@ async def test_a_collect_call_is_cancelled_only_for_the_runs_own_caller(emu: Emu
 # -- real clients ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.compat  # the TypeScript SDK, installed with npm (Node.js)
 async def test_the_typescript_sdk_client_cancels_with_an_abort_signal(
     server: HttpServer, emu: Emulator, ledger: Ledger
 ) -> None:

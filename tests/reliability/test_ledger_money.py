@@ -85,6 +85,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
 
 
+@pytest.mark.compat  # mounts a small filesystem: root
 @pytest.mark.anyio
 async def test_a_disk_that_fills_up_under_an_mcp_server_loses_no_run(small_disk: Path) -> None:
     state = small_disk / 'state'

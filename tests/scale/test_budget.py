@@ -19,7 +19,7 @@ from pydantic_ai_perplexity.emulator import Emulator
 from support.postgres import fresh_schema
 from support.scale import LEGACY, MODERN, Outcome, Topology, call_tool, creates, ledger_rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+pytestmark = [pytest.mark.compat, pytest.mark.anyio]  # nginx in front of the instances
 
 TOKEN = 'tok-budget-61d0'
 ALLOWED = 12

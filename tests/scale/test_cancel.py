@@ -23,7 +23,7 @@ from support.cancels import LONG, post_cancel, pydantic_ai_cancel, ts_cancel
 from support.postgres import fresh_schema
 from support.scale import LEGACY, MODERN, Topology, call_tool
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+pytestmark = [pytest.mark.compat, pytest.mark.anyio]  # nginx in front of the instances
 
 ALICE = 'tok-alice-cancel-7f3e91'
 DEADLINE = 60.0

@@ -20,7 +20,7 @@ from pydantic_ai_perplexity.emulator import Emulator
 from support.postgres import fresh_schema
 from support.scale import LEGACY, MODERN, Outcome, Topology, call_tool, creates, ledger_rows, write_atomically
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+pytestmark = [pytest.mark.compat, pytest.mark.anyio]  # nginx in front of the instances
 
 TOKENS = {'alice': 'tok-alice-2f9c', 'bob': 'tok-bob-77e1', 'carol': 'tok-carol-c0de'}
 CALLS = 300
