@@ -95,6 +95,7 @@ async def test_without_the_poll_number_the_default_detection_abandons_the_wait(e
     assert 'identical arguments' in str(info.value.__cause__)
 
 
+@pytest.mark.slow
 async def test_a_deep_agent_collects_a_long_run_over_mcp(
     emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

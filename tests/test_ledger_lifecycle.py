@@ -277,6 +277,7 @@ async def test_over_mcp_http_a_full_disk_shows_in_healthz_and_every_run_is_liste
     assert {i: on_disk.get(i) for i in ids} == dict.fromkeys(ids, 'completed')
 
 
+@pytest.mark.slow
 def test_kept_writes_are_bounded_with_a_warning_and_the_newest_are_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -64,6 +64,7 @@ def creates(emu: Emulator) -> int:
     return sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent')
 
 
+@pytest.mark.slow
 def test_the_same_question_in_another_process_is_served_from_the_ledger(emulator: Emulator, ledger: str) -> None:
     first = ask(emulator, ledger)
     second = ask(emulator, ledger)

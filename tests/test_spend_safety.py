@@ -92,6 +92,7 @@ async def cancel_during_create(researcher: Researcher, sent: Sent, how: str, que
     return outcomes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('budget', [None, 20.0])
 @pytest.mark.parametrize('how', ['task.cancel', 'asyncio.wait_for', 'anyio.move_on_after'])
 async def test_a_create_the_api_answered_is_in_the_ledger_with_its_id_whatever_cancels_the_caller(
@@ -204,6 +205,7 @@ def _poll_ledger(target: str, process: subprocess.Popen[bytes], found: Callable[
         time.sleep(0.02)
 
 
+@pytest.mark.compat  # signals or kills a process
 def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_id(tmp_path: Path, target: str) -> None:
     from support.cli import COMMAND, TIMEOUT, cli_env
 
@@ -226,6 +228,7 @@ def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_i
 # --- emulated runs never block anything -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is_admitted(
     tmp_path: Path, target: str
 ) -> None:
@@ -253,6 +256,7 @@ def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is
     assert 'Budget exceeded' not in again.stderr
 
 
+@pytest.mark.compat  # signals or kills a process
 def test_ctrl_c_on_an_offline_run_ends_it_at_no_cost(tmp_path: Path, target: str) -> None:
     from support.cli import COMMAND, TIMEOUT, cli_env
 
@@ -378,6 +382,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.compat  # signals or kills a process
 async def test_a_row_left_by_a_process_killed_mid_create_on_its_emulator_is_ended_at_no_cost(
     tmp_path: Path, target: str
 ) -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx2
+import pytest
 
 from pydantic_ai_perplexity.emulator import Emulator
 from support.cli import COMMAND, TIMEOUT, StderrLines, cli_env, run_each
@@ -25,6 +26,7 @@ def _refused(done_stderr: str) -> list[str]:
     return [line for line in done_stderr.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_a_hostile_replay_folder_is_refused_naming_the_file(tmp_path: Path) -> None:
     folders: dict[str, tuple[Path, str]] = {}
 

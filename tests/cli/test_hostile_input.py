@@ -36,6 +36,7 @@ def _forbidden(text: str) -> list[str]:
 # --- bad values -------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bad_values_get_a_one_line_error_and_exit_status_2(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     long_id = 'r' * 70_000

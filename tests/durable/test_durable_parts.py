@@ -132,6 +132,7 @@ def _queue(name: str, emu: Emulator, ledger: Path, *, tier: int | None, **settin
     )
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_research_many_on_a_queue_answers_in_order_and_a_budget_refusal_comes_back_failed(
     tmp_path: Path,
@@ -232,6 +233,7 @@ async def test_in_a_workflow_a_hand_off_and_its_later_collection_are_steps_too(t
     assert sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent') == 1
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_batch_id_reused_for_other_questions_is_an_error_never_another_questions_answer(
     tmp_path: Path,

@@ -90,6 +90,7 @@ def test_replay_serves_background_retrieval_resume_and_cancel(upstream: Emulator
         assert wait_terminal(c, run_id)['status'] == 'completed'
 
 
+@pytest.mark.slow
 def test_replay_cancels_a_background_run_like_a_live_one(upstream: Emulator, tmp_path: Path):
     # A run that took about 1.5 real seconds upstream, recorded as a stream (so with its real timing).
     body = {'input': 'How do heat pumps work? [[emulate: duration=1500]]', 'effort': 'low', 'stream': True}

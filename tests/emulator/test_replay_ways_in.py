@@ -167,6 +167,7 @@ def event_types(data: dict[str, Any]) -> list[str]:
     return [e['event']['type'] for e in data['run']['events']]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('way', list(WAYS))
 def test_a_recorded_call_replays_with_the_same_answer_sources_cost_and_events(way: str, tmp_path: Path):
     call = WAYS[way]
@@ -184,6 +185,7 @@ def test_a_recorded_call_replays_with_the_same_answer_sources_cost_and_events(wa
     assert served['run']['final']['usage'] == recorded['run']['final']['usage']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('way', list(WAYS))
 def test_the_shipped_recordings_replay_through_each_way_in(way: str, tmp_path: Path):
     [data] = [d for d in run_recordings(SHIPPED) if d['request']['body']['input'] == QUESTION]
@@ -196,6 +198,7 @@ def test_the_shipped_recordings_replay_through_each_way_in(way: str, tmp_path: P
     assert sorted(set(outcome['sources'])) == sorted(set(recorded_urls))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('way', list(WAYS))
 def test_a_recording_in_the_live_shape_replays_through_each_way_in(way: str, tmp_path: Path):
     """A run answered in the live API's shape (fetched pages, cache costs, tool-call details, live headers).

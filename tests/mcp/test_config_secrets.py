@@ -94,6 +94,7 @@ def test_config_commands_refer_to_secrets_and_copy_no_shell_only_setting(tmp_pat
     assert 'PERPLEXITY_LEDGER_URL' in done[-1].stderr and 'Not copied' in done[-1].stderr  # pydantic-deep says so
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('form', ['keywords', 'options'])
 def test_a_keyword_string_or_a_secret_option_is_not_copied_either(tmp_path: Path, form: str) -> None:
     env = _env(tmp_path, LEDGER_URLS[form])

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pydantic_ai_perplexity.emulator import Emulator
 from support.mcp_servers import DEADLINE, server_env
 
@@ -22,6 +24,7 @@ def self_test_block() -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 def test_the_documented_self_test_works(emu: Emulator, tmp_path: Path) -> None:
     script = self_test_block().replace('http://127.0.0.1:8787', emu.base_url).replace('<the printed key>', emu.api_key)
     env = server_env(None, tmp_path)

@@ -31,6 +31,7 @@ def slow_emu() -> Iterator[Emulator]:
         yield emulator
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('mode', ['legacy', 'auto'])
 async def test_a_quiet_run_still_sends_progress_every_interval(slow_emu: Emulator, state_dir: Path, mode: str) -> None:
     heard: list[tuple[float, float, str]] = []

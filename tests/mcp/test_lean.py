@@ -47,6 +47,7 @@ def size(tools: list[dict[str, Any]]) -> int:
     return len(json.dumps(tools, ensure_ascii=False))
 
 
+@pytest.mark.slow
 def test_the_lean_list_fits_the_bound_and_the_full_one_stays_the_default(
     state_dir: Path, raw_server_factory: Any
 ) -> None:
@@ -63,6 +64,7 @@ def test_the_lean_list_fits_the_bound_and_the_full_one_stays_the_default(
     assert 'outputSchema' in full[0] and 'recency' in full[0]['inputSchema']['properties']
 
 
+@pytest.mark.slow
 def test_the_cli_mcp_command_takes_lean_from_its_flag_and_the_environment(
     state_dir: Path, raw_server_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,6 +136,7 @@ async def test_a_lean_call_still_checks_every_argument(emulator: Emulator) -> No
     assert not [r for r in emulator.requests if r.method == 'POST']  # refused before anything was started
 
 
+@pytest.mark.slow
 async def test_a_scripted_agent_over_lean_mcp_researches_hands_off_and_collects(
     emu: Emulator, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -194,6 +194,7 @@ def test_stdio_initialize_names_the_server(emu: Emulator, state_dir: Path, versi
     assert reply['result']['serverInfo'] == identity.implementation()
 
 
+@pytest.mark.slow
 def test_stdio_discover_names_the_server_in_the_2026_era(emu: Emulator, state_dir: Path) -> None:
     server = RawServer(server_env(emu, state_dir))
     try:

@@ -128,6 +128,7 @@ def test_odd_ids_are_answered_with_themselves(server: RawServer) -> None:
     assert server.request('ping')['result'] == {}
 
 
+@pytest.mark.slow
 def test_the_modern_era_answers_bad_params_with_the_id_too(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:
@@ -187,6 +188,7 @@ def test_research_returns_the_answer_with_sources_as_text_and_structured_content
     assert structured['emulated'] is True and text.splitlines()[-1].endswith('| emulated: ' + EMULATED_NOTE)
 
 
+@pytest.mark.slow
 def test_a_replayed_recording_is_marked_emulated_in_text_and_structured_content(
     raw_server_factory: Callable[..., RawServer], tmp_path: Path
 ) -> None:
@@ -229,6 +231,7 @@ def test_a_bad_argument_is_an_error_with_text_that_says_what_to_fix(server: RawS
     assert limit['isError'] is True and 'between 1 and 50' in text_of(limit)
 
 
+@pytest.mark.slow
 def test_calls_on_one_pipe_run_concurrently(server: RawServer) -> None:
     slow = {'name': 'perplexity_research', 'arguments': {'query': 'Slow one [[emulate: duration=600]]'}}
     fast = {'name': 'perplexity_search', 'arguments': {'query': 'heat pumps'}}
@@ -283,6 +286,7 @@ def test_cancelled_notification_cancels_the_run_upstream_and_the_ledger_says_so(
 # -- other environments --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_missing_key_is_a_clear_tool_error_and_the_server_keeps_serving(
     raw_server_factory: Callable[..., RawServer], tmp_path: Path
 ) -> None:
@@ -296,6 +300,7 @@ def test_a_missing_key_is_a_clear_tool_error_and_the_server_keeps_serving(
     assert process.close() == 0
 
 
+@pytest.mark.slow
 def test_a_run_past_the_wait_budget_hands_off_then_is_collected(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:
@@ -321,6 +326,7 @@ def test_a_run_past_the_wait_budget_hands_off_then_is_collected(
     assert process.close() == 0
 
 
+@pytest.mark.slow
 def test_stray_output_goes_to_stderr_and_stdout_carries_only_protocol_frames(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:
@@ -351,6 +357,7 @@ def test_stray_output_goes_to_stderr_and_stdout_carries_only_protocol_frames(
     assert b'stray print' in errors and b'stray fd write' in errors and b'stray warning' in errors
 
 
+@pytest.mark.slow
 def test_a_client_that_vanishes_mid_call_leaves_the_run_going_and_in_the_ledger(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:
@@ -374,6 +381,7 @@ def test_a_client_that_vanishes_mid_call_leaves_the_run_going_and_in_the_ledger(
 # -- the handshake snapshot and the SDK version it was made with ---------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('made_with', ['this SDK', 'another SDK'])
 def test_the_snapshot_is_used_only_with_the_sdk_version_it_was_made_with(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path, made_with: str
@@ -404,6 +412,7 @@ def test_the_snapshot_is_used_only_with_the_sdk_version_it_was_made_with(
 # -- signals -------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.compat  # signals or kills a process
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_a_call_hands_it_off_records_it_and_exits_promptly(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path, sig: signal.Signals
@@ -435,6 +444,7 @@ def test_a_signal_during_a_call_hands_it_off_records_it_and_exits_promptly(
     assert b'Traceback' not in b''.join(process.stderr)
 
 
+@pytest.mark.slow
 def test_an_sdk_whose_internals_moved_still_serves_through_its_own_stdio_transport(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:

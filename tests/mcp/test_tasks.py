@@ -59,6 +59,7 @@ def until(check: Callable[[], _T | None], *, what: str) -> _T:
 # -- 2026-07-28: the MCP SDK's client -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.parametrize('transport', ['stdio', 'http'])
 async def test_the_sdk_client_runs_research_as_a_task_and_gets_the_plain_calls_result(
@@ -122,6 +123,7 @@ def instances(emu: Emulator, tmp_path: Path) -> Iterator[Callable[[], HttpServer
             server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_task_is_answered_by_any_instance_outlives_restarts_and_is_the_callers_own(
     emu: Emulator, tmp_path: Path, instances: Callable[[], HttpServer]
@@ -326,6 +328,7 @@ async def test_a_run_that_cannot_start_or_fails_reads_as_the_plain_call_and_no_l
     assert not untracked_tasks.handles and not untracked.is_error  # no ledger, no task: the plain call answers
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_tasks_get_names_the_latest_step_from_the_running_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

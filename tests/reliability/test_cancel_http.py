@@ -43,6 +43,7 @@ pytestmark = pytest.mark.anyio
 emu, server, ledger = cancels.emu, cancels.server, cancels.ledger
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('era', [LEGACY, MODERN])
 async def test_a_cancel_notification_stops_the_run_upstream(
     server: HttpServer, emu: Emulator, ledger: Ledger, era: str

@@ -28,6 +28,7 @@ def upstream_status(emu: Emulator, response_id: str) -> str:
     return reply.json()['status']
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_cancel_races_through_the_toolset(logged: tuple[Emulator, CreateLog], tmp_path: Path) -> None:
     emu, log = logged
@@ -85,6 +86,7 @@ async def test_cancel_races_through_the_toolset(logged: tuple[Emulator, CreateLo
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_cancel_twice_then_collect_over_mcp(logged: tuple[Emulator, CreateLog], tmp_path: Path) -> None:
     emu, _ = logged
     server = RawServer(server_env(emu, tmp_path, PERPLEXITY_WAIT_SECONDS='0.05'))

@@ -44,6 +44,7 @@ def http_server(logged: tuple[Emulator, CreateLog], module_state: Path) -> Itera
     server.stop()
 
 
+@pytest.mark.slow
 def test_every_fault_through_mcp_stdio(logged: tuple[Emulator, CreateLog], module_state: Path) -> None:
     emu, _ = logged
     server = RawServer(server_env(emu, module_state, PERPLEXITY_WAIT_SECONDS='30'))
@@ -61,6 +62,7 @@ def test_every_fault_through_mcp_stdio(logged: tuple[Emulator, CreateLog], modul
         check_mcp_answer(logged, module_state, 'mcp-stdio', f'stdio-{i}', fault, result, progress)
 
 
+@pytest.mark.slow
 def test_every_fault_through_mcp_http(
     logged: tuple[Emulator, CreateLog], module_state: Path, http_server: HttpServer
 ) -> None:

@@ -35,6 +35,9 @@ from support.reliability import (
     tool_call,
 )
 
+# MCP servers fuzzed over both transports: seconds per property.
+pytestmark = pytest.mark.slow
+
 EXAMPLES = 200
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 TOOLS = ['perplexity_research', 'perplexity_research_result', 'perplexity_research_cancel',

@@ -90,6 +90,7 @@ def test_the_five_tools_are_fuzzed(harness: Harness) -> None:
     ]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_arguments_from_each_tools_schema(harness: Harness, data: st.DataObject) -> None:
@@ -106,6 +107,7 @@ def junk_arguments(names: list[str]) -> Any:
     return st.one_of(wrong, other, st.text(max_size=80), st.binary(max_size=40).map(lambda b: b.decode('latin-1')))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_junk_arguments(harness: Harness, data: st.DataObject) -> None:

@@ -54,6 +54,7 @@ def call(http: HttpServer, token: str, name: str, arguments: dict[str, Any]) -> 
     return rpc(http, token, 'tools/call', {'name': name, 'arguments': arguments})['result']
 
 
+@pytest.mark.slow
 def test_another_callers_run_is_not_found_through_every_way_to_a_run(
     server: HttpServer,  # noqa: F811
     emu: Emulator,  # noqa: F811
@@ -115,6 +116,7 @@ def test_another_callers_run_is_not_found_through_every_way_to_a_run(
            runs=2, ways=10, outcome='"not found", as an unknown id; her runs untouched', lost=0)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_server_without_callers_still_reaches_every_run(
     server: HttpServer,  # noqa: F811
     emu: Emulator,  # noqa: F811
@@ -138,6 +140,7 @@ def test_a_server_without_callers_still_reaches_every_run(
     assert row is not None and row.caller == 'alice'
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_cancel_flood_from_one_caller_never_drops_another_callers_cancel(
     server: HttpServer,  # noqa: F811

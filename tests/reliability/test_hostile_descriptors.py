@@ -51,6 +51,7 @@ def closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_half_open_requests_beyond_the_descriptor_limit_lock_nobody_out(emu: Emulator, tmp_path: Path) -> None:
     env = server_env(emu, tmp_path, PERPLEXITY_MCP_HEADER_TIMEOUT=str(HEADER_TIMEOUT))
     server = HttpServer(env, preexec_fn=lowered_descriptors)
@@ -105,6 +106,7 @@ def test_half_open_requests_beyond_the_descriptor_limit_lock_nobody_out(emu: Emu
            outcome='honest calls answered; no traceback', lost=0)  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ('setting', 'value', 'said'),
     [

@@ -105,6 +105,7 @@ def head(port: int, *, length: int, auth: bool = True, extra: str = '') -> bytes
     return ('\r\n'.join(lines) + '\r\n\r\n').encode()
 
 
+@pytest.mark.slow
 def test_refusals_leave_an_honest_client_unaffected(server: HttpServer) -> None:
     honest = HonestClient(server.url)
     honest.start()
@@ -159,6 +160,7 @@ def test_refusals_leave_an_honest_client_unaffected(server: HttpServer) -> None:
         record('transport', 'mcp-http', name, outcome=f'refused {status}', honest_failures=0)
 
 
+@pytest.mark.slow
 def test_slow_loris_clients_are_refused_and_an_honest_client_keeps_its_answers(server: HttpServer) -> None:
     honest = HonestClient(server.url)
     honest.start()

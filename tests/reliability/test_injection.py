@@ -152,6 +152,7 @@ def stdio(logged: tuple[Emulator, CreateLog], module_state: Path) -> Iterator[Ra
     server.kill()
 
 
+@pytest.mark.slow
 def test_a_hostile_page_stays_inside_the_wrapper_through_mcp_stdio(stdio: RawServer) -> None:
     hits = structured_hits = 0
     for effort, question in QUESTIONS:
@@ -162,6 +163,7 @@ def test_a_hostile_page_stays_inside_the_wrapper_through_mcp_stdio(stdio: RawSer
            runs=len(QUESTIONS), payload_seen=hits + structured_hits, escaped=0)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_hostile_page_stays_inside_the_wrapper_through_mcp_http(
     logged: tuple[Emulator, CreateLog], module_state: Path
 ) -> None:
@@ -214,6 +216,7 @@ def known_nonce(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(render.secrets, 'token_hex', lambda n: NONCE)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture], database=None
 )
@@ -337,6 +340,7 @@ async def test_the_api_fields_reach_an_agent_model_as_plain_lines(
            runs=len(queries), payload_seen=seen, escaped=0)  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_api_fields_reach_an_mcp_client_as_plain_text_and_clean_fields(
     logged: tuple[Emulator, CreateLog], module_state: Path
