@@ -485,6 +485,7 @@ async def test_a_researcher_scope_and_caller_are_recorded_and_limited(emulator: 
     assert record is not None and record.scope == 'notebook' and record.caller == 'alice'
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_doctor_shows_the_budget_and_names_a_bad_budget_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     from pydantic_ai_perplexity._core.doctor import Check, run_checks

@@ -849,6 +849,7 @@ def test_warnings_turned_into_errors_still_never_reach_the_caller(
     assert SECRET not in caplog.text
 
 
+@pytest.mark.slow
 def test_a_write_lock_held_too_long_keeps_the_entry_and_stores_it_once_the_lock_is_free(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

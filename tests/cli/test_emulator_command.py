@@ -63,6 +63,7 @@ def test_a_hostile_replay_folder_is_refused_naming_the_file(tmp_path: Path) -> N
         assert line.startswith(f'Error: {name}: ') and reasons[kind] in line, (kind, line)
 
 
+@pytest.mark.slow
 def test_unsafe_recorder_and_bind_settings_are_refused_before_binding(tmp_path: Path) -> None:
     recordings = str(tmp_path / 'recordings')
     cases = {

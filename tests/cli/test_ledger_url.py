@@ -61,6 +61,7 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
     return state, work
 
 
+@pytest.mark.slow
 def test_a_keyword_string_is_a_postgresql_ledger_shown_without_its_password(
     emulator: Emulator, dirs: tuple[Path, Path]
 ) -> None:

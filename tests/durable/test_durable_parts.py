@@ -88,6 +88,7 @@ async def test_outside_a_workflow_durable_research_is_a_plain_call_that_waits_to
     assert result.status == 'completed' and result.answer  # handed off at 0.05 s, collected until it ended
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_research_many_in_a_workflow_gives_each_question_its_own_steps_in_question_order(tmp_path: Path) -> None:
     """Questions wait for a slot in order (concurrency 2 of 5), so their steps are drawn in question order, as a

@@ -45,6 +45,7 @@ def record_session(upstream: Emulator, directory: Path) -> dict[str, Any]:
     return seen
 
 
+@pytest.mark.slow
 def test_a_recorded_session_replays_with_the_same_answers_sources_costs_and_events(upstream: Emulator, tmp_path: Path):
     seen = record_session(upstream, tmp_path)
     files = sorted(p.name for p in tmp_path.glob('*.json'))

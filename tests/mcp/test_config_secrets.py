@@ -84,6 +84,7 @@ def _check_snippet(client: str, stdout: str, stderr: str) -> None:
         assert inputs['perplexity-ledger-url']['password'] is True
 
 
+@pytest.mark.slow
 def test_config_commands_refer_to_secrets_and_copy_no_shell_only_setting(tmp_path: Path) -> None:
     env = _env(tmp_path, LEDGER_URLS['parameter'])
     clients = list(REFERENCE)
@@ -136,6 +137,7 @@ def _write(cwd: Path, env: dict[str, str]) -> Any:
         os.chdir(here)
 
 
+@pytest.mark.slow
 def test_write_never_follows_a_planted_link(tmp_path: Path) -> None:
     victim = tmp_path / 'victim.txt'
     victim.write_text('precious\n')
@@ -187,6 +189,7 @@ MALFORMED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('case', list(MALFORMED))
 def test_write_leaves_a_file_of_another_shape_as_it_is_and_says_why(tmp_path: Path, case: str) -> None:
     content, reason = MALFORMED[case]
@@ -228,6 +231,7 @@ def test_write_reads_only_a_regular_file(tmp_path: Path, kind: str) -> None:
     assert target.is_fifo() if kind == 'fifo' else target.is_dir()
 
 
+@pytest.mark.slow
 def test_write_keeps_the_other_servers_and_settings_of_a_good_file(tmp_path: Path) -> None:
     target = tmp_path / 'repo' / '.pydantic-deep' / 'mcp.json'
     target.parent.mkdir(parents=True)

@@ -216,6 +216,7 @@ def http_server(emu: Emulator, state_dir: Path) -> Iterator[HttpServer]:
     server.stop()
 
 
+@pytest.mark.slow
 def test_http_initialize_names_the_server_in_both_eras(http_server: HttpServer) -> None:
     auth = {'Authorization': f'Bearer {TOKEN}'}
     legacy = {

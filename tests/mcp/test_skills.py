@@ -27,6 +27,7 @@ def server(emu: Emulator, state_dir: Path) -> Iterator[RawServer]:
     process.kill()
 
 
+@pytest.mark.slow
 def test_skills_list_names_the_resource_with_its_size_digest_and_frontmatter(server: RawServer) -> None:
     listed = server.request('skills/list')['result']
     assert listed['cacheScope'] == 'public' and listed['ttlMs'] > 0

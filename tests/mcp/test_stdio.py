@@ -77,6 +77,7 @@ def test_tool_annotations_are_honest(server: RawServer) -> None:
     assert 'outputSchema' in tools['perplexity_research_result']
 
 
+@pytest.mark.slow
 def test_malformed_lines_get_a_parse_error_and_the_server_reads_on(server: RawServer) -> None:
     server.send(b'this is not json\n')
     assert server.wait_for(lambda m: 'error' in m and m.get('id') is None)['error']['code'] == -32700

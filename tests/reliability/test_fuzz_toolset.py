@@ -23,6 +23,9 @@ from pydantic_ai_perplexity import PerplexityToolset
 from pydantic_ai_perplexity.emulator import Emulator
 from support.reliability import arguments_from_schema, call_tools, json_values, outcome_of, record, text_of_part
 
+# Hundreds of fuzzed calls, then a check of what they left (the last test reads what the others did).
+pytestmark = pytest.mark.slow
+
 EXAMPLES = 200
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
@@ -90,7 +93,6 @@ def test_the_five_tools_are_fuzzed(harness: Harness) -> None:
     ]
 
 
-@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_arguments_from_each_tools_schema(harness: Harness, data: st.DataObject) -> None:
@@ -107,7 +109,6 @@ def junk_arguments(names: list[str]) -> Any:
     return st.one_of(wrong, other, st.text(max_size=80), st.binary(max_size=40).map(lambda b: b.decode('latin-1')))
 
 
-@pytest.mark.slow
 @FUZZ
 @given(data=st.data())
 def test_junk_arguments(harness: Harness, data: st.DataObject) -> None:

@@ -13,6 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+# Run as a script, this folder heads sys.path: its modules (client, tracing, ...) must not shadow anyone's imports.
+sys.path[:] = [p for p in sys.path if Path(p or '.').resolve() != Path(__file__).resolve().parent]
+
 #: Emulated seconds run this many times faster than real ones in the kernels (a `medium` run takes 0.6 s).
 TIME_SCALE = '0.01'
 
