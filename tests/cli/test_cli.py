@@ -148,6 +148,7 @@ def test_a_replayed_recording_is_marked_emulated_in_the_footer_and_the_json(tmp_
     assert as_json.returncode == 0 and json.loads(as_json.stdout)['emulated'] is True
 
 
+@pytest.mark.slow
 def test_jobs_wait_times_steps_from_the_runs_start_and_marks_replayed_ones_earlier(emulator: Emulator, tmp_path: Path):
     env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
     question = 'How do heat pumps work? [[emulate: duration=2000]]'  # about 10 s: still going when the wait begins

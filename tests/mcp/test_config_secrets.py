@@ -118,6 +118,7 @@ def test_a_password_in_the_user_info_is_not_copied_either(
     _check_snippet(client, client_snippet(client), '')
 
 
+@pytest.mark.slow
 def test_write_for_pydantic_deep_holds_no_secret(tmp_path: Path) -> None:
     env = _env(tmp_path, LEDGER_URLS['parameter'])
     done = _write(tmp_path, env)

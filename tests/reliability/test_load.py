@@ -29,12 +29,12 @@ def emu() -> Iterator[Emulator]:
 def test_100_concurrent_calls_through_one_mcp_http_server(emu: Emulator, tmp_path: Path) -> None:
     server = HttpServer(server_env(emu, tmp_path, PERPLEXITY_WAIT_SECONDS='120'))
 
-    async def load() -> load.LoadResult:
+    async def calls() -> load.LoadResult:
         with anyio.fail_after(120):
             return await load.mcp_http(server.url, CALLS, tag='load-mcp')
 
     try:
-        result = anyio.run(load)
+        result = anyio.run(calls)
         rss = load.process_peak_rss_mb(server.proc.pid)
     finally:
         server.stop()
