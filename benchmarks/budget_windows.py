@@ -64,7 +64,7 @@ def main() -> None:
                     median, p95 = measure(str(Path(directory) / 'ledger.sqlite3'), limits, args.history, args.calls)
             else:
                 sys.path.insert(0, str(Path(__file__).parent.parent / 'tests'))
-                from postgres_support import fresh_schema
+                from support.postgres import fresh_schema
 
                 with fresh_schema() as schema_url:
                     median, p95 = measure(schema_url, limits, args.history, args.calls)

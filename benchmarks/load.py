@@ -37,9 +37,9 @@ from typing import Any
 import anyio
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / 'tests' / 'reliability'), str(ROOT / 'tests' / 'mcp')]
+sys.path.insert(0, str(ROOT / 'tests'))
 
-import load_support  # noqa: E402
+from support import load  # noqa: E402
 
 API_KEY = 'pplx-benchmark-load-0123456789abcdef'
 RESULTS = ROOT / 'benchmarks' / 'results' / 'load.json'
@@ -133,27 +133,27 @@ def phase_main(phase: str, calls: int, effort: str, deadline: float) -> None:
         os.environ['PERPLEXITY_API_KEY'],
         Path(os.environ['PERPLEXITY_STATE_DIR']),
     )
-    run = load_support.direct if phase == 'direct' else load_support.toolset
+    run = load.direct if phase == 'direct' else load.toolset
 
-    async def main() -> load_support.LoadResult:
+    async def main() -> load.LoadResult:
         with anyio.fail_after(deadline):
             await run(base_url, key, 5, ledger=state / f'{phase}-warm.sqlite3', tag=f'{phase}-warm', effort=effort)
             return await run(base_url, key, calls, ledger=state / f'{phase}.sqlite3', tag=phase, effort=effort)
 
     result = anyio.run(main)
     summary = result.summary()
-    summary['peak_rss_mb'] = load_support.own_peak_rss_mb()
+    summary['peak_rss_mb'] = load.own_peak_rss_mb()
     print(json.dumps(summary))
 
 
 def mcp_phase(url: str, pid: int, calls: int, effort: str, deadline: float) -> dict[str, Any]:
-    async def main() -> load_support.LoadResult:
+    async def main() -> load.LoadResult:
         with anyio.fail_after(deadline):
-            await load_support.mcp_http(url, 5, tag='mcp-warm', effort=effort)
-            return await load_support.mcp_http(url, calls, tag='mcp', effort=effort)
+            await load.mcp_http(url, 5, tag='mcp-warm', effort=effort)
+            return await load.mcp_http(url, calls, tag='mcp', effort=effort)
 
     summary = anyio.run(main).summary()
-    summary['peak_rss_mb'] = load_support.process_peak_rss_mb(pid)
+    summary['peak_rss_mb'] = load.process_peak_rss_mb(pid)
     return summary
 
 

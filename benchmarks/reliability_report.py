@@ -1,6 +1,6 @@
 """Render the reliability suite's own output as the README's "Reliability" section.
 
-    uv run --frozen pytest tests/reliability                    # writes benchmarks/results/reliability.json
+    uv run --frozen pytest tests/reliability -m ''              # every tier; writes benchmarks/results/reliability.json
     uv run --frozen python benchmarks/load.py                   # optional: writes benchmarks/results/load.json
     uv run --frozen python benchmarks/reliability_report.py     # prints the Markdown
     uv run --frozen python benchmarks/reliability_report.py --readme   # replaces the section in README.md
@@ -198,7 +198,8 @@ def render(report: dict[str, Any], load: dict[str, Any] | None) -> str:
         f'{lost} runs or ledger rows lost, no second billed create, no stream event missed or repeated, {crashes} '
         f'crashes, {escaped} injections out of the wrapper, {leaks} key leaks, {errors} errors under load.',
         '',
-        'To regenerate: `uv run --frozen pytest tests/reliability`, `uv run --frozen python benchmarks/load.py`, then '
+        "To regenerate: `uv run --frozen pytest tests/reliability -m ''` (every tier), "
+        '`uv run --frozen python benchmarks/load.py`, then '
         '`uv run --frozen python benchmarks/reliability_report.py --readme`.',
     ]
     return '\n'.join(lines) + '\n'
@@ -210,7 +211,7 @@ def main() -> None:
     args = parser.parse_args()
     source = RESULTS / 'reliability.json'
     if not source.exists():
-        sys.exit(f'{source.relative_to(ROOT)} is missing: run `uv run --frozen pytest tests/reliability` first.')
+        sys.exit(f"{source.relative_to(ROOT)} is missing: run `uv run --frozen pytest tests/reliability -m ''` first.")
     report = json.loads(source.read_text(encoding='utf-8'))
     load_file = RESULTS / 'load.json'
     load = json.loads(load_file.read_text(encoding='utf-8')) if load_file.exists() else None

@@ -4,7 +4,7 @@ Run with `uv run --frozen python benchmarks/scale.py [--calls 300] [--concurrenc
 Needs nginx (Debian's package: `apt-get install -y nginx`) and PostgreSQL: `--postgres URL`, else
 `PERPLEXITY_TEST_POSTGRES_URL` (`export PERPLEXITY_TEST_POSTGRES_URL="$(bash scripts/start-postgres.sh)"`).
 
-The topology is the one the scale tests run (`tests/scale/scale_support.py`): server instances as plain processes
+The topology is the one the scale tests run (`tests/support/scale.py`): server instances as plain processes
 (`python -m pydantic_ai_perplexity.mcp --transport http`) sharing a fresh PostgreSQL schema, behind nginx with
 `deploy/nginx.conf`. The emulator runs in its own process (`pydantic-ai-perplexity emulator`) with `--time-scale 0`
 by default, so every run is finished when created: the figures are the cost of the service (MCP over HTTP, the
@@ -37,9 +37,9 @@ import anyio
 import httpx2
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / 'tests' / 'scale'))
+sys.path.insert(0, str(ROOT / 'tests'))
 
-from scale_support import LEGACY, MODERN, Topology, call_tool, find_nginx, free_port, wait_for_port  # noqa: E402
+from support.scale import LEGACY, MODERN, Topology, call_tool, find_nginx, free_port, wait_for_port  # noqa: E402
 
 TOKEN = 'bench-token-0123456789abcdef'
 API_KEY = 'pplx-benchmark-scale-0123456789abcdef'

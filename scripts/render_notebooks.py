@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / 'tests' / 'notebooks'))
+sys.path.insert(0, str(ROOT / 'tests'))
 
-from notebook_support import start  # noqa: E402  (the tests' way of executing a notebook)
+from support.notebooks import start  # noqa: E402  (the tests' way of executing a notebook)
 
 NOTEBOOKS = sorted((ROOT / 'notebooks').glob('*.ipynb'))
 CHROMIUM = os.environ.get('CHROMIUM') or shutil.which('chromium') or '/usr/bin/chromium'

@@ -12,6 +12,10 @@ import pytest
 from pydantic_ai_perplexity._domain.settings import ENV
 from pydantic_ai_perplexity.emulator import Emulator
 
+#: In CI a skipped test fails, naming the missing prerequisite (`support.skips`); the default run says what tiers it
+#: left out (`support.tiers`); `pytester` runs sessions of their own (tests/test_suite_rules.py).
+pytest_plugins = ['support.skips', 'support.tiers', 'pytester']
+
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -55,9 +59,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(params=['sqlite', 'postgres'])
 def ledger_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A ledger on each engine (`postgres_support.ledger_target`): a SQLite file in the test's state directory, or a
+    """A ledger on each engine (`support.postgres.ledger_target`): a SQLite file in the test's state directory, or a
     fresh PostgreSQL schema."""
-    from postgres_support import ledger_target as on_engine
+    from support.postgres import ledger_target as on_engine
 
     with on_engine(request.param, tmp_path) as where:
         yield where

@@ -44,6 +44,7 @@ async def test_results_come_back_in_order_with_at_most_concurrency_runs_at_once(
     assert peak == 3 and sorted(finished) == list(range(7))
 
 
+@pytest.mark.slow
 async def test_a_budget_refusal_is_a_result_and_the_batch_goes_on(emulator: Emulator, tmp_path: Path):
     ledger = tmp_path / 'l.sqlite3'
     researcher = Researcher(api_key=emulator.api_key, base_url=emulator.base_url, ledger=ledger, budget_usd=0.5)
@@ -108,6 +109,7 @@ async def test_arguments_are_checked():
         await research_many([{'effort': 'fast'}])
 
 
+@pytest.mark.slow
 async def test_questions_the_budget_refuses_while_the_batchs_own_runs_hold_it_wait_and_all_finish(
     emulator: Emulator, ledger_target: str
 ):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,8 +18,6 @@ from zoneinfo import ZoneInfo
 import pytest
 from logfire.testing import CaptureLogfire
 
-import test_ledger
-from postgres_support import execute
 from pydantic_ai_perplexity import Budget, BudgetExceededError, BudgetWarning, Limits, Researcher
 from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity._domain.budget import applicable_limits, micros, window_start
@@ -29,10 +26,11 @@ from pydantic_ai_perplexity._domain.pricing import reservation
 from pydantic_ai_perplexity._domain.settings import Settings
 from pydantic_ai_perplexity._ledger import BudgetUnenforceableError, Ledger, RunRecord
 from pydantic_ai_perplexity.emulator import Emulator
+from support import ledger as shared
+from support.ledger import JOIN_TIMEOUT, join_all, raw
 
 # The ledger's fixtures: each test that takes `target` or `ledger` runs on SQLite and on PostgreSQL.
-engine, path, target, ledger = test_ledger.engine, test_ledger.path, test_ledger.target, test_ledger.ledger
-spawn = test_ledger.spawn
+engine, path, target, ledger, spawn = shared.engine, shared.path, shared.target, shared.ledger, shared.spawn
 
 NOON = datetime(2026, 10, 9, 12, 0, tzinfo=UTC)
 JUST_BEFORE_MIDNIGHT = datetime(2026, 10, 9, 23, 59, 59, 999999, tzinfo=UTC)
@@ -43,17 +41,6 @@ def run(usd: float, *, at: datetime = NOON, **fields: Any) -> RunRecord:
     fields.setdefault('query', 'q')
     fields.setdefault('origin', 'api')
     return RunRecord(created_at=at, estimate_usd=usd, **fields)
-
-
-def raw(target: str, sql: str) -> list[tuple[Any, ...]]:
-    if target.startswith('postgresql://'):
-        return [tuple(row) for row in execute(target, sql)]
-    db = sqlite3.connect(target)
-    try:
-        return db.execute(sql).fetchall()
-    finally:
-        db.commit()
-        db.close()
 
 
 def admit(ledger: Ledger, budget: Budget, usd: float, *, at: datetime = NOON, **fields: Any) -> str:
@@ -326,7 +313,7 @@ def test_concurrent_admissions_never_pass_any_window(target: str) -> None:
 
 def admit_many(target: str, caller: str | None, attempts: int, start: Any, results: Any) -> None:
     """A racing process: waits for the start, then reports how many of its admissions fit."""
-    start.wait(test_ledger.JOIN_TIMEOUT)
+    start.wait(JOIN_TIMEOUT)
     results.put((caller, admit_all(target, caller, attempts)))
 
 
@@ -339,8 +326,8 @@ def test_processes_racing_admissions_never_pass_any_window(target: str, spawn: A
     for process in processes:
         process.start()
     start.set()
-    outcomes = [results.get(timeout=test_ledger.JOIN_TIMEOUT) for _ in processes]
-    test_ledger.join_all(processes)
+    outcomes = [results.get(timeout=JOIN_TIMEOUT) for _ in processes]
+    join_all(processes)
     results.close()
     results.join_thread()
     alice = sum(n for who, n in outcomes if who == 'alice')
@@ -485,6 +472,7 @@ async def test_a_researcher_scope_and_caller_are_recorded_and_limited(emulator: 
     assert record is not None and record.scope == 'notebook' and record.caller == 'alice'
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_doctor_shows_the_budget_and_names_a_bad_budget_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     from pydantic_ai_perplexity._core.doctor import Check, run_checks

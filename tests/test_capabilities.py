@@ -328,6 +328,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 async def test_another_process_resolves_the_deferred_calls_and_the_agent_resumes(
     emulator_env: Emulator, tmp_path: Path
 ):

@@ -61,6 +61,7 @@ def _no_loop_retries(messages: list[ModelMessage]) -> None:
     assert retries == [], [r.model_response() for r in retries]
 
 
+@pytest.mark.slow
 async def test_a_deep_agent_collects_a_long_run_in_process(emulator: Emulator) -> None:
     toolset = PerplexityToolset(api_key=emulator.api_key, base_url=emulator.base_url, wait_seconds=WAIT)
     agent = _deep_agent(scripted_research_model(effort='medium'), toolsets=[toolset])
@@ -77,6 +78,7 @@ async def test_a_deep_agent_collects_a_long_run_in_process(emulator: Emulator) -
     assert 'Sources:' in str(result.output)
 
 
+@pytest.mark.slow
 async def test_without_the_poll_number_the_default_detection_abandons_the_wait(emulator: Emulator) -> None:
     """The control: a model that collects with the same arguments each time has the agent run stopped."""
     from pydantic_ai.exceptions import UnexpectedModelBehavior
@@ -95,6 +97,7 @@ async def test_without_the_poll_number_the_default_detection_abandons_the_wait(e
     assert 'identical arguments' in str(info.value.__cause__)
 
 
+@pytest.mark.slow
 async def test_a_deep_agent_collects_a_long_run_over_mcp(
     emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,14 +9,14 @@ import re
 from pydantic_ai_perplexity._domain.results import ResearchResult
 from pydantic_ai_perplexity._domain.timeline import TimelineStep
 from pydantic_ai_perplexity._present.display import NO_MATH, result_to_html, timeline_steps_html
-from test_render import _Collector, make_result
+from support.results import TagCollector, make_result
 
 
 def test_markdown_bullets_numbers_headings_and_bold_become_html():
     answer = '## Summary\nIt **matters** [1].\nSecond line.\n\n- First point [2].\n- Second point\n  goes on.\n'
     answer += '1. One\n2) Two'
     page = result_to_html(make_result(answer=answer))
-    parser = _Collector()
+    parser = TagCollector()
     parser.feed(page)
     assert parser.errors == [] and parser.stack == []
     assert '<h5>Summary</h5>' in page and '<strong>matters</strong>' in page
@@ -51,7 +51,7 @@ def test_an_emulated_result_wears_a_badge_in_html_and_says_so_in_markdown():
     for result in (make_result(), ResearchResult(response_id='resp_g', status='in_progress')):
         result.emulated = True
         page = result_to_html(result)
-        parser = _Collector()
+        parser = TagCollector()
         parser.feed(page)
         assert parser.errors == [] and parser.stack == []
         assert re.search(r'<span class="pplx-emulated"[^>]*>emulated</span>', page)
@@ -69,8 +69,8 @@ def test_the_cost_shows_input_with_cache_output_and_each_tool():
     """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_low_fetch_url.json, captured 2026-10-09: the input is
     billed as cache writes and reads with input_cost 0; fetch_url has its own calls and cost. A fetched page cited as
     [web:0] links to its source."""
-    from live_shapes import fetch_item, fetch_usage, message, run
     from pydantic_ai_perplexity.client._models import parse_response
+    from support.live_shapes import fetch_item, fetch_usage, message, run
 
     response = parse_response(
         run([fetch_item('https://a.example/pep8', 'PEP 8'), message('79 [web:0]')], usage=fetch_usage())

@@ -2,14 +2,13 @@
 processes where concurrency is the point.
 
 Tests that take the `ledger` or `target` fixture run once per engine; PostgreSQL ones get a fresh schema each and
-need `PERPLEXITY_TEST_POSTGRES_URL` (see `tests/postgres_support.py`). Tests of SQLite's file handling take `path`.
+need `PERPLEXITY_TEST_POSTGRES_URL` (see `tests/support/postgres.py`). Tests of SQLite's file handling take `path`.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import multiprocessing
 import os
 import pickle
 import signal
@@ -24,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from postgres_support import execute, fresh_schema
 from pydantic_ai_perplexity._base.errors import BudgetExceededError, ConfigurationError
 from pydantic_ai_perplexity._ledger import (
     ESTIMATED_COST_USD,
@@ -43,8 +41,12 @@ from pydantic_ai_perplexity._ledger import (
     is_provisional,
 )
 from pydantic_ai_perplexity._ledger import _ledger as _ledger_package
+from support import ledger as shared
+from support.ledger import JOIN_TIMEOUT, join_all
+from support.postgres import execute, fresh_schema
 
-JOIN_TIMEOUT = 120
+# The ledger's fixtures: each test that takes `target` or `ledger` runs on SQLite and on PostgreSQL.
+engine, path, target, ledger, spawn = shared.engine, shared.path, shared.target, shared.ledger, shared.spawn
 
 
 @pytest.fixture(autouse=True)
@@ -55,35 +57,9 @@ def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    return tmp_path / 'state' / 'ledger.sqlite3'
-
-
-@pytest.fixture(params=['sqlite', 'postgres'])
-def engine(request: pytest.FixtureRequest) -> str:
-    return request.param
-
-
-@pytest.fixture
-def target(engine: str, path: Path) -> Iterator[str]:
-    """What `Ledger(...)` is given: a fresh SQLite path, or a URL whose sessions use a fresh PostgreSQL schema."""
-    if engine == 'sqlite':
-        yield str(path)
-    else:
-        with fresh_schema() as url:
-            yield url
-
-
-@pytest.fixture
 def postgres_target() -> Iterator[str]:
     with fresh_schema() as url:
         yield url
-
-
-@pytest.fixture
-def ledger(target: str) -> Iterator[Ledger]:
-    with Ledger(target) as ledger:
-        yield ledger
 
 
 def run(response_id: str, **fields: Any) -> RunRecord:
@@ -679,27 +655,6 @@ def insert_until_killed(target: str, committed: Any, started: Any) -> None:
                 started.set()
 
 
-@pytest.fixture
-def spawn(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Fresh processes, forked from a clean server that imported the ledger and psycopg once (not from pytest).
-
-    Each child is a new process with its own connections, as with spawn, without paying a second of imports each;
-    they skip pydantic plugins (logfire's alone costs seconds per import).
-    """
-    monkeypatch.setenv('PYDANTIC_DISABLE_PLUGINS', '__all__')
-    if 'forkserver' not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context('spawn')
-    context = multiprocessing.get_context('forkserver')
-    context.set_forkserver_preload([__name__, 'psycopg'])
-    return context
-
-
-def join_all(processes: list[Any]) -> None:
-    for process in processes:
-        process.join(JOIN_TIMEOUT)
-    assert [p.exitcode for p in processes] == [0] * len(processes)
-
-
 def assert_intact(engine: str, target: str) -> None:
     if engine == 'sqlite':
         assert raw_rows(target, 'PRAGMA integrity_check') == [('ok',)]
@@ -899,6 +854,7 @@ def test_warnings_turned_into_errors_still_never_reach_the_caller(
     assert SECRET not in caplog.text
 
 
+@pytest.mark.slow
 def test_a_write_lock_held_too_long_keeps_the_entry_and_stores_it_once_the_lock_is_free(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1018,11 +974,11 @@ def test_the_billed_cost_is_stored_in_parts(ledger: Ledger) -> None:
     """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_low_fetch_url.json, captured 2026-10-09: input billed
     as cache writes and reads (input_cost 0), and fetch_url's calls, cost and the tokens of the model that read the
     page. The ledger keeps those parts beside the total, on both engines."""
-    from live_shapes import fetch_item, fetch_usage, message
-    from live_shapes import run as live_run
     from pydantic_ai_perplexity._core.reconcile import finished_fields
     from pydantic_ai_perplexity._domain.results import ResearchResult, Usage
     from pydantic_ai_perplexity.client._models import parse_response
+    from support.live_shapes import fetch_item, fetch_usage, message
+    from support.live_shapes import run as live_run
 
     result = ResearchResult.from_response(
         parse_response(live_run([fetch_item('https://a.example/'), message('A [web:0]')], usage=fetch_usage()))

@@ -20,8 +20,6 @@ from typing import Any
 
 import pytest
 
-from disk_support import fill, mounted_small_disk
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity._ledger import (
     BudgetUnenforceableError,
@@ -32,6 +30,8 @@ from pydantic_ai_perplexity._ledger import (
     process_health,
 )
 from pydantic_ai_perplexity.emulator import Emulator
+from support.disk import fill, mounted_small_disk
+from support.postgres import fresh_schema
 
 #: A script that researches three questions at once and never closes its researcher (nor the emulator).
 UNCLOSED = """
@@ -125,6 +125,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
 
 
+@pytest.mark.compat  # mounts a small filesystem: root
 @pytest.mark.anyio
 async def test_a_full_disk_degrades_the_ledger_and_every_run_is_on_disk_once_space_is_free(small_disk: Path) -> None:
     path = small_disk / 'state' / 'ledger.sqlite3'
@@ -228,14 +229,15 @@ def test_doctor_warns_about_a_world_readable_ledger_with_the_fix(
     assert doctor._ledger_privacy_check().ok  # pyright: ignore[reportPrivateUsage]
 
 
-@pytest.mark.slow
+@pytest.mark.compat  # mounts a small filesystem: root
 @pytest.mark.anyio
 async def test_over_mcp_http_a_full_disk_shows_in_healthz_and_every_run_is_listed_once_space_is_free(
     small_disk: Path,
 ) -> None:
     import httpx2
-    from mcp_support import server_env
-    from scale_support import Instance, call_tool
+
+    from support.mcp_servers import server_env
+    from support.scale import Instance, call_tool
 
     state = small_disk / 'state'
     with Emulator(time_scale=0.001) as emu:
@@ -275,6 +277,7 @@ async def test_over_mcp_http_a_full_disk_shows_in_healthz_and_every_run_is_liste
     assert {i: on_disk.get(i) for i in ids} == dict.fromkeys(ids, 'completed')
 
 
+@pytest.mark.slow
 def test_kept_writes_are_bounded_with_a_warning_and_the_newest_are_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -16,13 +16,12 @@ from typing import Any
 import anyio
 import pytest
 
-import test_budget_windows
-import test_ledger
 from pydantic_ai_perplexity._ledger import RESERVED, Ledger, RunRecord
+from support import ledger as shared
+from support.ledger import raw
 
 # The ledger's fixtures: each test that takes `target` or `ledger` runs on SQLite and on PostgreSQL.
-engine, path, target, ledger = test_ledger.engine, test_ledger.path, test_ledger.target, test_ledger.ledger
-raw = test_budget_windows.raw  # SQL past the ledger, committed: on the SQLite file or the PostgreSQL schema
+engine, path, target, ledger = shared.engine, shared.path, shared.target, shared.ledger
 
 UNFINISHED = ('starting', 'reserved', 'queued', 'in_progress', 'requires_action')
 REASON = 'cancelled: the MCP client cancelled the call'

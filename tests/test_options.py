@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reliability_support import call_tools, outcome_of, text_of_part
 
 from pydantic_ai_perplexity import InvalidArgumentError, PerplexityToolset
 from pydantic_ai_perplexity._core.researcher import Researcher
 from pydantic_ai_perplexity._domain.options import ResearchOptions, ResearchOptionsDict, check_id, check_wait
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.reliability import call_tools, outcome_of, text_of_part
 
 pytestmark = pytest.mark.anyio
 
@@ -32,6 +32,7 @@ def test_a_misspelt_option_is_refused_by_name() -> None:
     assert info.value.argument == 'efort' and 'Unknown option' in str(info.value) and 'effort' in str(info.value)
 
 
+@pytest.mark.compat
 @pytest.mark.skipif(shutil.which('pyright', path=str(Path(sys.executable).parent)) is None, reason='needs pyright')
 def test_a_misspelt_option_is_a_type_error(tmp_path: Path) -> None:
     """Every way to run from Python types its options: a misspelt one or an unknown effort is an error there."""

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from postgres_support import ledger_target
 from pydantic_ai_perplexity import BudgetExceededError, Researcher
 from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity._core.reconcile import learn_from
@@ -37,6 +36,7 @@ from pydantic_ai_perplexity._domain.results import ResearchResult, Usage
 from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 from pydantic_ai_perplexity.client import PerplexityClient
 from pydantic_ai_perplexity.emulator import Emulator
+from support.postgres import ledger_target
 
 pytestmark = pytest.mark.anyio
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from live_shapes import fetch_usage
 from pydantic_ai_perplexity._domain import pricing
+from support.live_shapes import fetch_usage
 
 
 def _billed(input_usd: float, output_usd: float) -> dict[str, object]:

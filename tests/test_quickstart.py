@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# The Quickstart in fresh environments, installed with uv.
+pytestmark = pytest.mark.compat
+
 ROOT = Path(__file__).parents[1]
 README = (ROOT / 'README.md').read_text(encoding='utf-8')
 

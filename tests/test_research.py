@@ -279,6 +279,7 @@ async def test_a_replayed_recording_is_still_marked_emulated(tmp_path: Path):
     assert record is not None and record.emulated is True
 
 
+@pytest.mark.slow
 async def test_a_polled_run_reports_the_steps_its_running_snapshots_show(tmp_path: Path):
     """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09: a
     running retrieve carries the search and fetch items reached so far. With no stream (it fails here), the wait polls

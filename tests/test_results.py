@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from live_shapes import cancelled, fetch_item, fetch_usage, message, run, running, search_item, search_usage
 from pydantic_ai_perplexity._domain.results import ResearchResult, normalize_url
 from pydantic_ai_perplexity._domain.steps import StepReducer
 from pydantic_ai_perplexity.client._models import (
@@ -20,6 +19,7 @@ from pydantic_ai_perplexity.client._models import (
     parse_event,
     parse_response,
 )
+from support.live_shapes import cancelled, fetch_item, fetch_usage, message, run, running, search_item, search_usage
 
 FIXTURES = Path(__file__).parent / 'fixtures'
 
@@ -173,7 +173,7 @@ def test_normalize_url(url: str, expected: str):
     assert normalize_url(url) == expected
 
 
-# -- live facts (cfdude/mcp-perplexity-pro tests/fixtures, captured 2026-10-09; shapes built in live_shapes.py) --------
+# -- live facts (cfdude/mcp-perplexity-pro tests/fixtures, captured 2026-10-09; shapes in support/live_shapes.py) ----
 
 
 def test_a_fetched_page_is_a_source_and_web_0_resolves_to_it():

@@ -16,10 +16,10 @@ from typing import Any
 import httpx2
 import pytest
 
-from postgres_support import ledger_target
 from pydantic_ai_perplexity import InvalidArgumentError, Ledger, Researcher
 from pydantic_ai_perplexity._present.model_text import for_model, structured_for_model
 from pydantic_ai_perplexity.emulator import Emulator
+from support.postgres import ledger_target
 
 QUESTION = 'What does the EU AI Act require of general-purpose AI models?'
 
@@ -64,6 +64,7 @@ def creates(emu: Emulator) -> int:
     return sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent')
 
 
+@pytest.mark.slow
 def test_the_same_question_in_another_process_is_served_from_the_ledger(emulator: Emulator, ledger: str) -> None:
     first = ask(emulator, ledger)
     second = ask(emulator, ledger)

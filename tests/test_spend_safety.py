@@ -92,6 +92,7 @@ async def cancel_during_create(researcher: Researcher, sent: Sent, how: str, que
     return outcomes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('budget', [None, 20.0])
 @pytest.mark.parametrize('how', ['task.cancel', 'asyncio.wait_for', 'anyio.move_on_after'])
 async def test_a_create_the_api_answered_is_in_the_ledger_with_its_id_whatever_cancels_the_caller(
@@ -196,7 +197,7 @@ async def test_an_agent_run_cancelled_while_its_tool_creates_the_run_leaves_it_b
 
 def _poll_ledger(target: str, process: subprocess.Popen[bytes], found: Callable[[RunRecord], bool]) -> None:
     """Wait (polling the ledger, with a deadline) until a row is `found`, failing if the command ends first."""
-    from cli_support import TIMEOUT
+    from support.cli import TIMEOUT
 
     deadline = time.monotonic() + TIMEOUT
     while not any(found(r) for r in rows(target)):
@@ -204,8 +205,9 @@ def _poll_ledger(target: str, process: subprocess.Popen[bytes], found: Callable[
         time.sleep(0.02)
 
 
+@pytest.mark.compat  # signals or kills a process
 def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_id(tmp_path: Path, target: str) -> None:
-    from cli_support import COMMAND, TIMEOUT, cli_env
+    from support.cli import COMMAND, TIMEOUT, cli_env
 
     with Emulator(time_scale=0.01) as emu:
         env = cli_env(tmp_path, PERPLEXITY_API_KEY=emu.api_key, PERPLEXITY_BASE_URL=emu.base_url)
@@ -226,12 +228,13 @@ def test_ctrl_c_while_the_cli_creates_the_run_leaves_it_in_the_ledger_with_its_i
 # --- emulated runs never block anything -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is_admitted(
     tmp_path: Path, target: str
 ) -> None:
     """Before: an `xhigh` run left by `--no-wait` on the built-in emulator held $49.58 of fake spend for ever, and the
     next offline run under a $50 cap was refused as already spent."""
-    from cli_support import COMMAND, TIMEOUT, cli_env
+    from support.cli import COMMAND, TIMEOUT, cli_env
 
     env = cli_env(tmp_path, PERPLEXITY_BUDGET_USD='50', PERPLEXITY_LEDGER_URL=target)
     left = subprocess.run(
@@ -253,8 +256,9 @@ def test_an_offline_run_abandoned_with_no_wait_costs_nothing_and_the_next_one_is
     assert 'Budget exceeded' not in again.stderr
 
 
+@pytest.mark.compat  # signals or kills a process
 def test_ctrl_c_on_an_offline_run_ends_it_at_no_cost(tmp_path: Path, target: str) -> None:
-    from cli_support import COMMAND, TIMEOUT, cli_env
+    from support.cli import COMMAND, TIMEOUT, cli_env
 
     env = cli_env(
         tmp_path, PERPLEXITY_BUDGET_USD='50', PERPLEXITY_EMULATOR_TIME_SCALE='0.5', PERPLEXITY_LEDGER_URL=target
@@ -378,6 +382,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.compat  # signals or kills a process
 async def test_a_row_left_by_a_process_killed_mid_create_on_its_emulator_is_ended_at_no_cost(
     tmp_path: Path, target: str
 ) -> None:

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from live_shapes import fetch_item, running, search_item
 from pydantic_ai_perplexity._domain.steps import Progress, Step, StepReducer
 from pydantic_ai_perplexity.client._models import AgentEvent, parse_event, parse_response
+from support.live_shapes import fetch_item, running, search_item
 
 FIXTURES = Path(__file__).parent / 'fixtures'
 

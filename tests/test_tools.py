@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from reliability_support import call_tools, outcome_of, text_of_part
 
 from pydantic_ai_perplexity import PerplexityToolset
 from pydantic_ai_perplexity._core.tool_spec import INSTRUCTIONS, TOOLS
 from pydantic_ai_perplexity._domain.options import option_fields
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp.server import _tools
+from support.reliability import call_tools, outcome_of, text_of_part
 
 pytestmark = pytest.mark.anyio
 

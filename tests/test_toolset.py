@@ -349,7 +349,7 @@ async def test_example_agents_run_offline(tmp_path: Path):
 
 
 async def test_grouped_citation_markers_reach_the_model_renumbered(tmp_path: Path):
-    from recording_support import EFFORT, QUESTION, RENUMBERED_LINE, grouped_marker_recordings
+    from support.recordings import EFFORT, QUESTION, RENUMBERED_LINE, grouped_marker_recordings
 
     with Emulator(replay=grouped_marker_recordings(tmp_path / 'recordings'), time_scale=0.005) as emu:
         agent = Agent(scripted_research_model(effort=EFFORT), toolsets=[toolset_for(emu, ledger=tmp_path / 'l.db')])

@@ -12,19 +12,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cli_support import cli_env, run, run_all, run_each
 from click.testing import CliRunner
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity._domain.pricing import limit_request, reservation
 from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 from pydantic_ai_perplexity.cli import cli
 from pydantic_ai_perplexity.emulator import Emulator
+from support.cli import cli_env, run, run_all, run_each
+from support.postgres import fresh_schema
 
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
 STEP_LINE = re.compile(r'^  \[\s*\d+\.\d+s\] ')
 
 
+@pytest.mark.slow
 def test_research_without_a_key_prints_the_answer_on_stdout_and_progress_on_stderr(tmp_path: Path):
     text, as_json, failed, refused = run_all(
         ('research', 'What is the EU AI Act?', '--effort', 'low', '--fetch-pages', '2'),
@@ -81,6 +82,7 @@ def test_on_a_terminal_progress_is_a_live_display_and_stdout_is_unchanged(tmp_pa
     )
 
 
+@pytest.mark.slow
 def test_jobs_list_show_wait_and_cancel_runs_started_by_another_process(emulator: Emulator, tmp_path: Path):
     env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
     quick, slow = run_all(
@@ -146,6 +148,7 @@ def test_a_replayed_recording_is_marked_emulated_in_the_footer_and_the_json(tmp_
     assert as_json.returncode == 0 and json.loads(as_json.stdout)['emulated'] is True
 
 
+@pytest.mark.slow
 def test_jobs_wait_times_steps_from_the_runs_start_and_marks_replayed_ones_earlier(emulator: Emulator, tmp_path: Path):
     env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
     question = 'How do heat pumps work? [[emulate: duration=2000]]'  # about 10 s: still going when the wait begins
@@ -183,6 +186,7 @@ def _checks(stdout: str) -> dict[str, str]:
     return {re.sub(r'^\[\w+\] ([^:]+).*$', r'\1', line): line for line in lines}
 
 
+@pytest.mark.slow
 def test_doctor_passes_against_the_emulator_and_says_how_to_fix_each_failure(emulator: Emulator, tmp_path: Path):
     base = cli_env(tmp_path)
     good, no_key, unsafe, wrong_key, unreachable = run_each(
@@ -294,6 +298,7 @@ def test_research_no_wait_on_the_built_in_emulator_says_the_run_cannot_be_collec
     assert row['emulated'] is True  # never counted against a budget for the real API
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('engine', ['sqlite', 'postgres'])
 def test_jobs_spend_shows_spent_held_and_left_per_window_and_caller(tmp_path: Path, engine: str):
     with contextlib.ExitStack() as stack:
@@ -354,6 +359,7 @@ def test_research_budget_day_refuses_and_names_the_flag(tmp_path: Path):
     assert 'Budget(' not in refused.stderr
 
 
+@pytest.mark.slow
 def test_jobs_show_lists_what_a_running_run_found_and_the_answer_and_billed_parts_of_a_finished_one(tmp_path: Path):
     """Live fact: cfdude/mcp-perplexity-pro tests/fixtures/agent_background_in_progress.json, captured 2026-10-09: a
     running run's retrieve carries the search and fetch items reached so far (the emulator's `partial_output`)."""
@@ -417,6 +423,7 @@ def test_jobs_cancel_says_plainly_what_happened(emulator: Emulator, tmp_path: Pa
     assert 'terminal' not in unknown.stderr
 
 
+@pytest.mark.slow
 def test_a_run_over_the_budget_is_refused_unless_tighten_is_asked_and_then_says_what_was_lowered(tmp_path: Path):
     cap = 1.0
     assert reservation('How do heat pumps work?', {'effort': 'medium'}).usd > cap  # medium does not fit $1

@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 
 import httpx2
-from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, run_each
-from live_shape import QUESTION, live_recording, write_live_recording
+import pytest
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.cli import COMMAND, TIMEOUT, StderrLines, cli_env, run_each
+from support.live_recording import QUESTION, live_recording, write_live_recording
 
 
 def _refused(done_stderr: str) -> list[str]:
@@ -25,6 +26,7 @@ def _refused(done_stderr: str) -> list[str]:
     return [line for line in done_stderr.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_a_hostile_replay_folder_is_refused_naming_the_file(tmp_path: Path) -> None:
     folders: dict[str, tuple[Path, str]] = {}
 
@@ -61,6 +63,7 @@ def test_a_hostile_replay_folder_is_refused_naming_the_file(tmp_path: Path) -> N
         assert line.startswith(f'Error: {name}: ') and reasons[kind] in line, (kind, line)
 
 
+@pytest.mark.slow
 def test_unsafe_recorder_and_bind_settings_are_refused_before_binding(tmp_path: Path) -> None:
     recordings = str(tmp_path / 'recordings')
     cases = {

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import COMMAND, TIMEOUT, StderrLines, cli_env, run, run_each
 
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity._ledger._sqlite import LEDGER_FILENAME
 from pydantic_ai_perplexity.emulator import Emulator
+from support.cli import COMMAND, TIMEOUT, StderrLines, cli_env, run, run_each
 
 #: Sets the terminal's title when printed raw.
 TITLE_SET = '\x1b]0;PWNED-TITLE\x07'
@@ -36,6 +36,7 @@ def _forbidden(text: str) -> list[str]:
 # --- bad values -------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bad_values_get_a_one_line_error_and_exit_status_2(tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     long_id = 'r' * 70_000
@@ -84,6 +85,7 @@ def test_invalid_utf8_in_argv_is_one_clear_line_not_a_traceback(tmp_path: Path) 
 # --- terminals --------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_nothing_from_a_caller_or_the_web_reaches_the_terminal_raw(tmp_path: Path) -> None:
     question = f'{TITLE_SET}What is {HYPERLINK} about heat\u200b pumps\u202e? [[emulate: inject]]'
     env = cli_env(tmp_path)
@@ -150,6 +152,7 @@ def test_doctor_shows_no_credentials_and_blames_the_key_not_the_base_url(emulato
 # --- Ctrl-C -----------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.compat  # signals or kills a process
 @pytest.mark.parametrize('tty', [False, True], ids=['pipe', 'terminal'])
 def test_ctrl_c_during_research_says_how_to_collect_or_cancel_the_run(tmp_path: Path, tty: bool) -> None:
     with Emulator(time_scale=0.1) as slow:  # a `high` run takes several seconds: time enough for Ctrl-C
@@ -227,6 +230,7 @@ def _read_pty_until(master: int, pattern: bytes | None, deadline: float) -> byte
     return data
 
 
+@pytest.mark.slow
 def test_waiting_zero_seconds_for_a_run_that_never_existed_says_so(emulator: Emulator, tmp_path: Path) -> None:
     env = cli_env(tmp_path, PERPLEXITY_API_KEY=emulator.api_key, PERPLEXITY_BASE_URL=emulator.base_url)
     never, real = run_each(

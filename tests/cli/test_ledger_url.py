@@ -13,12 +13,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_support import COMMAND, TIMEOUT, cli_env
 
-from postgres_support import execute, fresh_schema, postgres_url
 from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.cli import COMMAND, TIMEOUT, cli_env
+from support.postgres import execute, fresh_schema, postgres_url
 
 SECRET = 'SENTINEL-pw'
 
@@ -61,6 +61,7 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
     return state, work
 
 
+@pytest.mark.slow
 def test_a_keyword_string_is_a_postgresql_ledger_shown_without_its_password(
     emulator: Emulator, dirs: tuple[Path, Path]
 ) -> None:

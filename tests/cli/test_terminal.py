@@ -11,13 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from tmux_support import Terminal
+
+from support.tmux import Terminal
 
 CLI = str(Path(sys.executable).parent / 'pydantic-ai-perplexity')
-# CI installs tmux (.ci/run); elsewhere these tests need it too, and say so instead of failing.
-pytestmark = pytest.mark.skipif(
-    shutil.which('tmux') is None and not os.environ.get('CI'), reason='needs tmux: apt-get install tmux'
-)
+# CI installs tmux (.ci/run); elsewhere these tests skip without it, and say so (in CI a skip fails: support.skips).
+pytestmark = [
+    pytest.mark.compat,
+    pytest.mark.skipif(shutil.which('tmux') is None, reason='needs tmux: apt-get install tmux'),
+]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

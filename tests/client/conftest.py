@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from client_support import SENTINEL_KEY
 
 from pydantic_ai_perplexity.client import PerplexityClient
 from pydantic_ai_perplexity.emulator import Emulator
+from support.client import SENTINEL_KEY
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from client_support import SENTINEL_KEY
 
 from pydantic_ai_perplexity._base.errors import (
     AuthenticationError,
@@ -35,6 +34,7 @@ from pydantic_ai_perplexity.client import (
     SearchResultsItem,
 )
 from pydantic_ai_perplexity.emulator import Emulator
+from support.client import SENTINEL_KEY
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from client_support import SENTINEL_KEY, mock_client, run_json
 
 from pydantic_ai_perplexity._base.errors import (
     APIConnectionError,
@@ -29,6 +28,7 @@ from pydantic_ai_perplexity._base.errors import (
     RunMayHaveStartedError,
 )
 from pydantic_ai_perplexity.client import PerplexityClient
+from support.client import SENTINEL_KEY, mock_client, run_json
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,5 @@
-"""The client against answers in the live API's shape (captured 2026-10-09; bodies built in tests/live_shapes.py).
+"""The client against answers in the live API's shape (captured 2026-10-09; bodies built in
+tests/support/live_shapes.py).
 
 Each test names the public capture it encodes: cfdude/mcp-perplexity-pro `tests/fixtures/NAME`, captured 2026-10-09.
 The transport is httpx2's in-process mock: these are the wire facts the emulator may not serve yet.
@@ -11,10 +12,15 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from client_support import MOCK_BASE_URL, SENTINEL_KEY, mock_client
 from logfire.testing import CaptureLogfire
 
-from live_shapes import (
+from pydantic_ai_perplexity._base.errors import AuthenticationError, NotFoundError, RateLimitError
+from pydantic_ai_perplexity._core.researcher import Researcher
+from pydantic_ai_perplexity._ledger import Ledger, RunRecord
+from pydantic_ai_perplexity.client._models import FetchUrlResultsItem, SearchResultsItem
+from pydantic_ai_perplexity.client._retry import MAX_RETRY_AFTER, rate_limit_wait, rate_limits, retry_delay
+from support.client import MOCK_BASE_URL, SENTINEL_KEY, mock_client
+from support.live_shapes import (
     CANCEL_TERMINAL_400,
     GET_MALFORMED_400,
     MODELS_NO_KEY_401,
@@ -26,12 +32,7 @@ from live_shapes import (
     search_item,
     search_usage,
 )
-from live_shapes import run as live_run
-from pydantic_ai_perplexity._base.errors import AuthenticationError, NotFoundError, RateLimitError
-from pydantic_ai_perplexity._core.researcher import Researcher
-from pydantic_ai_perplexity._ledger import Ledger, RunRecord
-from pydantic_ai_perplexity.client._models import FetchUrlResultsItem, SearchResultsItem
-from pydantic_ai_perplexity.client._retry import MAX_RETRY_AFTER, rate_limit_wait, rate_limits, retry_delay
+from support.live_shapes import run as live_run
 
 pytestmark = pytest.mark.anyio
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import httpx2
 import pytest
-from client_support import SENTINEL_KEY, mock_client, run_json
 from pydantic import SecretStr
 
 from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity.client import PerplexityClient
+from support.client import SENTINEL_KEY, mock_client, run_json
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,6 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from client_support import SENTINEL_KEY, mock_client, run_json, sse_response
 
 from pydantic_ai_perplexity._base.errors import (
     APIConnectionError,
@@ -19,6 +18,7 @@ from pydantic_ai_perplexity._base.errors import (
     RunMayHaveStartedError,
 )
 from pydantic_ai_perplexity.client import AgentEvent, UnknownItem
+from support.client import SENTINEL_KEY, mock_client, run_json, sse_response
 
 pytestmark = pytest.mark.anyio
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from durable_support import DEADLINE, creates, log_of, spans, started_runs, wait_for, worker
 
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.durable import DEADLINE, creates, log_of, spans, started_runs, wait_for, worker
 
 pytest.importorskip('dbos')
 

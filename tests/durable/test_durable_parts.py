@@ -88,6 +88,7 @@ async def test_outside_a_workflow_durable_research_is_a_plain_call_that_waits_to
     assert result.status == 'completed' and result.answer  # handed off at 0.05 s, collected until it ended
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_research_many_in_a_workflow_gives_each_question_its_own_steps_in_question_order(tmp_path: Path) -> None:
     """Questions wait for a slot in order (concurrency 2 of 5), so their steps are drawn in question order, as a
@@ -132,6 +133,7 @@ def _queue(name: str, emu: Emulator, ledger: Path, *, tier: int | None, **settin
     )
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_research_many_on_a_queue_answers_in_order_and_a_budget_refusal_comes_back_failed(
     tmp_path: Path,
@@ -232,6 +234,7 @@ async def test_in_a_workflow_a_hand_off_and_its_later_collection_are_steps_too(t
     assert sum(1 for r in emu.requests if r.method == 'POST' and r.path == '/v1/agent') == 1
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_batch_id_reused_for_other_questions_is_an_error_never_another_questions_answer(
     tmp_path: Path,

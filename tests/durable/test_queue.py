@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durable_support import DEADLINE, creates, log_of, wait_for, worker
 
-from postgres_support import execute, fresh_schema, postgres_url
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.durable import COLLECT_STEP, START_STEP
 from pydantic_ai_perplexity.emulator import Emulator
+from support.durable import DEADLINE, creates, log_of, wait_for, worker
+from support.postgres import execute, fresh_schema, postgres_url
 
 pytest.importorskip('dbos')
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import httpx2
 import pytest
-from emulator_helpers import frames, partial_frames, stream_events, wait_terminal
 
 from pydantic_ai_perplexity.client._models import parse_response
 from pydantic_ai_perplexity.emulator import Emulator, FaultPlan
+from support.emulator import frames, partial_frames, stream_events, wait_terminal
 
 
 def runs(emu: Emulator) -> int:

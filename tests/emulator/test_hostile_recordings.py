@@ -16,11 +16,11 @@ from typing import Any
 
 import httpx2
 import pytest
-from emulator_helpers import client_for
-from live_shape import HEADERS, QUESTION, as_sent, live_recording, write_live_recording
 
 from pydantic_ai_perplexity._base.errors import ConfigurationError
 from pydantic_ai_perplexity.emulator import Emulator, RecordingError
+from support.emulator import client_for
+from support.live_recording import HEADERS, QUESTION, as_sent, live_recording, write_live_recording
 
 VICTIM_TEXT = "the user's own file\n"
 
@@ -367,6 +367,7 @@ def _variants() -> Iterator[tuple[str, Mutation]]:
     yield 'a search answered 503', _search_answered(503)
 
 
+@pytest.mark.slow
 def test_every_malformed_field_is_refused_at_load_or_served_without_an_error(tmp_path: Path):
     """A property over ~330 variants of a good recording: each is refused at start (naming the file), or loads
     and then serves a blocking and a streamed create with 200, never a 500."""

@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx2
 import pytest
-from emulator_helpers import TERMINAL, poll, wait_terminal
 
 from pydantic_ai_perplexity._base.prices import LIVE_MODELS
 from pydantic_ai_perplexity.emulator import Emulator
+from support.emulator import TERMINAL, poll, wait_terminal
 
 UNKNOWN_ID = 'resp_00000000-0000-0000-0000-000000000000'
 

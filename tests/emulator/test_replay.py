@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from emulator_helpers import client_for, stream_events, wait_terminal
 
 from pydantic_ai_perplexity import __version__
 from pydantic_ai_perplexity.emulator import EMULATOR_HEADER, Emulator
 from pydantic_ai_perplexity.emulator._record import FORMAT, VERSION
+from support.emulator import client_for, stream_events, wait_terminal
 
 SHIPPED = Path(__file__).parent / 'recordings'
 
@@ -45,6 +45,7 @@ def record_session(upstream: Emulator, directory: Path) -> dict[str, Any]:
     return seen
 
 
+@pytest.mark.slow
 def test_a_recorded_session_replays_with_the_same_answers_sources_costs_and_events(upstream: Emulator, tmp_path: Path):
     seen = record_session(upstream, tmp_path)
     files = sorted(p.name for p in tmp_path.glob('*.json'))
@@ -90,6 +91,7 @@ def test_replay_serves_background_retrieval_resume_and_cancel(upstream: Emulator
         assert wait_terminal(c, run_id)['status'] == 'completed'
 
 
+@pytest.mark.slow
 def test_replay_cancels_a_background_run_like_a_live_one(upstream: Emulator, tmp_path: Path):
     # A run that took about 1.5 real seconds upstream, recorded as a stream (so with its real timing).
     body = {'input': 'How do heat pumps work? [[emulate: duration=1500]]', 'effort': 'low', 'stream': True}

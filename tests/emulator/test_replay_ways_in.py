@@ -17,11 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import live_shape
 import pytest
-from live_shape import write_live_recording
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support import live_recording
+from support.live_recording import write_live_recording
 
 SHIPPED = Path(__file__).parent / 'recordings'
 QUESTION = 'What is the EU AI Act?'
@@ -167,6 +167,7 @@ def event_types(data: dict[str, Any]) -> list[str]:
     return [e['event']['type'] for e in data['run']['events']]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('way', list(WAYS))
 def test_a_recorded_call_replays_with_the_same_answer_sources_cost_and_events(way: str, tmp_path: Path):
     call = WAYS[way]
@@ -184,6 +185,7 @@ def test_a_recorded_call_replays_with_the_same_answer_sources_cost_and_events(wa
     assert served['run']['final']['usage'] == recorded['run']['final']['usage']
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('way', list(WAYS))
 def test_the_shipped_recordings_replay_through_each_way_in(way: str, tmp_path: Path):
     [data] = [d for d in run_recordings(SHIPPED) if d['request']['body']['input'] == QUESTION]
@@ -196,24 +198,25 @@ def test_the_shipped_recordings_replay_through_each_way_in(way: str, tmp_path: P
     assert sorted(set(outcome['sources'])) == sorted(set(recorded_urls))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('way', list(WAYS))
 def test_a_recording_in_the_live_shape_replays_through_each_way_in(way: str, tmp_path: Path):
     """A run answered in the live API's shape (fetched pages, cache costs, tool-call details, live headers).
 
     Live facts: cfdude/mcp-perplexity-pro tests/fixtures/agent_low_fetch_url.json and agent_response_headers.json,
-    captured 2026-10-09 (encoded in live_shape.py).
+    captured 2026-10-09 (encoded in live_recording.py).
     """
     write_live_recording(tmp_path / 'live')
     with Emulator(replay=tmp_path / 'live', time_scale=0.002) as replayer:
         outcome = WAYS[way](replayer.base_url, replayer.api_key, tmp_path / 'state')
     assert outcome['status'] == 'completed'
-    assert outcome['cost_usd'] == live_shape.USAGE['cost']['total_cost']
-    assert {url for url, _ in live_shape.SEARCHED} <= set(outcome['sources'])
+    assert outcome['cost_usd'] == live_recording.USAGE['cost']['total_cost']
+    assert {url for url, _ in live_recording.SEARCHED} <= set(outcome['sources'])
     # The fetched page is a source. The result and `--json` keep the API's answer whole; the model's text (MCP, with
     # its delimiters) resolves `[web:0]` to the page's number.
-    page = outcome['sources'].index(live_shape.FETCHED[0]) + 1
-    before, after = live_shape.ANSWER.split('[web:0]')
+    page = outcome['sources'].index(live_recording.FETCHED[0]) + 1
+    before, after = live_recording.ANSWER.split('[web:0]')
     if way.startswith('mcp'):
         assert f'{before}[{page}]{after}' in outcome['answer'] and '[web:' not in outcome['answer']
     else:
-        assert live_shape.ANSWER in outcome['answer']
+        assert live_recording.ANSWER in outcome['answer']

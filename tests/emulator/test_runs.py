@@ -8,7 +8,6 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from emulator_helpers import TERMINAL, poll, wait_terminal
 from pydantic import BaseModel
 
 from pydantic_ai_perplexity.client._models import (
@@ -21,6 +20,7 @@ from pydantic_ai_perplexity.client._models import (
 )
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.emulator._corpus import EFFORT_MODELS, MODELS
+from support.emulator import TERMINAL, poll, wait_terminal
 
 
 def create(client: httpx2.Client, **body: Any) -> dict[str, Any]:

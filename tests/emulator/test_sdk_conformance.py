@@ -11,12 +11,12 @@ from typing import Any
 
 import perplexity
 import pytest
-from emulator_helpers import poll
 from perplexity import AsyncPerplexity, Perplexity
 from perplexity.generated import api as sdk
 
 from pydantic_ai_perplexity.client._models import parse_event, parse_response
 from pydantic_ai_perplexity.emulator import Emulator
+from support.emulator import poll
 
 #: The SDK class each event type must validate against strictly (the SDK's union has no discriminator).
 EVENT_CLASSES: dict[str, type[Any]] = {

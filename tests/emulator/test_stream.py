@@ -8,10 +8,10 @@ from typing import Any
 
 import httpx2
 import pytest
-from emulator_helpers import TERMINAL_EVENTS, frames, partial_frames, stream_events, wait_terminal
 
 from pydantic_ai_perplexity.client._models import parse_response
 from pydantic_ai_perplexity.emulator import Emulator
+from support.emulator import TERMINAL_EVENTS, frames, partial_frames, stream_events, wait_terminal
 
 
 def types(events: list[dict[str, Any]]) -> list[str]:
@@ -142,7 +142,7 @@ def test_an_expired_resume_window_is_400_and_plain_retrieve_still_works():
         def status() -> int:
             return client.get(f'/v1/agent/{rid}', params={'stream': 'true', 'starting_after': 0}).status_code
 
-        from emulator_helpers import poll
+        from support.emulator import poll
 
         poll(lambda: {'s': status()}, lambda r: r['s'] == 400)
         expired = client.get(f'/v1/agent/{rid}', params={'stream': 'true', 'starting_after': 0}).json()['error']

@@ -6,9 +6,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from mcp_support import RawServer
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import RawServer
 
 
 @pytest.fixture(scope='module')

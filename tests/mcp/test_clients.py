@@ -11,7 +11,6 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_support import DEADLINE, PYCACHE, SERVER, mcp_research_model, server_env
 from mcp_types import TextContent, TextResourceContents
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
@@ -19,6 +18,7 @@ from pydantic_ai.messages import ModelRequest, ToolReturnPart
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp import perplexity_mcp_config, perplexity_mcp_toolset
+from support.mcp_servers import DEADLINE, PYCACHE, SERVER, mcp_research_model, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -39,6 +39,7 @@ def returns(messages: list[Any]) -> list[ToolReturnPart]:
     return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('mode', ['legacy', 'auto'])
 async def test_the_sdk_client_researches_in_both_protocol_eras(emu: Emulator, state_dir: Path, mode: str) -> None:
     progress: list[str] = []
@@ -65,6 +66,7 @@ async def test_the_sdk_client_researches_in_both_protocol_eras(emu: Emulator, st
     assert isinstance(content, TextResourceContents) and 'perplexity_research_result' in content.text
 
 
+@pytest.mark.slow
 async def test_cancelling_a_call_in_the_sdk_client_cancels_the_run(emu: Emulator, state_dir: Path) -> None:
     started = anyio.Event()
     run_id: list[str] = []
@@ -95,6 +97,7 @@ async def test_cancelling_a_call_in_the_sdk_client_cancels_the_run(emu: Emulator
     assert record.error and 'cancelled' in record.error
 
 
+@pytest.mark.slow
 async def test_pydantic_ai_agent_researches_through_the_stdio_toolset(
     emu: Emulator, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -158,6 +161,7 @@ async def test_an_optional_stdio_toolset_degrades_to_no_tools_with_one_warning(
     assert len(warnings) == 1 and 'unavailable' in warnings[0].getMessage()
 
 
+@pytest.mark.slow
 async def test_pydantic_deep_registry_probe_skills_and_agent(
     emu: Emulator, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,6 +212,7 @@ def _run_context() -> Any:
     return RunContext(deps=None, model=TestModel(), usage=RunUsage())
 
 
+@pytest.mark.slow
 async def test_a_server_set_to_tighten_says_what_it_lowered_in_text_and_structured_content(
     emu: Emulator, tmp_path: Path
 ) -> None:

@@ -11,12 +11,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from mcp_support import DEADLINE, SERVER, server_env
 from pydantic_deep.mcp import MCPServerConfig
 
 from pydantic_ai_perplexity._ledger import RunRecord
 from pydantic_ai_perplexity.mcp import add_to_pydantic_deep, client_snippet, perplexity_mcp_config
 from pydantic_ai_perplexity.mcp.clients.config import CLIENTS, child_environment, server_command
+from support.mcp_servers import DEADLINE, SERVER, server_env
 
 SENTINEL = 'pplx-sentinel-key-never-written-0123456789'
 

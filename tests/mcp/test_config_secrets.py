@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import COMMAND, TIMEOUT, cli_env, run, run_each
 
 from pydantic_ai_perplexity.mcp import client_snippet
 from pydantic_ai_perplexity.mcp.clients.config import child_environment
+from support.cli import COMMAND, TIMEOUT, cli_env, run, run_each
 
 PASSWORD = 'SENTINEL-pw/with-slash'
 QUERY_PASSWORD = 'SENTINEL-query-pw'
@@ -84,6 +84,7 @@ def _check_snippet(client: str, stdout: str, stderr: str) -> None:
         assert inputs['perplexity-ledger-url']['password'] is True
 
 
+@pytest.mark.slow
 def test_config_commands_refer_to_secrets_and_copy_no_shell_only_setting(tmp_path: Path) -> None:
     env = _env(tmp_path, LEDGER_URLS['parameter'])
     clients = list(REFERENCE)
@@ -94,6 +95,7 @@ def test_config_commands_refer_to_secrets_and_copy_no_shell_only_setting(tmp_pat
     assert 'PERPLEXITY_LEDGER_URL' in done[-1].stderr and 'Not copied' in done[-1].stderr  # pydantic-deep says so
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('form', ['keywords', 'options'])
 def test_a_keyword_string_or_a_secret_option_is_not_copied_either(tmp_path: Path, form: str) -> None:
     env = _env(tmp_path, LEDGER_URLS[form])
@@ -116,6 +118,7 @@ def test_a_password_in_the_user_info_is_not_copied_either(
     _check_snippet(client, client_snippet(client), '')
 
 
+@pytest.mark.slow
 def test_write_for_pydantic_deep_holds_no_secret(tmp_path: Path) -> None:
     env = _env(tmp_path, LEDGER_URLS['parameter'])
     done = _write(tmp_path, env)
@@ -135,6 +138,7 @@ def _write(cwd: Path, env: dict[str, str]) -> Any:
         os.chdir(here)
 
 
+@pytest.mark.slow
 def test_write_never_follows_a_planted_link(tmp_path: Path) -> None:
     victim = tmp_path / 'victim.txt'
     victim.write_text('precious\n')
@@ -186,6 +190,7 @@ MALFORMED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('case', list(MALFORMED))
 def test_write_leaves_a_file_of_another_shape_as_it_is_and_says_why(tmp_path: Path, case: str) -> None:
     content, reason = MALFORMED[case]
@@ -227,6 +232,7 @@ def test_write_reads_only_a_regular_file(tmp_path: Path, kind: str) -> None:
     assert target.is_fifo() if kind == 'fifo' else target.is_dir()
 
 
+@pytest.mark.slow
 def test_write_keeps_the_other_servers_and_settings_of_a_good_file(tmp_path: Path) -> None:
     target = tmp_path / 'repo' / '.pydantic-deep' / 'mcp.json'
     target.parent.mkdir(parents=True)

@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_support import npm_folder, server_env
-from test_http import HttpServer
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import HttpServer, npm_folder, server_env
+
+# The conformance suite runs with npx (Node.js).
+pytestmark = pytest.mark.compat
 
 SUITE = '@modelcontextprotocol/conformance@0.1.16'
 NODE = 'node@22'

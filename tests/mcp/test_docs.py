@@ -9,9 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mcp_support import DEADLINE, server_env
+import pytest
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, server_env
 
 DOC = Path(__file__).parents[2] / 'docs' / 'mcp.md'
 
@@ -23,6 +24,7 @@ def self_test_block() -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 def test_the_documented_self_test_works(emu: Emulator, tmp_path: Path) -> None:
     script = self_test_block().replace('http://127.0.0.1:8787', emu.base_url).replace('<the printed key>', emu.api_key)
     env = server_env(None, tmp_path)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 LINES = [
     {
         'jsonrpc': '2.0',
@@ -41,6 +43,7 @@ def _serve(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
     return answers[2]['result'], done.stderr
 
 
+@pytest.mark.slow
 def test_the_emulator_flag_serves_offline_research_and_says_so(tmp_path: Path):
     result, stderr = _serve(tmp_path, '--emulator')
     assert not result.get('isError'), result
@@ -48,6 +51,7 @@ def test_the_emulator_flag_serves_offline_research_and_says_so(tmp_path: Path):
     assert '--emulator: research runs on the built-in emulator' in stderr and 'canned answers' in stderr
 
 
+@pytest.mark.slow
 def test_without_a_key_the_server_says_research_is_unavailable_and_names_the_flag(tmp_path: Path):
     result, stderr = _serve(tmp_path)
     assert result.get('isError') and 'No Perplexity API key' in json.dumps(result)

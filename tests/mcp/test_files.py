@@ -8,9 +8,8 @@ import base64
 from collections.abc import Callable
 from pathlib import Path
 
-from mcp_support import RawServer, server_env, text_of
-
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import RawServer, server_env, text_of
 
 
 def _research(server: RawServer, *files: str) -> tuple[bool, str]:

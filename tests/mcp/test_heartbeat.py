@@ -13,9 +13,9 @@ import anyio
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
-from mcp_support import DEADLINE, SERVER, server_env
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, SERVER, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -31,6 +31,7 @@ def slow_emu() -> Iterator[Emulator]:
         yield emulator
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('mode', ['legacy', 'auto'])
 async def test_a_quiet_run_still_sends_progress_every_interval(slow_emu: Emulator, state_dir: Path, mode: str) -> None:
     heard: list[tuple[float, float, str]] = []

@@ -7,7 +7,6 @@ import re
 import secrets
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,18 +14,27 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_support import DEADLINE, SERVER, eventually, mcp_research_model, server_env, upstream_status
 from pydantic_ai import Agent
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity._domain.options import ResearchOptions
 from pydantic_ai_perplexity._domain.pricing import reservation
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import (
+    DEADLINE,
+    MCP_HEADERS,
+    SERVER,
+    TOKEN,
+    HttpServer,
+    eventually,
+    mcp_research_model,
+    server_env,
+    upstream_status,
+)
+from support.postgres import fresh_schema
 
-TOKEN = secrets.token_urlsafe(24)
 INITIALIZE = {
     'jsonrpc': '2.0',
     'id': 1,
@@ -37,40 +45,6 @@ INITIALIZE = {
         'clientInfo': {'name': 'http-test', 'version': '1'},
     },
 }
-MCP_HEADERS = {'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'}
-
-
-class HttpServer:
-    def __init__(self, env: dict[str, str], *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [*SERVER, '--transport', 'http', '--port', '0', *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        assert self.proc.stderr is not None
-        self.url = ''
-        self.stderr: list[bytes] = []
-        for line in iter(self.proc.stderr.readline, b''):
-            self.stderr.append(line)
-            if b'listening on ' in line:
-                self.url = line.decode().split('listening on ', 1)[1].strip()
-                break
-        assert self.url, 'the HTTP server did not start'
-        self._drained = threading.Thread(target=self._drain, daemon=True)
-        self._drained.start()
-
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in iter(self.proc.stderr.readline, b''):
-            self.stderr.append(line)
-        self.proc.stderr.close()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=DEADLINE)
-        self._drained.join(DEADLINE)
 
 
 @pytest.fixture(scope='module')
@@ -89,6 +63,7 @@ def returns(messages: list[Any]) -> list[ToolReturnPart]:
     return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)]
 
 
+@pytest.mark.slow
 def test_the_bearer_token_is_required(http_server: HttpServer) -> None:
     missing = post(http_server, INITIALIZE)
     assert missing.status_code == 401 and missing.headers['www-authenticate'] == 'Bearer'
@@ -113,6 +88,7 @@ def test_an_oversized_body_is_refused(http_server: HttpServer) -> None:
     assert post(http_server, big, Authorization=f'Bearer {TOKEN}').status_code == 413
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_pydantic_ai_agent_researches_over_http_and_collects_a_handed_off_run(
     http_server: HttpServer,
@@ -131,6 +107,7 @@ async def test_a_pydantic_ai_agent_researches_over_http_and_collects_a_handed_of
     assert collected and collected[-1].content['status'] == 'completed'  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_a_non_loopback_bind_without_a_token_is_refused(tmp_path: Path) -> None:
     done = subprocess.run(
         [*SERVER, '--transport', 'http', '--host', '0.0.0.0', '--port', '0'],
@@ -143,6 +120,7 @@ def test_a_non_loopback_bind_without_a_token_is_refused(tmp_path: Path) -> None:
     assert done.stdout == b''
 
 
+@pytest.mark.slow
 def test_a_non_loopback_bind_with_a_token_serves(emu: Emulator, tmp_path: Path) -> None:
     server = HttpServer(server_env(emu, tmp_path, PERPLEXITY_MCP_TOKEN=TOKEN), '--host', '0.0.0.0')
     try:
@@ -242,6 +220,7 @@ def test_an_unknown_prompt_or_run_is_invalid_params_without_a_traceback(http_ser
 # -- binding off loopback: only with strong tokens -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     'tokens',
     [
@@ -268,6 +247,7 @@ def test_zero_or_weak_tokens_do_not_protect_a_non_loopback_bind(tmp_path: Path, 
     assert done.stdout == b''
 
 
+@pytest.mark.slow
 def test_a_token_added_to_the_file_later_must_be_strong_too(emu: Emulator, tmp_path: Path) -> None:
     file = tmp_path / 'tokens'
     file.write_text(f'alice:{TOKEN}\n')
@@ -314,6 +294,7 @@ def test_browser_clients_are_refused_by_default(http_server: HttpServer) -> None
     assert plain.status_code == 204 and 'POST' in plain.headers['allow']
 
 
+@pytest.mark.slow
 def test_listed_origins_get_cors_answers_and_others_do_not(emu: Emulator, tmp_path: Path) -> None:
     env = server_env(
         emu, tmp_path, PERPLEXITY_MCP_TOKEN=TOKEN, PERPLEXITY_MCP_CORS_ORIGINS=f'{APP}, http://localhost:5173'
@@ -338,6 +319,7 @@ def test_listed_origins_get_cors_answers_and_others_do_not(emu: Emulator, tmp_pa
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_wildcard_or_malformed_origin_list_is_refused_at_start(tmp_path: Path) -> None:
     for value in ('*', 'https://app.example.com/path', 'app.example.com'):
         done = subprocess.run(
@@ -365,6 +347,7 @@ def call_as(server: HttpServer, token: str, name: str, arguments: dict[str, Any]
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('shared', [False, True], ids=['own runs', 'shared list'])
 def test_a_named_caller_lists_only_its_own_runs_unless_the_operator_shares_the_list(
     emu: Emulator, tmp_path: Path, shared: bool
@@ -408,6 +391,7 @@ def ledger_env(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
             yield {'PERPLEXITY_LEDGER_URL': url}
 
 
+@pytest.mark.slow
 def test_each_named_caller_has_its_own_daily_budget_and_jobs_spend_shows_both(
     emu: Emulator, tmp_path: Path, ledger_env: dict[str, str]
 ) -> None:

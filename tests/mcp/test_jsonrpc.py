@@ -35,6 +35,7 @@ def test_shallow_reads_what_json_reads(value: Any, indent: int | None) -> None:
     assert same(_jsonrpc.shallow(json.dumps(value, indent=indent)), envelope(value))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, database=None)
 @given(value=values, cut=st.integers(0, 200), junk=st.sampled_from(['', ',', '}', ']', ':', '"', 'x', '{}']))
 def test_shallow_refuses_what_json_refuses(value: Any, cut: int, junk: str) -> None:

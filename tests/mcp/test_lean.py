@@ -10,9 +10,7 @@ from typing import Any
 
 import anyio
 import jsonschema
-import mcp_support
 import pytest
-from mcp_support import DEADLINE, PYCACHE, RawServer, mcp_research_model, server_env
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -29,6 +27,8 @@ from pydantic_ai_perplexity._core.tool_spec import LEAN_TOOLS, TOOLS
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp import perplexity_mcp_toolset
 from pydantic_ai_perplexity.testing import scripted_research_model
+from support import mcp_servers
+from support.mcp_servers import DEADLINE, PYCACHE, RawServer, mcp_research_model, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -47,6 +47,7 @@ def size(tools: list[dict[str, Any]]) -> int:
     return len(json.dumps(tools, ensure_ascii=False))
 
 
+@pytest.mark.slow
 def test_the_lean_list_fits_the_bound_and_the_full_one_stays_the_default(
     state_dir: Path, raw_server_factory: Any
 ) -> None:
@@ -63,10 +64,11 @@ def test_the_lean_list_fits_the_bound_and_the_full_one_stays_the_default(
     assert 'outputSchema' in full[0] and 'recency' in full[0]['inputSchema']['properties']
 
 
+@pytest.mark.slow
 def test_the_cli_mcp_command_takes_lean_from_its_flag_and_the_environment(
     state_dir: Path, raw_server_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mcp_support, 'SERVER', [sys.executable, '-m', 'pydantic_ai_perplexity.cli', 'mcp'])
+    monkeypatch.setattr(mcp_servers, 'SERVER', [sys.executable, '-m', 'pydantic_ai_perplexity.cli', 'mcp'])
     by_flag = listed_tools(raw_server_factory(server_env(None, state_dir), ['--lean']))
     by_env = listed_tools(raw_server_factory(server_env(None, state_dir, PERPLEXITY_MCP_LEAN='1')))
     full = listed_tools(raw_server_factory(server_env(None, state_dir)))
@@ -134,6 +136,7 @@ async def test_a_lean_call_still_checks_every_argument(emulator: Emulator) -> No
     assert not [r for r in emulator.requests if r.method == 'POST']  # refused before anything was started
 
 
+@pytest.mark.slow
 async def test_a_scripted_agent_over_lean_mcp_researches_hands_off_and_collects(
     emu: Emulator, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_support import RawServer, server_env
 
 from pydantic_ai_perplexity.emulator import Emulator
-from recording_support import EFFORT, QUESTION, RENUMBERED_LINE, grouped_marker_recordings
+from support.mcp_servers import RawServer, server_env
+from support.recordings import EFFORT, QUESTION, RENUMBERED_LINE, grouped_marker_recordings
 
 
 @pytest.fixture

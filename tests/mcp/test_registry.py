@@ -24,14 +24,13 @@ from typing import Any
 import httpx2
 import jsonschema
 import pytest
-from mcp_support import RawServer, server_env
-from test_http import MCP_HEADERS, TOKEN, HttpServer
 
 from pydantic_ai_perplexity import __version__
 from pydantic_ai_perplexity._domain.settings import ENV
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp.clients.config import client_snippet, install_links, server_command
 from pydantic_ai_perplexity.mcp.server import _identity as identity
+from support.mcp_servers import MCP_HEADERS, TOKEN, HttpServer, RawServer, server_env
 
 ROOT = Path(__file__).parents[2]
 SERVER_JSON = json.loads((ROOT / 'server.json').read_text(encoding='utf-8'))
@@ -196,6 +195,7 @@ def test_stdio_initialize_names_the_server(emu: Emulator, state_dir: Path, versi
     assert reply['result']['serverInfo'] == identity.implementation()
 
 
+@pytest.mark.slow
 def test_stdio_discover_names_the_server_in_the_2026_era(emu: Emulator, state_dir: Path) -> None:
     server = RawServer(server_env(emu, state_dir))
     try:
@@ -217,6 +217,7 @@ def http_server(emu: Emulator, state_dir: Path) -> Iterator[HttpServer]:
     server.stop()
 
 
+@pytest.mark.slow
 def test_http_initialize_names_the_server_in_both_eras(http_server: HttpServer) -> None:
     auth = {'Authorization': f'Bearer {TOKEN}'}
     legacy = {
@@ -347,6 +348,7 @@ def test_the_bundle_manifest_says_what_pyproject_and_the_identity_say() -> None:
     assert f'MCPB="{MCPB}"' in (ROOT / 'scripts' / 'build_mcpb.sh').read_text(encoding='utf-8')
 
 
+@pytest.mark.compat
 @pytest.mark.skipif(shutil.which('npx') is None, reason='the bundle is packed with npx (Node.js)')
 def test_the_built_bundle_is_a_zip_whose_manifest_validates(tmp_path: Path) -> None:
     done = subprocess.run(['bash', 'scripts/build_mcpb.sh'], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -14,12 +14,12 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp_support import DEADLINE, SERVER, server_env
-from scale_support import Instance, call_tool, free_port, write_atomically
 
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp.server._tokens import TokenConfigError, Tokens, parse_tokens
+from support.mcp_servers import DEADLINE, SERVER, server_env
+from support.scale import Instance, call_tool, free_port, write_atomically
 
 SECRET = 'tok-never-in-a-message-0123456789'
 
@@ -94,6 +94,7 @@ def test_the_list_variable_takes_name_token_pairs() -> None:
     assert parse_tokens('alice:a:b\n\n# note\nbob:c', 'x') == {'alice': 'a:b', 'bob': 'c'}
 
 
+@pytest.mark.slow
 def test_the_server_refuses_to_start_on_a_tokens_file_it_cannot_use(tmp_path: Path) -> None:
     file = tmp_path / 'tokens'
     file.write_text(f'alice:{SECRET}\nalice:{SECRET}x\n')
@@ -114,6 +115,7 @@ def test_the_server_refuses_to_start_on_a_tokens_file_it_cannot_use(tmp_path: Pa
     assert missing.returncode == 2 and b'cannot read' in missing.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_named_tokens_record_the_caller_and_a_revoked_one_is_refused_without_a_restart(
     emu: Emulator, tmp_path: Path
@@ -167,6 +169,7 @@ async def test_named_tokens_record_the_caller_and_a_revoked_one_is_refused_witho
 # -- /healthz -----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_healthz_needs_no_token_and_says_nothing_but_ok(emu: Emulator, tmp_path: Path) -> None:
     instance = Instance(server_env(emu, tmp_path, PERPLEXITY_MCP_TOKEN=SECRET))
     try:
@@ -180,6 +183,7 @@ def test_healthz_needs_no_token_and_says_nothing_but_ok(emu: Emulator, tmp_path:
         instance.stop()
 
 
+@pytest.mark.slow
 def test_healthz_reports_an_unreachable_ledger_without_naming_it(emu: Emulator, tmp_path: Path) -> None:
     url = f'postgresql://research:hunter2@127.0.0.1:{free_port()}/ledger?connect_timeout=1'
     instance = Instance(server_env(emu, tmp_path, PERPLEXITY_LEDGER_URL=url))

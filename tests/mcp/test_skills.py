@@ -10,9 +10,9 @@ from typing import Any
 
 import jsonschema
 import pytest
-from mcp_support import RawServer, server_env
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import RawServer, server_env
 
 SKILL_URI = 'skill://perplexity-research/SKILL.md'
 EXTENSION = 'io.modelcontextprotocol/skills'
@@ -27,6 +27,7 @@ def server(emu: Emulator, state_dir: Path) -> Iterator[RawServer]:
     process.kill()
 
 
+@pytest.mark.slow
 def test_skills_list_names_the_resource_with_its_size_digest_and_frontmatter(server: RawServer) -> None:
     listed = server.request('skills/list')['result']
     assert listed['cacheScope'] == 'public' and listed['ttlMs'] > 0

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import RawServer, eventually, server_env, text_of, upstream_status
 
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp.server import _snapshot
+from support.mcp_servers import RawServer, eventually, server_env, text_of, upstream_status
 
 HANDSHAKE = json.loads(_snapshot.SNAPSHOT_FILE.read_text(encoding='utf-8'))
 EMULATED_NOTE = 'answered by an emulator, not Perplexity; not a real answer'
@@ -78,6 +78,7 @@ def test_tool_annotations_are_honest(server: RawServer) -> None:
     assert 'outputSchema' in tools['perplexity_research_result']
 
 
+@pytest.mark.slow
 def test_malformed_lines_get_a_parse_error_and_the_server_reads_on(server: RawServer) -> None:
     server.send(b'this is not json\n')
     assert server.wait_for(lambda m: 'error' in m and m.get('id') is None)['error']['code'] == -32700
@@ -129,6 +130,7 @@ def test_odd_ids_are_answered_with_themselves(server: RawServer) -> None:
     assert server.request('ping')['result'] == {}
 
 
+@pytest.mark.slow
 def test_the_modern_era_answers_bad_params_with_the_id_too(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:
@@ -191,6 +193,7 @@ def test_research_returns_the_answer_with_sources_as_text_and_structured_content
     assert structured['answer'].startswith(f'<<web-{nonce}>>') and f'<<web-{nonce}>>' in structured['notice']
 
 
+@pytest.mark.slow
 def test_a_replayed_recording_is_marked_emulated_in_text_and_structured_content(
     raw_server_factory: Callable[..., RawServer], tmp_path: Path
 ) -> None:
@@ -233,6 +236,7 @@ def test_a_bad_argument_is_an_error_with_text_that_says_what_to_fix(server: RawS
     assert limit['isError'] is True and 'between 1 and 50' in text_of(limit)
 
 
+@pytest.mark.slow
 def test_calls_on_one_pipe_run_concurrently(server: RawServer) -> None:
     slow = {'name': 'perplexity_research', 'arguments': {'query': 'Slow one [[emulate: duration=600]]'}}
     fast = {'name': 'perplexity_search', 'arguments': {'query': 'heat pumps'}}
@@ -287,6 +291,7 @@ def test_cancelled_notification_cancels_the_run_upstream_and_the_ledger_says_so(
 # -- other environments --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_missing_key_is_a_clear_tool_error_and_the_server_keeps_serving(
     raw_server_factory: Callable[..., RawServer], tmp_path: Path
 ) -> None:
@@ -300,6 +305,7 @@ def test_a_missing_key_is_a_clear_tool_error_and_the_server_keeps_serving(
     assert process.close() == 0
 
 
+@pytest.mark.slow
 def test_a_run_past_the_wait_budget_hands_off_then_is_collected(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:
@@ -325,6 +331,7 @@ def test_a_run_past_the_wait_budget_hands_off_then_is_collected(
     assert process.close() == 0
 
 
+@pytest.mark.slow
 def test_stray_output_goes_to_stderr_and_stdout_carries_only_protocol_frames(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:
@@ -355,6 +362,7 @@ def test_stray_output_goes_to_stderr_and_stdout_carries_only_protocol_frames(
     assert b'stray print' in errors and b'stray fd write' in errors and b'stray warning' in errors
 
 
+@pytest.mark.slow
 def test_a_client_that_vanishes_mid_call_leaves_the_run_going_and_in_the_ledger(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:
@@ -378,6 +386,7 @@ def test_a_client_that_vanishes_mid_call_leaves_the_run_going_and_in_the_ledger(
 # -- the handshake snapshot and the SDK version it was made with ---------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('made_with', ['this SDK', 'another SDK'])
 def test_the_snapshot_is_used_only_with_the_sdk_version_it_was_made_with(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path, made_with: str
@@ -408,6 +417,7 @@ def test_the_snapshot_is_used_only_with_the_sdk_version_it_was_made_with(
 # -- signals -------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.compat  # signals or kills a process
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_a_call_hands_it_off_records_it_and_exits_promptly(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path, sig: signal.Signals
@@ -439,6 +449,7 @@ def test_a_signal_during_a_call_hands_it_off_records_it_and_exits_promptly(
     assert b'Traceback' not in b''.join(process.stderr)
 
 
+@pytest.mark.slow
 def test_an_sdk_whose_internals_moved_still_serves_through_its_own_stdio_transport(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:

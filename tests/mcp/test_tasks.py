@@ -16,33 +16,25 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import anyio
-import httpx2
 import pytest
 from mcp.client import Client
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClientExtension
 from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_support import DEADLINE, SERVER, server_env, upstream_status
 from mcp_types import (
     CallToolResult,
-    CancelTaskRequestParams,
-    GetTaskRequestParams,
-    Request,
-    Result,
 )
-from pydantic import TypeAdapter
-from test_http import HttpServer
-from test_typescript_client import sdk  # noqa: F401 (the fixture installing the TypeScript SDK)
 
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, SERVER, HttpServer, server_env, ts_sdk_folder, upstream_status
+from support.mcp_tasks import TaskHandle, Tasks, cancel_task, get_task, http_client
 
 _T = TypeVar('_T')
 
@@ -51,63 +43,8 @@ QUESTION = 'What does the EU AI Act regulate?'
 #: Long enough to be polled, cancelled and restarted around (the module's emulator runs `duration=N` in N x 5 ms).
 SLOW = f'{QUESTION} [[emulate: duration=1200]]'  # 6 s
 LONG = f'{QUESTION} [[emulate: duration=12000]]'  # 60 s: far longer than any test waits
-_ANY = TypeAdapter(dict[str, Any])
 #: A research step as `tasks/get` says it: `searching: ... (1 search, 0 results)`, `writing the answer (...)`.
 STEP = re.compile(r'^(searching|found|fetching|fetched|writing)\b.*\(\d+ search')
-
-
-class GetTask(Request[GetTaskRequestParams, Literal['tasks/get']]):
-    method: Literal['tasks/get'] = 'tasks/get'
-    params: GetTaskRequestParams
-    name_param = 'taskId'
-
-
-class CancelTask(Request[CancelTaskRequestParams, Literal['tasks/cancel']]):
-    method: Literal['tasks/cancel'] = 'tasks/cancel'
-    params: CancelTaskRequestParams
-    name_param = 'taskId'
-
-
-class TaskHandle(Result):
-    """A `CreateTaskResult` of the 2026-07-28 tasks extension (`resultType: "task"`)."""
-
-    result_type: Literal['task'] = 'task'
-    task_id: str
-    status: str
-    status_message: str | None = None
-    created_at: str
-    ttl_ms: int | None = None
-    poll_interval_ms: int | None = None
-
-
-async def get_task(client: Client, task_id: str) -> dict[str, Any]:
-    return await client.session.send_request(GetTask(params=GetTaskRequestParams(task_id=task_id)), _ANY)
-
-
-async def cancel_task(client: Client, task_id: str) -> dict[str, Any]:
-    return await client.session.send_request(CancelTask(params=CancelTaskRequestParams(task_id=task_id)), _ANY)
-
-
-class Tasks(ClientExtension):
-    """The client half of the tasks extension, on the SDK's `ClientExtension`: a task handle is polled to its end."""
-
-    identifier = 'io.modelcontextprotocol/tasks'
-
-    def __init__(self) -> None:
-        self.handles: list[TaskHandle] = []
-        self.polls: list[dict[str, Any]] = []
-
-    def claims(self) -> list[ResultClaim[Any]]:
-        return [ResultClaim(result_type='task', model=TaskHandle, resolve=self._resolve)]
-
-    async def _resolve(self, handle: TaskHandle, ctx: ClaimContext) -> CallToolResult:
-        self.handles.append(handle)
-        while True:
-            task = await ctx.session.send_request(GetTask(params=GetTaskRequestParams(task_id=handle.task_id)), _ANY)
-            self.polls.append(task)
-            if task['status'] != 'working':
-                return CallToolResult.model_validate(task['result'])
-            await anyio.sleep(0.1)  # the server asks for 2 s; the emulator's runs are short
 
 
 def until(check: Callable[[], _T | None], *, what: str) -> _T:
@@ -119,19 +56,10 @@ def until(check: Callable[[], _T | None], *, what: str) -> _T:
     raise AssertionError(f'timed out waiting for {what}')
 
 
-@asynccontextmanager
-async def http_client(server: HttpServer | str, token: str, *extensions: ClientExtension) -> AsyncGenerator[Client]:
-    """The MCP SDK's client over Streamable HTTP to a server (or a URL, e.g. nginx's), with a bearer token."""
-    url = server if isinstance(server, str) else server.url
-    async with httpx2.AsyncClient(headers={'Authorization': f'Bearer {token}'}) as http:
-        transport = streamable_http_client(url, http_client=http)
-        async with Client(transport, extensions=list(extensions)) as client:
-            yield client
-
-
 # -- 2026-07-28: the MCP SDK's client -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.parametrize('transport', ['stdio', 'http'])
 async def test_the_sdk_client_runs_research_as_a_task_and_gets_the_plain_calls_result(
@@ -195,6 +123,7 @@ def instances(emu: Emulator, tmp_path: Path) -> Iterator[Callable[[], HttpServer
             server.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_task_is_answered_by_any_instance_outlives_restarts_and_is_the_callers_own(
     emu: Emulator, tmp_path: Path, instances: Callable[[], HttpServer]
@@ -305,7 +234,9 @@ await client.close();
 
 
 @pytest.fixture(scope='module')
-def tasks_client(sdk: Path) -> Path:  # noqa: F811
+def tasks_client() -> Path:
+    """The task client script, in the folder with the TypeScript SDK installed."""
+    sdk = ts_sdk_folder()
     (sdk / 'tasks.mjs').write_text(TASKS_CLIENT, encoding='utf-8')
     return sdk / 'tasks.mjs'
 
@@ -318,6 +249,7 @@ def run_ts(script: Path, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
 
 
+@pytest.mark.compat  # the TypeScript SDK, installed with npm (Node.js)
 @pytest.mark.parametrize('transport', ['stdio', 'http'])
 def test_the_typescript_sdk_client_runs_research_as_a_task(
     tasks_client: Path, emu: Emulator, tmp_path: Path, transport: str
@@ -396,6 +328,7 @@ async def test_a_run_that_cannot_start_or_fails_reads_as_the_plain_call_and_no_l
     assert not untracked_tasks.handles and not untracked.is_error  # no ledger, no task: the plain call answers
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_tasks_get_names_the_latest_step_from_the_running_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -16,11 +16,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from mcp_support import DEADLINE, server_env
-from test_http import HttpServer
 
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, HttpServer, server_env
+
+# A throwaway venv, installed with uv from the registry.
+pytestmark = pytest.mark.compat
 
 PINS = ['pydantic-ai-slim[mcp-tasks]==2.68.0', 'fastmcp-tasks==4.1.4', 'fastmcp-slim==4.1.4']
 VENV = Path(tempfile.gettempdir()) / 'pydantic-ai-perplexity-mcp-tasks-venv'

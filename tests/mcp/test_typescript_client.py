@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import DEADLINE, SERVER, npm_folder, server_env, ts_sdk_folder
-from test_http import HttpServer
 
 from pydantic_ai_perplexity._core.tool_spec import TOOLS
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, SERVER, HttpServer, npm_folder, server_env, ts_sdk_folder
+
+# The TypeScript SDKs are installed with npm (Node.js).
+pytestmark = pytest.mark.compat
 
 TOKEN = secrets.token_urlsafe(24)
 

@@ -12,7 +12,8 @@ from xml.etree import ElementTree
 
 import nbformat
 import pytest
-from notebook_support import start
+
+from support.notebooks import start
 
 NOTEBOOKS = Path(__file__).parents[2] / 'notebooks'
 #: Which notebook each test reads, so only the notebooks of selected tests are executed.
@@ -112,6 +113,7 @@ def test_notebooks_are_committed_without_outputs():
     assert {p.stem for p in NOTEBOOKS.glob('*.ipynb')} == set(USES.values())
 
 
+@pytest.mark.compat  # executed by Jupyter kernels, one process per notebook
 def test_quickstart_shows_live_progress_the_rendered_result_and_a_timeline(executed: Executed):
     book = executed('01_research_quickstart')
     no_errors(book)
@@ -145,6 +147,7 @@ def test_quickstart_shows_live_progress_the_rendered_result_and_a_timeline(execu
     assert 'steps</summary>' in html_of(timeline)
 
 
+@pytest.mark.compat  # executed by Jupyter kernels, one process per notebook
 def test_deep_agent_answers_both_ways_and_shows_both_traces(executed: Executed):
     book = executed('02_deep_agent')
     no_errors(book)
@@ -170,6 +173,7 @@ def test_deep_agent_answers_both_ways_and_shows_both_traces(executed: Executed):
     assert any('perplexity.search' in line for line in server_lines)
 
 
+@pytest.mark.compat  # executed by Jupyter kernels, one process per notebook
 def test_batch_research_tabulates_refusals_spend_and_plots(executed: Executed):
     book = executed('03_batch_research')
     no_errors(book)

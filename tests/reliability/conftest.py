@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from reliability_support import CreateLog, logged_emulator, write_report
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.reliability import CreateLog, logged_emulator, write_report
 
 _outcomes: Counter[str] = Counter()
 _seconds = [0.0]

@@ -10,12 +10,12 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp_support import RawServer, server_env, text_of
-from reliability_support import CreateLog, call_tools, outcome_of, record, tool_call, upstream_runs
 
 from pydantic_ai_perplexity import PerplexityToolset
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import RawServer, server_env, text_of
+from support.reliability import CreateLog, call_tools, outcome_of, record, tool_call, upstream_runs
 
 RUN_EMULATED = 500
 RUN_SECONDS = RUN_EMULATED * 0.002  # the emulator's time scale
@@ -28,6 +28,7 @@ def upstream_status(emu: Emulator, response_id: str) -> str:
     return reply.json()['status']
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_cancel_races_through_the_toolset(logged: tuple[Emulator, CreateLog], tmp_path: Path) -> None:
     emu, log = logged
@@ -85,6 +86,7 @@ async def test_cancel_races_through_the_toolset(logged: tuple[Emulator, CreateLo
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_cancel_twice_then_collect_over_mcp(logged: tuple[Emulator, CreateLog], tmp_path: Path) -> None:
     emu, _ = logged
     server = RawServer(server_env(emu, tmp_path, PERPLEXITY_WAIT_SECONDS='0.05'))

@@ -12,8 +12,11 @@ import re
 from pathlib import Path
 
 import pytest
-from mcp_support import DEADLINE
-from reliability_support import (
+
+from pydantic_ai_perplexity._ledger import Ledger
+from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE
+from support.reliability import (
     FAULTS,
     CreateLog,
     assert_attempt_kept,
@@ -27,9 +30,6 @@ from reliability_support import (
     stream_gets,
     upstream_runs,
 )
-
-from pydantic_ai_perplexity._ledger import Ledger
-from pydantic_ai_perplexity.emulator import Emulator
 
 STEP_LINE = re.compile(r'^  \[\s*\d+\.\d+s\] (.*)$')
 

@@ -16,13 +16,14 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_support import DEADLINE, RawServer, server_env, text_of
-from reliability_support import (
+
+from pydantic_ai_perplexity._ledger import Ledger
+from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, MCP_HEADERS, HttpServer, RawServer, server_env, text_of
+from support.reliability import (
     FAULTS,
-    MCP_HEADERS,
     CreateLog,
     Fault,
-    HttpServer,
     assert_attempt_kept,
     check_outcome,
     describe,
@@ -35,9 +36,6 @@ from reliability_support import (
     upstream_runs,
 )
 
-from pydantic_ai_perplexity._ledger import Ledger
-from pydantic_ai_perplexity.emulator import Emulator
-
 
 @pytest.fixture(scope='module')
 def http_server(logged: tuple[Emulator, CreateLog], module_state: Path) -> Iterator[HttpServer]:
@@ -46,6 +44,7 @@ def http_server(logged: tuple[Emulator, CreateLog], module_state: Path) -> Itera
     server.stop()
 
 
+@pytest.mark.slow
 def test_every_fault_through_mcp_stdio(logged: tuple[Emulator, CreateLog], module_state: Path) -> None:
     emu, _ = logged
     server = RawServer(server_env(emu, module_state, PERPLEXITY_WAIT_SECONDS='30'))
@@ -63,6 +62,7 @@ def test_every_fault_through_mcp_stdio(logged: tuple[Emulator, CreateLog], modul
         check_mcp_answer(logged, module_state, 'mcp-stdio', f'stdio-{i}', fault, result, progress)
 
 
+@pytest.mark.slow
 def test_every_fault_through_mcp_http(
     logged: tuple[Emulator, CreateLog], module_state: Path, http_server: HttpServer
 ) -> None:

@@ -12,7 +12,10 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from reliability_support import (
+
+from pydantic_ai_perplexity import PerplexityClient, PerplexityToolset, Researcher
+from pydantic_ai_perplexity._ledger import Ledger
+from support.reliability import (
     FAULTS,
     EventSpy,
     Fault,
@@ -29,9 +32,6 @@ from reliability_support import (
     until,
     upstream_runs,
 )
-
-from pydantic_ai_perplexity import PerplexityClient, PerplexityToolset, Researcher
-from pydantic_ai_perplexity._ledger import Ledger
 
 pytestmark = pytest.mark.anyio
 

@@ -22,10 +22,11 @@ import httpx2
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from mcp_support import DEADLINE, RawServer, server_env, text_of
-from reliability_support import (
-    MCP_HEADERS,
-    HttpServer,
+
+from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.mcp.server._jsonrpc import shallow
+from support.mcp_servers import DEADLINE, MCP_HEADERS, HttpServer, RawServer, server_env, text_of
+from support.reliability import (
     arguments_from_schema,
     assert_well_formed,
     json_values,
@@ -34,8 +35,8 @@ from reliability_support import (
     tool_call,
 )
 
-from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.mcp.server._jsonrpc import shallow
+# MCP servers fuzzed over both transports: seconds per property.
+pytestmark = pytest.mark.slow
 
 EXAMPLES = 200
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)

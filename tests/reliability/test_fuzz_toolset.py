@@ -18,10 +18,13 @@ import anyio.from_thread
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import arguments_from_schema, call_tools, json_values, outcome_of, record, text_of_part
 
 from pydantic_ai_perplexity import PerplexityToolset
 from pydantic_ai_perplexity.emulator import Emulator
+from support.reliability import arguments_from_schema, call_tools, json_values, outcome_of, record, text_of_part
+
+# Hundreds of fuzzed calls, then a check of what they left (the last test reads what the others did).
+pytestmark = pytest.mark.slow
 
 EXAMPLES = 200
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)

@@ -13,12 +13,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp_support import DEADLINE, RawServer, server_env, text_of, upstream_status
-from reliability_support import MCP_HEADERS, HttpServer, final_reply, record, rpc_messages, until
-from scale_support import LEGACY
+
+from pydantic_ai_perplexity._ledger import Ledger
+from pydantic_ai_perplexity.emulator import Emulator
+from pydantic_ai_perplexity.mcp.server._cancels import CANCELLED_BY_CLIENT, MAX_WATCHES_PER_CALLER
 
 # The module's emulator (`duration=N` runs N x 10 ms), its server with Alice's and Bob's tokens, and its ledger.
-from test_cancel_http import (  # noqa: F401
+from support.cancels import (  # noqa: F401
     ALICE,
     BOB,
     LONG,
@@ -29,10 +30,9 @@ from test_cancel_http import (  # noqa: F401
     research_cancelled_once_started,
     server,
 )
-
-from pydantic_ai_perplexity._ledger import Ledger
-from pydantic_ai_perplexity.emulator import Emulator
-from pydantic_ai_perplexity.mcp.server._cancels import CANCELLED_BY_CLIENT, MAX_WATCHES_PER_CALLER
+from support.mcp_servers import DEADLINE, MCP_HEADERS, HttpServer, RawServer, server_env, text_of, upstream_status
+from support.reliability import final_reply, record, rpc_messages, until
+from support.scale import LEGACY
 
 QUESTION = 'Which heat pumps suit an old stone house? (asked by alice)'
 #: Alice's run that must still be going once Bob has tried every way: 300 s, far longer than the test takes.
@@ -54,6 +54,7 @@ def call(http: HttpServer, token: str, name: str, arguments: dict[str, Any]) -> 
     return rpc(http, token, 'tools/call', {'name': name, 'arguments': arguments})['result']
 
 
+@pytest.mark.slow
 def test_another_callers_run_is_not_found_through_every_way_to_a_run(
     server: HttpServer,  # noqa: F811
     emu: Emulator,  # noqa: F811
@@ -115,6 +116,7 @@ def test_another_callers_run_is_not_found_through_every_way_to_a_run(
            runs=2, ways=10, outcome='"not found", as an unknown id; her runs untouched', lost=0)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_server_without_callers_still_reaches_every_run(
     server: HttpServer,  # noqa: F811
     emu: Emulator,  # noqa: F811
@@ -138,6 +140,7 @@ def test_a_server_without_callers_still_reaches_every_run(
     assert row is not None and row.caller == 'alice'
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_a_cancel_flood_from_one_caller_never_drops_another_callers_cancel(
     server: HttpServer,  # noqa: F811

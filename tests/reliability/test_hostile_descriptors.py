@@ -19,10 +19,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from mcp_support import DEADLINE, SERVER, server_env
-from reliability_support import MCP_HEADERS, HttpServer, final_reply, record, rpc_messages, tool_call
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, MCP_HEADERS, SERVER, HttpServer, server_env
+from support.reliability import final_reply, record, rpc_messages, tool_call
 
 LIMIT = 256  # the server's RLIMIT_NOFILE
 ATTACK = 400  # half-open requests: more than the server has descriptors
@@ -51,6 +51,7 @@ def closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
+@pytest.mark.slow
 def test_half_open_requests_beyond_the_descriptor_limit_lock_nobody_out(emu: Emulator, tmp_path: Path) -> None:
     env = server_env(emu, tmp_path, PERPLEXITY_MCP_HEADER_TIMEOUT=str(HEADER_TIMEOUT))
     server = HttpServer(env, preexec_fn=lowered_descriptors)
@@ -105,6 +106,7 @@ def test_half_open_requests_beyond_the_descriptor_limit_lock_nobody_out(emu: Emu
            outcome='honest calls answered; no traceback', lost=0)  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ('setting', 'value', 'said'),
     [

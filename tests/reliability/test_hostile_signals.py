@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_support import DEADLINE, RawServer, eventually, server_env
-from reliability_support import HttpServer, record
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, HttpServer, RawServer, eventually, server_env
+from support.reliability import record
 
 EXPECTED = {signal.SIGINT: 130, signal.SIGTERM: 0}
 MOMENTS = ('right after spawn', 'after the first line on stderr', 'after initialize', 'while serving calls')
@@ -41,6 +41,7 @@ def reach(process: RawServer, moment: str) -> None:
         assert found.get('isError') is not True
 
 
+@pytest.mark.compat  # signals or kills a process
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM], ids=['SIGINT', 'SIGTERM'])
 def test_a_signal_at_any_moment_of_a_stdio_server_exits_quietly_with_the_documented_code(
     emu: Emulator, tmp_path: Path, sig: signal.Signals
@@ -68,6 +69,7 @@ def test_a_signal_at_any_moment_of_a_stdio_server_exits_quietly_with_the_documen
            lost=0)  # fmt: skip
 
 
+@pytest.mark.compat  # signals or kills a process
 @pytest.mark.parametrize('sig', [signal.SIGINT, signal.SIGTERM], ids=['SIGINT', 'SIGTERM'])
 def test_a_signal_to_a_listening_http_server_exits_with_the_same_code(
     emu: Emulator, tmp_path: Path, sig: signal.Signals

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from mcp_support import DEADLINE, server_env
-from reliability_support import MCP_HEADERS, CreateLog, HttpServer, record, rpc_messages, tool_call
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, MCP_HEADERS, HttpServer, server_env
+from support.reliability import CreateLog, record, rpc_messages, tool_call
 
 TOKEN = secrets.token_urlsafe(24)
 AUTH = {**MCP_HEADERS, 'Authorization': f'Bearer {TOKEN}'}
@@ -105,6 +105,7 @@ def head(port: int, *, length: int, auth: bool = True, extra: str = '') -> bytes
     return ('\r\n'.join(lines) + '\r\n\r\n').encode()
 
 
+@pytest.mark.slow
 def test_refusals_leave_an_honest_client_unaffected(server: HttpServer) -> None:
     honest = HonestClient(server.url)
     honest.start()
@@ -159,6 +160,7 @@ def test_refusals_leave_an_honest_client_unaffected(server: HttpServer) -> None:
         record('transport', 'mcp-http', name, outcome=f'refused {status}', honest_failures=0)
 
 
+@pytest.mark.slow
 def test_slow_loris_clients_are_refused_and_an_honest_client_keeps_its_answers(server: HttpServer) -> None:
     honest = HonestClient(server.url)
     honest.start()

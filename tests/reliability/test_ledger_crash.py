@@ -15,12 +15,12 @@ from pathlib import Path
 
 import anyio
 import pytest
-from mcp_support import DEADLINE, server_env
-from reliability_support import logged_emulator, record, until
 
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, server_env
+from support.reliability import logged_emulator, record, until
 
 #: A process that researches `n` questions, `width` at a time, printing each run's id once it is recorded.
 WORKER = """

@@ -20,13 +20,13 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp_support import server_env
-from reliability_support import record
-from scale_support import Instance, Outcome, call_tool
 
-from disk_support import fill, mounted_small_disk
 from pydantic_ai_perplexity._ledger import EPSILON_USD, Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.disk import fill, mounted_small_disk
+from support.mcp_servers import server_env
+from support.reliability import record
+from support.scale import Instance, Outcome, call_tool
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +85,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
 
 
+@pytest.mark.compat  # mounts a small filesystem: root
 @pytest.mark.anyio
 async def test_a_disk_that_fills_up_under_an_mcp_server_loses_no_run(small_disk: Path) -> None:
     state = small_disk / 'state'

@@ -9,12 +9,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import load_support
 import pytest
-from mcp_support import server_env
-from reliability_support import HttpServer, record
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support import load
+from support.mcp_servers import HttpServer, server_env
+from support.reliability import record
 
 CALLS = 100
 
@@ -29,13 +29,13 @@ def emu() -> Iterator[Emulator]:
 def test_100_concurrent_calls_through_one_mcp_http_server(emu: Emulator, tmp_path: Path) -> None:
     server = HttpServer(server_env(emu, tmp_path, PERPLEXITY_WAIT_SECONDS='120'))
 
-    async def load() -> load_support.LoadResult:
+    async def calls() -> load.LoadResult:
         with anyio.fail_after(120):
-            return await load_support.mcp_http(server.url, CALLS, tag='load-mcp')
+            return await load.mcp_http(server.url, CALLS, tag='load-mcp')
 
     try:
-        result = anyio.run(load)
-        rss = load_support.process_peak_rss_mb(server.proc.pid)
+        result = anyio.run(calls)
+        rss = load.process_peak_rss_mb(server.proc.pid)
     finally:
         server.stop()
     assert result.errors == [], result.summary()
@@ -48,8 +48,8 @@ def test_100_concurrent_calls_through_one_mcp_http_server(emu: Emulator, tmp_pat
 @pytest.mark.anyio
 async def test_100_concurrent_calls_through_one_toolset_and_the_direct_baseline(emu: Emulator, tmp_path: Path) -> None:
     with anyio.fail_after(120):
-        baseline = await load_support.direct(emu.base_url, emu.api_key, CALLS, ledger=tmp_path / 'd.sqlite3', tag='d')
-        through = await load_support.toolset(emu.base_url, emu.api_key, CALLS, ledger=tmp_path / 't.sqlite3', tag='t')
+        baseline = await load.direct(emu.base_url, emu.api_key, CALLS, ledger=tmp_path / 'd.sqlite3', tag='d')
+        through = await load.toolset(emu.base_url, emu.api_key, CALLS, ledger=tmp_path / 't.sqlite3', tag='t')
     for result in (baseline, through):
         assert result.errors == [], result.summary()
         assert result.outcomes['completed'] == CALLS

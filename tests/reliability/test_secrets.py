@@ -22,14 +22,16 @@ import httpx2
 import logfire
 import pytest
 from logfire.testing import TestExporter
-from mcp_support import DEADLINE, RawServer, server_env
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from otlp_collector import otlp_collector
-from reliability_support import (
-    MCP_HEADERS,
-    HttpServer,
+
+from pydantic_ai_perplexity import PerplexityError, PerplexityToolset, Researcher
+from pydantic_ai_perplexity._core.tracing import configure_tracing
+from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, MCP_HEADERS, HttpServer, RawServer, server_env
+from support.otlp_collector import otlp_collector
+from support.reliability import (
     call_tools,
     outcome_of,
     record,
@@ -38,10 +40,6 @@ from reliability_support import (
     tool_call,
     until,
 )
-
-from pydantic_ai_perplexity import PerplexityError, PerplexityToolset, Researcher
-from pydantic_ai_perplexity._core.tracing import configure_tracing
-from pydantic_ai_perplexity.emulator import Emulator
 
 SENTINEL = 'pplx-SENTINEL0123456789abcdef-reliability-must-not-leak'
 WRONG = 'pplx-WRONGSENTINEL9876543210fedcba-must-not-leak-either'

@@ -12,14 +12,14 @@ from collections.abc import Iterator
 import anyio
 import httpx2
 import pytest
-from scale_support import LEGACY, MODERN, Outcome, Topology, call_tool, creates, ledger_rows
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity._domain.pricing import reservation
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.postgres import fresh_schema
+from support.scale import LEGACY, MODERN, Outcome, Topology, call_tool, creates, ledger_rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+pytestmark = [pytest.mark.compat, pytest.mark.anyio]  # nginx in front of the instances
 
 TOKEN = 'tok-budget-61d0'
 ALLOWED = 12

@@ -15,15 +15,15 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from scale_support import LEGACY, MODERN, Topology, call_tool
-from test_cancel_http import LONG, post_cancel, pydantic_ai_cancel, ts_cancel
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity._ledger import Ledger, RunRecord
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp.server._cancels import CANCELLED_BY_CLIENT
+from support.cancels import LONG, post_cancel, pydantic_ai_cancel, ts_cancel
+from support.postgres import fresh_schema
+from support.scale import LEGACY, MODERN, Topology, call_tool
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+pytestmark = [pytest.mark.compat, pytest.mark.anyio]  # nginx in front of the instances
 
 ALICE = 'tok-alice-cancel-7f3e91'
 DEADLINE = 60.0

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 import anyio
 import httpx2
 import pytest
-from scale_support import LEGACY, MODERN, Instance, Outcome, Topology, call_tool, creates, ledger_rows
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity.emulator import Emulator
+from support.postgres import fresh_schema
+from support.scale import LEGACY, MODERN, Instance, Outcome, Topology, call_tool, creates, ledger_rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+pytestmark = [pytest.mark.compat, pytest.mark.anyio]  # nginx in front of the instances
 
 TOKEN = 'tok-fleet-3e8a'
 LONG = 'Survey heat pump adoption in Europe [[emulate: duration=400]]'  # runs 4 s: calls are in flight for a while

@@ -12,13 +12,13 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
-from scale_support import Topology, ledger_rows
-from test_tasks import TaskHandle, Tasks, get_task, http_client
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_tasks import TaskHandle, Tasks, get_task, http_client
+from support.postgres import fresh_schema
+from support.scale import Topology, ledger_rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+pytestmark = [pytest.mark.compat, pytest.mark.anyio]  # nginx in front of the instances
 
 ALICE, BOB = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
 SLOW = 'What does the EU AI Act regulate? [[emulate: duration=500]]'  # 5 s with this directory's emulator

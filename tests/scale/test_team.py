@@ -14,13 +14,13 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from scale_support import LEGACY, MODERN, Outcome, Topology, call_tool, creates, ledger_rows, write_atomically
 
-from postgres_support import fresh_schema
 from pydantic_ai_perplexity._ledger import Ledger
 from pydantic_ai_perplexity.emulator import Emulator
+from support.postgres import fresh_schema
+from support.scale import LEGACY, MODERN, Outcome, Topology, call_tool, creates, ledger_rows, write_atomically
 
-pytestmark = [pytest.mark.slow, pytest.mark.anyio]
+pytestmark = [pytest.mark.compat, pytest.mark.anyio]  # nginx in front of the instances
 
 TOKENS = {'alice': 'tok-alice-2f9c', 'bob': 'tok-bob-77e1', 'carol': 'tok-carol-c0de'}
 CALLS = 300

@@ -6,11 +6,11 @@ import pytest
 from inline_snapshot import snapshot
 from logfire.testing import CaptureLogfire
 from pydantic_ai import Agent
-from tracing_support import span_tree
 
 from pydantic_ai_perplexity import PerplexityToolset
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.testing import scripted_research_model
+from support.tracing import span_tree
 
 pytestmark = pytest.mark.anyio
 

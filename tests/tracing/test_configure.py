@@ -11,10 +11,10 @@ from pathlib import Path
 
 import logfire
 import pytest
-from otlp_collector import otlp_collector
 
 from pydantic_ai_perplexity._core.tracing import configure_tracing
 from pydantic_ai_perplexity.emulator import Emulator
+from support.otlp_collector import otlp_collector
 
 _TELEMETRY_ENV = ('LOGFIRE_', 'OTEL_')
 

@@ -6,12 +6,12 @@ import time
 
 import pytest
 from logfire.testing import CaptureLogfire
-from otlp_collector import otlp_collector
 from pydantic_ai import Agent
 
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.mcp import perplexity_mcp_toolset
 from pydantic_ai_perplexity.testing import scripted_research_model
+from support.otlp_collector import otlp_collector
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

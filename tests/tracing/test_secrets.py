@@ -12,11 +12,11 @@ from logfire.testing import CaptureLogfire, TestExporter
 from opentelemetry import trace
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from tracing_support import SENTINEL_KEY
 
 from pydantic_ai_perplexity import AuthenticationError, Researcher
 from pydantic_ai_perplexity._core.tracing import configure_tracing
 from pydantic_ai_perplexity.emulator import Emulator
+from support.tracing import SENTINEL_KEY
 
 pytestmark = pytest.mark.anyio
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from inline_snapshot import snapshot
 from logfire.testing import CaptureLogfire
-from tracing_support import find_span, metric_points, span_tree
 
 from pydantic_ai_perplexity import AuthenticationError, Researcher
 from pydantic_ai_perplexity.emulator import Emulator
+from support.tracing import find_span, metric_points, span_tree
 
 pytestmark = pytest.mark.anyio
 

@@ -6,12 +6,12 @@ from typing import Any
 
 from inline_snapshot import snapshot
 from logfire.testing import CaptureLogfire
-from tracing_support import span_tree
 
 from pydantic_ai_perplexity._core import tracing
 from pydantic_ai_perplexity._domain.results import ResearchResult
 from pydantic_ai_perplexity._domain.steps import Step, StepReducer
 from pydantic_ai_perplexity.client._models import AgentEvent, Response
+from support.tracing import span_tree
 
 
 def _events(*payloads: dict[str, Any]) -> list[AgentEvent]:

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 from logfire.testing import CaptureLogfire
-from tracing_support import span_tree
 
 from pydantic_ai_perplexity import Researcher
 from pydantic_ai_perplexity.emulator import Emulator
+from support.tracing import span_tree
 
 pytestmark = pytest.mark.anyio
 

@@ -1,7 +1,8 @@
 """A fresh PostgreSQL schema per test, on the server named by PERPLEXITY_TEST_POSTGRES_URL.
 
 `scripts/start-postgres.sh` starts one on loopback and prints its URL; `.ci/run` exports it. Without it the
-PostgreSQL tests are skipped locally, and fail in CI (where `CI` is set), so that they can never silently not run.
+PostgreSQL tests are skipped, and fail in CI (where every skip does: `support.skips`), so that they can never
+silently not run.
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ POSTGRES_URL_ENV = 'PERPLEXITY_TEST_POSTGRES_URL'
 
 
 def postgres_url() -> str:
-    """The test server's URL; skips the test (fails it in CI) when there is none."""
+    """The test server's URL; skips the test (a failure in CI) when there is none."""
     url = os.environ.get(POSTGRES_URL_ENV, '').strip()
     if not url:
         how = f'start one with `export {POSTGRES_URL_ENV}="$(bash scripts/start-postgres.sh)"`'
-        if os.environ.get('CI'):
-            pytest.fail(f'{POSTGRES_URL_ENV} is not set in CI: .ci/run must start PostgreSQL ({how})')
         pytest.skip(f'PostgreSQL tests need a server: {POSTGRES_URL_ENV} is not set; {how}')
     return url
 

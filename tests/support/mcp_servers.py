@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import secrets
 import shutil
 import subprocess
 import sys
@@ -28,13 +29,10 @@ from pydantic_ai_perplexity.emulator import Emulator
 SERVER = [sys.executable, '-m', 'pydantic_ai_perplexity.mcp']
 PYCACHE = Path(tempfile.gettempdir()) / 'pydantic-ai-perplexity-test-pycache'
 DEADLINE = 45.0  # generous: a first start compiles the MCP SDK, and CI machines are busy
-
-
-def unavailable(reason: str) -> None:
-    """Skip a test whose outside tool cannot be had, saying why; in CI (`CI` set) that is a failure instead."""
-    if os.environ.get('CI'):
-        pytest.fail(f'{reason} (CI is set, so this fails instead of skipping)')
-    pytest.skip(reason)
+#: The headers of an MCP request over Streamable HTTP.
+MCP_HEADERS = {'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'}
+#: A strong bearer token for the HTTP servers of a test session.
+TOKEN = secrets.token_urlsafe(24)
 
 
 #: The TypeScript MCP SDK (v1) the client tests run, and the cached folder it is installed in.
@@ -52,8 +50,7 @@ def npm_folder(name: str, packages: list[str], probe: str) -> Path:
     under `node_modules` that exists once they are). Skipped, with the reason, without Node, npm or the registry."""
     node, npm = shutil.which('node'), shutil.which('npm')
     if node is None or npm is None:
-        unavailable(f'Node.js and npm are needed for {", ".join(packages)}')
-    assert npm is not None
+        pytest.skip(f'Node.js and npm are needed for {", ".join(packages)}')
     folder = Path(tempfile.gettempdir()) / name
     if not (folder / 'node_modules' / probe).exists():
         folder.mkdir(parents=True, exist_ok=True)
@@ -66,11 +63,10 @@ def npm_folder(name: str, packages: list[str], probe: str) -> Path:
                 timeout=300,
             )
         except subprocess.TimeoutExpired:
-            unavailable(f'npm install {" ".join(packages)} timed out (no registry?)')
-            raise
+            pytest.skip(f'npm install {" ".join(packages)} timed out (no registry?)')
         if done.returncode != 0:
             err = done.stderr.decode(errors='replace')[-300:]
-            unavailable(f'npm install {" ".join(packages)} failed (no registry?): {err}')
+            pytest.skip(f'npm install {" ".join(packages)} failed (no registry?): {err}')
     return folder
 
 
@@ -246,3 +242,54 @@ def upstream_status(emu: Emulator, response_id: str) -> str:
         f'{emu.base_url}/v1/responses/{response_id}', headers={'Authorization': f'Bearer {emu.api_key}'}, timeout=10
     )
     return reply.json()['status']
+
+
+class HttpServer:
+    """`python -m pydantic_ai_perplexity.mcp --transport http` on a free loopback port; its output kept for reading."""
+
+    def __init__(self, env: dict[str, str], *args: str, **popen: Any) -> None:
+        """`popen`: more `subprocess.Popen` arguments (a `preexec_fn` lowering a limit, say)."""
+        self.proc = subprocess.Popen(
+            [*SERVER, '--transport', 'http', '--port', '0', *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            **popen,
+        )
+        self.stderr: list[bytes] = []
+        self.stdout: list[bytes] = []
+        self._url = threading.Event()
+        self.url = ''
+        self._drains = [
+            threading.Thread(target=self._drain, args=(self.proc.stderr, self.stderr), daemon=True),
+            threading.Thread(target=self._drain, args=(self.proc.stdout, self.stdout), daemon=True),
+        ]
+        for drain in self._drains:
+            drain.start()
+        if not self._url.wait(DEADLINE):
+            self.stop()
+            raise AssertionError(f'the HTTP server did not start: {b"".join(self.stderr)[-2000:]!r}')
+
+    def _drain(self, stream: Any, into: list[bytes]) -> None:
+        for line in iter(stream.readline, b''):
+            into.append(line)
+            if b'listening on ' in line and not self._url.is_set():
+                self.url = line.decode().split('listening on ', 1)[1].strip()
+                self._url.set()
+        stream.close()
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(':', 1)[1].split('/', 1)[0])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=DEADLINE)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=DEADLINE)
+        for drain in self._drains:  # the last lines of output, read to the end
+            drain.join(DEADLINE)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-SHIPPED = Path(__file__).parent / 'emulator' / 'recordings' / 'run-what-is-the-eu-ai-act-2c713eef2f.json'
+SHIPPED = Path(__file__).parents[1] / 'emulator' / 'recordings' / 'run-what-is-the-eu-ai-act-2c713eef2f.json'
 QUESTION = 'What is the EU AI Act?'
 EFFORT = 'fast'
 GROUPED_LINE = '\n- Both timelines agree [11, 12], as do the summaries [web:12, web:14].'

@@ -26,16 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from mcp_support import DEADLINE, SERVER, server_env
 
 from pydantic_ai_perplexity.emulator import Emulator
+from support.mcp_servers import DEADLINE, server_env
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_PATH = ROOT / 'benchmarks' / 'results' / 'reliability.json'
 CLI = [sys.executable, '-m', 'pydantic_ai_perplexity.cli']
 TERMINAL = ('completed', 'failed', 'incomplete', 'cancelled')
 RID = re.compile(r'resp_[0-9a-f-]{36}')
-MCP_HEADERS = {'Content-Type': 'application/json', 'Accept': 'application/json, text/event-stream'}
 
 
 # -- the report ----------------------------------------------------------------------------------------------------
@@ -393,51 +392,6 @@ def text_of_part(part: Any) -> str:
 
 
 # -- MCP over HTTP -------------------------------------------------------------------------------------------------
-
-
-class HttpServer:
-    """`python -m pydantic_ai_perplexity.mcp --transport http` on a free loopback port; stderr kept for reading."""
-
-    def __init__(self, env: dict[str, str], *args: str, **popen: Any) -> None:
-        """`popen`: more `subprocess.Popen` arguments (a `preexec_fn` lowering a limit, say)."""
-        self.proc = subprocess.Popen(
-            [*SERVER, '--transport', 'http', '--port', '0', *args],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            **popen,
-        )
-        self.stderr: list[bytes] = []
-        self.stdout: list[bytes] = []
-        self._url = threading.Event()
-        self.url = ''
-        threading.Thread(target=self._drain, args=(self.proc.stderr, self.stderr), daemon=True).start()
-        threading.Thread(target=self._drain, args=(self.proc.stdout, self.stdout), daemon=True).start()
-        if not self._url.wait(DEADLINE):
-            self.stop()
-            raise AssertionError(f'the HTTP server did not start: {b"".join(self.stderr)[-2000:]!r}')
-
-    def _drain(self, stream: Any, into: list[bytes]) -> None:
-        for line in iter(stream.readline, b''):
-            into.append(line)
-            if b'listening on ' in line and not self._url.is_set():
-                self.url = line.decode().split('listening on ', 1)[1].strip()
-                self._url.set()
-        stream.close()
-
-    @property
-    def port(self) -> int:
-        return int(self.url.rsplit(':', 1)[1].split('/', 1)[0])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=DEADLINE)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=DEADLINE)
 
 
 def rpc_messages(reply: httpx2.Response) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Execute a notebook with nbclient in a child process: `python notebook_support.py IN OUT WORKDIR`.
+"""Execute a notebook with nbclient in a child process: `python notebooks.py IN OUT WORKDIR`.
 
 Each notebook runs in its own process (and kernel), so several run at once and the test process's warning
 filters never reach into Jupyter's machinery. The kernel is the venv's (`python3`, whose `python` jupyter_client
@@ -12,6 +12,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+# Run as a script, this folder heads sys.path: its modules (client, tracing, ...) must not shadow anyone's imports.
+sys.path[:] = [p for p in sys.path if Path(p or '.').resolve() != Path(__file__).resolve().parent]
 
 #: Emulated seconds run this many times faster than real ones in the kernels (a `medium` run takes 0.6 s).
 TIME_SCALE = '0.01'
