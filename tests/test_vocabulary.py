@@ -13,6 +13,13 @@ from typing import Any, get_args
 import httpx2
 import pytest
 
+from pydantic_ai_perplexity._base.efforts import (
+    DEFAULT_EFFORT,
+    EFFORTS,
+    LEGACY_PRESETS,
+    effort_level,
+    normalize_effort,
+)
 from pydantic_ai_perplexity._base.env import ENV
 from pydantic_ai_perplexity._base.errors import InvalidArgumentError
 from pydantic_ai_perplexity._base.statuses import (
@@ -28,13 +35,6 @@ from pydantic_ai_perplexity._base.statuses import (
     RunStatus,
 )
 from pydantic_ai_perplexity._core.researcher import Researcher
-from pydantic_ai_perplexity._domain.efforts import (
-    DEFAULT_EFFORT,
-    EFFORTS,
-    LEGACY_PRESETS,
-    effort_level,
-    normalize_effort,
-)
 from pydantic_ai_perplexity._domain.options import ResearchOptions, search_filters
 from pydantic_ai_perplexity._domain.pricing import PriceTable
 from pydantic_ai_perplexity._domain.settings import Settings
@@ -155,7 +155,7 @@ def _effort_lists(tree: ast.AST) -> list[tuple[int, list[str]]]:
 
 
 def test_no_module_spells_its_own_list_of_efforts() -> None:
-    assert _spelled_in_src(_effort_lists, '_domain/efforts.py') == {}
+    assert _spelled_in_src(_effort_lists, '_base/efforts.py') == {}
     probe = ast.parse("A = ('fast', 'low', 'medium')\nB: Literal['low', 'medium', 'high']\nC = {'low': 1, 'high': 2}")
     assert _effort_lists(probe) == [(1, ['fast', 'low', 'medium'])]
 

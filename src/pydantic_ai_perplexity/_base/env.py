@@ -7,9 +7,11 @@ A leaf (standard library only, nothing imported) so that every layer names a var
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import ClassVar
 
-__all__ = ('ENV', 'OFFLINE_TIME_SCALE')
+__all__ = ('ENV', 'OFFLINE_TIME_SCALE', 'variable')
 
 #: The default of `PERPLEXITY_EMULATOR_TIME_SCALE`: the pace (real seconds per emulated second) of an emulator a
 #: person watches, the stand-in for the API when no key is set (scripts, the CLI, the MCP server's `--emulator`) and
@@ -58,3 +60,16 @@ class ENV:
 
 
 ENV.ALL = tuple(value for name, value in vars(ENV).items() if name.isupper() and name != 'EMULATOR_PREFIX')
+
+_KNOWN = frozenset(ENV.ALL)
+
+
+def variable(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The value of the variable `name` (one of `ENV.ALL`) in `environ` (default `os.environ`), stripped; '' if unset.
+
+    The one place a `PERPLEXITY_*` variable is read; a name not in the list is a programming error (ValueError),
+    so a new variable cannot be read without being listed (and so cleared by the tests and documented).
+    """
+    if name not in _KNOWN:
+        raise ValueError(f'{name} is not one of the variables in ENV.ALL; add it there first.')
+    return ((os.environ if environ is None else environ).get(name) or '').strip()

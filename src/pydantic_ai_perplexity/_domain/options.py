@@ -38,11 +38,11 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 from typing_extensions import TypedDict
 
+from .._base.efforts import DEFAULT_EFFORT, EFFORTS, LEGACY_PRESETS, Effort, LegacyPreset, normalize_effort
+from .._base.efforts import shown as _shown
 from .._base.env import ENV
 from .._base.errors import InvalidArgumentError
 from .._base.statuses import RunStatus
-from .efforts import DEFAULT_EFFORT, EFFORTS, LEGACY_PRESETS, Effort, LegacyPreset, normalize_effort
-from .efforts import shown as _shown
 
 if TYPE_CHECKING:
     from ..client._params import AgentRequest, InputItem, McpTool, ResponseFormat, Tool, WebSearchFilters

@@ -44,10 +44,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from .._base.efforts import DEFAULT_EFFORT, EFFORTS, effort_level
 from .._base.env import ENV
 from .._base.errors import ConfigurationError
 from .._base.prices import LIVE_MODELS, LIVE_TOOL_FEES
-from .efforts import DEFAULT_EFFORT, EFFORTS, effort_level
 from .options import MODEL_ID
 from .settings import variable
 

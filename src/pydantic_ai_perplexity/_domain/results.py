@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .._base.efforts import EFFORTS
 from .._base.errors import InvalidArgumentError
 from ..client._models import (
     RESERVED_TOOL_NAMES,
@@ -36,7 +37,6 @@ from ..client._models import (
     ToolCallDetail,
 )
 from .display_slot import DISPLAY
-from .efforts import EFFORTS
 from .steps import Progress, StepReducer
 
 if TYPE_CHECKING:

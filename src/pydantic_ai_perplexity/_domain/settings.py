@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .._base.env import ENV
+from .._base.efforts import DEFAULT_EFFORT, EFFORTS, normalize_effort
+from .._base.env import ENV, variable
 from .._base.errors import ConfigurationError, InvalidArgumentError
-from .efforts import DEFAULT_EFFORT, EFFORTS, normalize_effort
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
@@ -61,19 +61,6 @@ DEFAULT_MCP_HEARTBEAT_SECONDS = 15.0
 TraceSteps = Literal['events', 'spans', 'off']
 #: What a run does when it does not fit what is left of the budget: be refused (the default), or run tightened.
 OnBudget = Literal['refuse', 'tighten']
-
-_KNOWN = frozenset(ENV.ALL)
-
-
-def variable(name: str, environ: Mapping[str, str] | None = None) -> str:
-    """The value of the variable `name` (one of `ENV.ALL`) in `environ` (default `os.environ`), stripped; '' if unset.
-
-    The one place a `PERPLEXITY_*` variable is read; a name not in the list is a programming error (ValueError),
-    so a new variable cannot be read without being listed (and so cleared by the tests and documented).
-    """
-    if name not in _KNOWN:
-        raise ValueError(f'{name} is not one of the variables in ENV.ALL; add it there first.')
-    return ((os.environ if environ is None else environ).get(name) or '').strip()
 
 
 def _refused(name: str, what: str, example: str, raw: object, hint: str = '') -> ConfigurationError:
@@ -278,13 +265,13 @@ def _budget(raw: Callable[[str], str], given: Budget | None, total: float | None
     from .budget import Budget, parse_per_caller, parse_warn_at
 
     found: dict[str, object] = {}
-    for name, variable in (
+    for name, env_name in (
         ('day', ENV.BUDGET_DAY_USD),
         ('month', ENV.BUDGET_MONTH_USD),
         ('per_run', ENV.BUDGET_PER_RUN_USD),
     ):
-        if raw(variable):
-            found[name] = check_budget(raw(variable), variable)
+        if raw(env_name):
+            found[name] = check_budget(raw(env_name), env_name)
     if raw(ENV.BUDGET_PER_CALLER):
         found['per_caller'] = parse_per_caller(raw(ENV.BUDGET_PER_CALLER), ENV.BUDGET_PER_CALLER)
     if raw(ENV.BUDGET_WARN_AT):

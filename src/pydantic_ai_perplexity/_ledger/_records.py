@@ -10,11 +10,11 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from .._base.efforts import DEFAULT_EFFORT as DEFAULT_EFFORT  # the ledger's modules import it from here
+from .._base.efforts import effort_level
 from .._base.env import ENV
 from .._base.errors import BudgetExceededError
 from .._base.statuses import RESERVED as RESERVED  # the ledger's modules import it from here
-from .._domain.efforts import DEFAULT_EFFORT as DEFAULT_EFFORT  # the ledger's modules import it from here
-from .._domain.efforts import effort_level
 
 _log = logging.getLogger('pydantic_ai_perplexity.ledger')
 

@@ -9,8 +9,7 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from .._base.env import ENV, OFFLINE_TIME_SCALE
-from .._domain.settings import variable
+from .._base.env import ENV, OFFLINE_TIME_SCALE, variable
 
 if TYPE_CHECKING:
     from . import Emulator

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 from pydantic_core import ErrorDetails
 
-from .._domain.efforts import EFFORT_NAME, EFFORTS, LEGACY_PRESETS
+from .._base.efforts import EFFORT_NAME, EFFORTS, LEGACY_PRESETS
 from ._errors import ApiError, ValidationDetail
 from ._models import MODELS, ModelInfo
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal, get_args
 
-from .._base.errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 
 __all__ = (
     'DEFAULT_EFFORT',
