@@ -10,6 +10,7 @@ untrusted, as a notebook someone else executed (`nbconvert --execute`) opens: Ju
 - trace trees in monospace, left-aligned, one line per row (nothing wraps);
 - our tables left-aligned, the answer's Markdown bullets real `<li>` items;
 - numbers formatted as numbers (no `4.0` for a count);
+- a picture the sandbox shared (an inline PNG) loads;
 - untrusted: the sanitizer ran (no `<style>` left in our outputs), yet the timeline is still a picture (bars of
   their own width in lanes, not text run together), the emulated badge still a coloured badge, the markers still
   superscripts.
@@ -52,11 +53,12 @@ SHOTS = {
     '03_batch_research': [('table', 'table.dataframe', 0), ('spend', 'table.dataframe', 1)],
 }
 #: The notebooks that show our own HTML (03 shows pandas tables and a plot).
-EXPECT_OURS = {'01_research_quickstart', '02_deep_agent'}
+EXPECT_OURS = {'01_research_quickstart', '02_deep_agent', '04_files_tools_functions'}
 #: What each notebook must still show when opened untrusted (CSS selectors of our outputs).
 EXPECT_UNTRUSTED = {
     '01_research_quickstart': ['.pplx-timeline', '.pplx-result', '.pplx-emulated'],
     '02_deep_agent': ['.pplx-trace-comparison'],
+    '04_files_tools_functions': ['.pplx-result', '.pplx-emulated', '.pplx-shared-image', '.pplx-functions'],
 }
 #: True when a trusted JupyterLab page shows a `<style>` in an output: the untrusted check's probe can tell them apart.
 _HAS_STYLE_JS = "r => [...r.querySelectorAll('.jp-OutputArea-output')].some(o => o.querySelector('style'))"
@@ -87,6 +89,8 @@ CHECKS_JS = r"""
       if (/(^|\n)\s*[-*] \S/.test(bare)) problems.push('a literal "- " bullet (no <li>) in ' + where(e));
     }
   }
+  for (const img of root.querySelectorAll('.jp-OutputArea-output img.pplx-shared-image'))
+    if (!img.complete || !img.naturalWidth) problems.push('a shared picture that does not load: ' + img.alt);
   for (const pre of root.querySelectorAll('.pplx-trace-comparison pre, pre.pplx-trace')) {
     const style = getComputedStyle(pre);
     const ctx = document.createElement('canvas').getContext('2d');

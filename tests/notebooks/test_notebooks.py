@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import base64
 import re
+import struct
 from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -21,6 +23,7 @@ USES = {
     'test_quickstart_shows_live_progress_the_rendered_result_and_a_timeline': '01_research_quickstart',
     'test_deep_agent_answers_both_ways_and_shows_both_traces': '02_deep_agent',
     'test_batch_research_tabulates_refusals_spend_and_plots': '03_batch_research',
+    'test_files_tools_functions_show_a_pdf_answer_a_sandbox_chart_and_a_function_call': '04_files_tools_functions',
 }
 
 Executed = Callable[[str], Any]
@@ -196,3 +199,49 @@ def test_batch_research_tabulates_refusals_spend_and_plots(executed: Executed):
     refused = sum(' failed ' in line for line in lines)
     assert f'refused: {refused} runs' in summary
     assert 'image/png' in plot[0]['data']
+
+
+def test_files_tools_functions_show_a_pdf_answer_a_sandbox_chart_and_a_function_call(executed: Executed):
+    book = executed('04_files_tools_functions')
+    no_errors(book)
+    _, pdf, over_pdf, sandbox, with_function, calls, batch = code_outputs(book)
+    assert re.search(r'storage-report\.pdf: [\d,]+ bytes', texts(pdf))
+
+    # The run over the PDF: the answer quotes the file by name, and the sandbox's chart is a picture in the result.
+    page = html_of(over_pdf)
+    parsed = Page(page)
+    assert parsed.errors == [] and parsed.stack == [] and '<script' not in page
+    assert 'storage-report.pdf' in page and '8 GWh in 2024 to 12 GWh in 2026' in page
+    [encoded] = re.findall(r'<img class="pplx-shared-image" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    png = base64.b64decode(encoded)
+    assert png.startswith(b'\x89PNG\r\n\x1a\n') and png[12:16] == b'IHDR'
+    width, height = struct.unpack('>II', png[16:24])
+    assert width >= 100 and height >= 50
+    assert 'Sandbox</strong> (python, completed, exit 0)' in page
+    ran = texts(sandbox)
+    assert 'sandbox (python, completed, exit 0): chart.png: storage' in ran  # 'storage' is the commonest word
+    assert re.search(r'shared: chart\.png, [\d,]+ bytes', ran) and "'sandbox': 0.03" in ran
+
+    # The run that called a local function: the call, what it answered, and the answer quoting it.
+    shown = html_of(with_function)
+    assert Page(shown).errors == [] and 'class="pplx-functions"' in shown and '<code>company_wiki(' in shown
+    listed = texts(calls)
+    call_line, output_line = listed.splitlines()[:2]
+    assert call_line.startswith('company_wiki({"topic": ') and call_line.endswith('->')
+    assert (
+        output_line.strip()
+        == 'Office energy: Every office stores its solar power in a 40 kWh battery pack, installed in 2025.'
+    )
+    answer = listed.split('\n\n', 1)[1]
+    assert 'company_wiki: Office energy: Every office stores its solar power in a 40 kWh battery pack' in answer
+
+    # The flex runs bill their tokens at less than the default tier; the filtered search lists pages.
+    lines = texts(batch).splitlines()
+    tiers = [
+        re.match(r'(default|flex) +completed \$\d\.\d{4} \(tokens \$(\d\.\d{5})\)  (.+)', line) for line in lines[:4]
+    ]
+    assert all(tiers), lines
+    tokens = {(m.group(3), m.group(1)): float(m.group(2)) for m in tiers if m}
+    for question in {q for q, _ in tokens}:
+        assert tokens[question, 'flex'] < tokens[question, 'default']
+    assert lines[4:] and all(re.match(r'- .+ \(https://[^ ]+\)$', line) for line in lines[4:])

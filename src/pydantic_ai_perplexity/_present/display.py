@@ -23,7 +23,7 @@ from .._base.words import plural
 from .._domain.display_slot import DISPLAY
 from .._domain.results import MARKER, marker_refs
 from .._domain.timeline import LANES
-from .model_text import answer_with_source_numbers, plain, safe_url
+from .model_text import answer_with_source_numbers, inline_image, plain, safe_url
 
 if TYPE_CHECKING:
     from .._domain.results import ResearchResult, Source
@@ -73,6 +73,13 @@ def result_to_markdown(result: ResearchResult) -> str:
     if images:
         alt = [plain(image.title or 'image').replace('[', '(').replace(']', ')') for image, _ in images]
         lines.append('\n' + ' '.join(f'![{text}]({url})' for text, (_, url) in zip(alt, images, strict=True)))
+    shared = [
+        (plain(f.filename or 'shared image').replace('[', '(').replace(']', ')'), src)
+        for f in result.files
+        if (src := inline_image(f.url))
+    ]
+    if shared:
+        lines.append('\n' + ' '.join(f'![{text}]({src})' for text, src in shared))
     lines.append(f'\n<sub>{_footer(result)}</sub>')
     return '\n'.join(lines)
 
@@ -259,8 +266,8 @@ _MAX_TOOL_ITEMS = 24
 
 def tools_to_html(result: ResearchResult) -> str:
     """What the opt-in tools found, for a notebook: image thumbnails linked to their pages, people, finance records,
-    the sandbox's code and output, its shared files. Every address goes through `safe_url` (http(s) only), images
-    load lazily without a referrer, and all text is escaped: it is web data."""
+    the sandbox's code and output, its shared files. Every address goes through `safe_url` (http(s) only) and a
+    shared picture through `inline_image`; images load lazily without a referrer; all text is escaped (web data)."""
     esc = html.escape
     parts: list[str] = []
     images: list[str] = []
@@ -301,7 +308,7 @@ def tools_to_html(result: ResearchResult) -> str:
     if result.files:
         items = ''.join(
             f'<li>{esc(f.filename or "unnamed")}{f" ({f.size_bytes:,} bytes)" if f.size_bytes is not None else ""}'
-            f'{" <code>" + esc(f.url) + "</code>" if f.url else ""}</li>'
+            f'{_shared_file_html(f.filename, f.url)}</li>'
             for f in result.files[:_MAX_TOOL_ITEMS]
         )
         parts.append(f'<p><strong>Files shared</strong></p><ul class="pplx-files">{items}</ul>')
@@ -313,6 +320,15 @@ def tools_to_html(result: ResearchResult) -> str:
         )
         parts.append(f'<p><strong>Local functions called</strong></p><ul class="pplx-functions">{items}</ul>')
     return ''.join(parts)
+
+
+def _shared_file_html(filename: str, url: str | None) -> str:
+    """A shared file's address: the picture itself when it is an inline image (`inline_image`), else the address as
+    code (an API path needs the key, so it is not a link)."""
+    if src := inline_image(url):
+        alt = html.escape(filename or 'shared image', quote=True)
+        return f'<br><img class="pplx-shared-image" src="{src}" alt="{alt}" style="max-width:100%;max-height:320px">'
+    return f' <code>{html.escape(url)}</code>' if url else ''
 
 
 def _link(url: str, text: str) -> str:

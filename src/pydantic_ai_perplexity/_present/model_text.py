@@ -156,6 +156,19 @@ def _untagged(text: str) -> str:
     return text[:first] + middle + text[last + 1 :]
 
 
+#: The picture formats a notebook shows from a `data:` URI (not SVG: it can carry script).
+_INLINE_IMAGE = re.compile(r'data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/]+={0,2}')
+#: The largest `data:` URI image a notebook shows (2 MB of base64, about 1.5 MB of picture).
+MAX_INLINE_IMAGE_CHARS = 2_000_000
+
+
+def inline_image(url: str | None) -> str:
+    """`url` when it is a picture carried inline as a base64 `data:` URI (PNG, JPEG, GIF, WebP) of a bounded size,
+    safe to show as an `<img>` (a file the sandbox shared, as the emulator gives it); '' for anything else."""
+    text = url or ''
+    return text if len(text) <= MAX_INLINE_IMAGE_CHARS and _INLINE_IMAGE.fullmatch(text) else ''
+
+
 def safe_url(url: str | None) -> str:
     """A page's URL as a model may read it: http(s) with a host, shown plainly (what a URL may not hold
     percent-encoded); '' for anything else (`javascript:`, no host, a broken port, longer than `MAX_URL_CHARS`)."""
@@ -297,7 +310,7 @@ def tool_lines(result: ResearchResult, limit: int = DEFAULT_MAX_SOURCES) -> list
         lines.extend(
             f'- {plain(f.filename) or "unnamed"}'
             + (f' ({f.size_bytes:,} bytes)' if f.size_bytes is not None else '')
-            + (f' — {plain(f.url)}' if f.url else '')
+            + (' — an inline picture' if inline_image(f.url) else f' — {plain(f.url)}' if f.url else '')
             + (f' (error: {plain(f.error)})' if f.error else '')
             for f in result.files[:limit]
         )

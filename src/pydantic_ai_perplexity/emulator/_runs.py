@@ -26,9 +26,11 @@ from .._base.prices import LIVE_TOOL_FEES
 from .._base.statuses import END_EVENTS, TERMINAL_STATUSES
 from .._base.words import plural
 from ._answer import Cited, compose_answer, schema_instance, tokens, truncate_to_tokens
+from ._chart import CHART_WORDS, bar_chart_png, data_uri, word_counts
 from ._corpus import DEFAULT_CORPUS, Corpus, Document, best_sentences, relevance, search_corpus
 from ._faults import Directives, StatusFault
 from ._models import EFFORT_MODELS, FETCH_READER_MODEL, FETCH_URL_PRICE, MODELS, SEARCH_WEB_PRICE, ModelInfo
+from ._pdf import pdf_text
 from ._validation import (
     CreateRequest,
     FetchUrlTool,
@@ -161,8 +163,8 @@ def _all_input_text(req: CreateRequest) -> str:
     return '\n'.join(parts)
 
 
-#: What a file the emulator does not read (a PDF, an office file, a file by URL) is cited with: it has no PDF
-#: reader and fetches nothing, so it names the file and says so.
+#: What a file the emulator does not read (an office file, a PDF whose text it cannot pick out, a file by URL) is
+#: cited with: it fetches nothing, so it names the file and says so.
 _UNREAD = 'its text is not extracted offline; the emulator cites it by name'
 #: Tokens an attached image counts as in `usage` (providers bill an image at a few hundred to a few thousand).
 _IMAGE_TOKENS = 1_000
@@ -196,6 +198,8 @@ def _attachment(part: InputFile | InputImage) -> _Attachment:
             text = data.decode('utf-8')
         except UnicodeDecodeError:
             text = None
+    elif data.startswith(b'%PDF-'):
+        text = pdf_text(data)  # the strings its pages show, when they are plain enough to read
     return _Attachment(name, text, tokens(text) if text is not None else max(1, len(data) // 4))
 
 
@@ -572,19 +576,39 @@ def _plan_tools(plan: _Plan, req: CreateRequest, query: str) -> None:
         finance = {'type': 'finance_results', 'results': records}
         plan.tool_items.append(('finance_search', LIVE_TOOL_FEES['finance_search'], finance))
     if 'sandbox' in offered:
-        words = len(query.split())
+        _plan_sandbox(plan, req, query)
+
+
+def _plan_sandbox(plan: _Plan, req: CreateRequest, query: str) -> None:
+    """One sandbox session and the file it shares: a bar chart of the commonest words of the question and the files
+    it reads (`chart.png`, as a `data:` URI) when the question asks for a chart, else the question's word count."""
+    call_id = _uid('call')
+    if CHART_WORDS.search(query):
+        texts = [query, *(f.text for f in _attachments(req) if f.text)]
+        counts = word_counts(texts)
+        code = (
+            'import matplotlib.pyplot as plt\n'
+            f'counts = {dict(counts)!r}\n'
+            'plt.bar(list(counts), list(counts.values()))\n'
+            "plt.savefig('chart.png')\n"
+            "print('chart.png:', ', '.join(f'{w} {n}' for w, n in counts.items()))"
+        )
+        stdout = 'chart.png: ' + ', '.join(f'{w} {n}' for w, n in counts) + '\n'
+        png = bar_chart_png([n for _, n in counts])
+        filename, size, url = 'chart.png', len(png), data_uri(png)
+    else:
         code = f'question = {query[:200]!r}\nprint(len(question.split()), "words")'
-        call_id = _uid('call')
-        stdout = f'{words} words\n'
-        run = {'stdout': stdout, 'stderr': '', 'exit_code': 0, 'duration_ms': 42, 'status': 'completed'}
-        item = {'type': 'sandbox_results', 'call_id': call_id, 'code': code, 'language': 'python'}
-        item |= {'status': 'completed', 'container_id': f'ctr_{uuid.uuid4().hex[:12]}', 'results': [run]}
-        plan.tool_items.append(('sandbox', LIVE_TOOL_FEES['sandbox'], item))
-        file_id = f'file_{uuid.uuid4().hex[:16]}'
-        shared = {'type': 'share_file', 'call_id': call_id, 'file_id': file_id, 'filename': 'word_count.txt'}
-        url = f'/v1/responses/{{id}}/files/{file_id}/content'  # the run's id is filled in once it has one
-        shared |= {'size_bytes': len(stdout), 'url': url, 'error': None}
-        plan.tool_items.append(('', 0.0, shared))
+        stdout = f'{len(query.split())} words\n'
+        filename, size, url = 'word_count.txt', len(stdout), ''
+    run = {'stdout': stdout, 'stderr': '', 'exit_code': 0, 'duration_ms': 42, 'status': 'completed'}
+    item = {'type': 'sandbox_results', 'call_id': call_id, 'code': code, 'language': 'python'}
+    item |= {'status': 'completed', 'container_id': f'ctr_{uuid.uuid4().hex[:12]}', 'results': [run]}
+    plan.tool_items.append(('sandbox', LIVE_TOOL_FEES['sandbox'], item))
+    file_id = f'file_{uuid.uuid4().hex[:16]}'
+    url = url or f'/v1/responses/{{id}}/files/{file_id}/content'  # the run's id is filled in once it has one
+    shared = {'type': 'share_file', 'call_id': call_id, 'file_id': file_id, 'filename': filename}
+    shared |= {'size_bytes': size, 'url': url, 'error': None}
+    plan.tool_items.append(('', 0.0, shared))
 
 
 def _function_outputs(req: CreateRequest, asked: Mapping[str, str]) -> list[tuple[str, str]]:
