@@ -291,7 +291,8 @@ async def test_wait_returns_a_run_that_requires_action():
 
 
 async def test_unknown_output_item_types_are_kept_in_events_and_runs():
-    item = {'type': 'sandbox_results', 'call_id': 'c1', 'code': 'print(1)', 'results': [{'stdout': '1'}]}
+    # `sandbox_results` is modelled since the opt-in tools; an item type no model knows stands in for the unknown.
+    item = {'type': 'sandbox_grep', 'call_id': 'c1', 'code': 'print(1)', 'results': [{'stdout': '1'}]}
     added = {'type': 'response.output_item.added', 'sequence_number': 1, 'output_index': 0, 'item': item}
 
     def handler(request: httpx2.Request) -> httpx2.Response:
@@ -303,6 +304,6 @@ async def test_unknown_output_item_types_are_kept_in_events_and_runs():
         events = await collect(client.stream('q'))
         run = await client.retrieve('resp_1')
     parsed = events[1].item_
-    assert isinstance(parsed, UnknownItem) and parsed.type == 'sandbox_results'
+    assert isinstance(parsed, UnknownItem) and parsed.type == 'sandbox_grep'
     assert parsed.model_extra == {'call_id': 'c1', 'code': 'print(1)', 'results': [{'stdout': '1'}]}
     assert isinstance(run.output[0], UnknownItem) and run.output[0].model_dump() == item
