@@ -164,7 +164,7 @@ def test_server_json_lists_every_variable_the_settings_read() -> None:
     variables = {v['name']: v for v in package['environmentVariables']}
     # Every variable of the one list but the emulator's, which configure the separate emulator, not this server.
     names = {name for name in ENV.ALL if not name.startswith(ENV.EMULATOR_PREFIX)}
-    assert set(variables) == names and len(names) == 25
+    assert set(variables) == names and len(names) == 26
     assert {n for n, v in variables.items() if v['isSecret']} == SECRETS
     assert {n for n, v in variables.items() if v['isRequired']} == {ENV.API_KEY}
     assert all(v['description'] for v in variables.values())
