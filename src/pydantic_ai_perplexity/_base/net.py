@@ -7,7 +7,7 @@ bind and a recording proxy's upstream), so all three apply one rule.
 from __future__ import annotations
 
 import ipaddress
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from .errors import ConfigurationError
 
@@ -35,13 +35,7 @@ def check_base_url(raw: str, *, source: str) -> str:
     Raises:
         ConfigurationError: the URL is unsafe or not an absolute http(s) URL, said in one line naming `source`.
     """
-    raw = raw.strip()
-    try:
-        parts = urlsplit(raw)
-        host = parts.hostname or ''
-        port = parts.port
-    except ValueError:
-        raise ConfigurationError(f'{source} is not a valid URL; expected e.g. {DEFAULT_BASE_URL!r}.') from None
+    parts, host, port = _split_url(raw.strip(), source=source)
     scheme = parts.scheme.lower()
     if scheme not in ('http', 'https') or not host:
         raise ConfigurationError(
@@ -62,6 +56,17 @@ def check_base_url(raw: str, *, source: str) -> str:
             f'clear text. Use https://, or http:// only to 127.0.0.1, localhost or ::1 (e.g. the emulator).'
         )
     return f'{shown}{parts.path.rstrip("/")}'
+
+
+def _split_url(raw: str, *, source: str) -> tuple[SplitResult, str, int | None]:
+    """`raw`'s parts, host (empty if none) and port, or the error for a URL that cannot be parsed, naming `source`."""
+    try:
+        parts = urlsplit(raw)
+        host = parts.hostname or ''
+        port = parts.port
+    except ValueError:
+        raise ConfigurationError(f'{source} is not a valid URL; expected e.g. {DEFAULT_BASE_URL!r}.') from None
+    return parts, host, port
 
 
 def _format_host(host: str) -> str:

@@ -291,16 +291,22 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def _lean_property(prop: dict[str, Any]) -> dict[str, Any]:
+    """One argument's schema without its default, description or `null` alternative (a single one left inline)."""
+    lean = {k: v for k, v in prop.items() if k not in ('default', 'description')}
+    options = [o for o in lean.pop('anyOf', []) if o != {'type': 'null'}]
+    if len(options) == 1:
+        lean |= options[0]
+    elif options:
+        lean['anyOf'] = options
+    return lean
+
+
 def _lean_schema(schema: dict[str, Any], shown: Mapping[str, str]) -> dict[str, Any]:
     """Only the `shown` arguments, each with its short description, without defaults or `null` alternatives."""
     properties: dict[str, Any] = {}
     for name, description in shown.items():
-        prop = {k: v for k, v in schema['properties'][name].items() if k not in ('default', 'description')}
-        options = [o for o in prop.pop('anyOf', []) if o != {'type': 'null'}]
-        if len(options) == 1:
-            prop |= options[0]
-        elif options:
-            prop['anyOf'] = options
+        prop = _lean_property(schema['properties'][name])
         properties[name] = prop | ({'description': description} if description else {})
     lean: dict[str, Any] = {'type': 'object', 'properties': properties}
     required = [name for name in schema.get('required', []) if name in shown]

@@ -39,6 +39,7 @@ from .._domain.budget import (
 )
 from .._domain.pricing import (
     PRICES_ENV,
+    Fit,
     ModelPrice,
     PriceTable,
     Reservation,
@@ -77,6 +78,19 @@ BACKLOG_LIMIT = 1000
 _URL_SCHEME = re.compile(r'^([A-Za-z][A-Za-z0-9+.-]*)://')
 
 
+def _postgres_engine(target: str, source: str) -> PostgresEngine:
+    """The engine of a PostgreSQL ledger URL, or a clear error when the URL is unusable or psycopg is missing."""
+    problem = target_problem(target, source)
+    if problem is not None:
+        raise ConfigurationError(problem)
+    if importlib.util.find_spec('psycopg') is None:
+        raise ConfigurationError(
+            f'{source} names a PostgreSQL ledger ({redact_url(target)[0]}), but its driver psycopg is not '
+            f'installed. Install it ({INSTALL_HINT}), or unset {LEDGER_URL_ENV} to use the SQLite ledger.'
+        )
+    return PostgresEngine(target)
+
+
 def _engine_for(target: str | os.PathLike[str] | None) -> Engine:
     """The engine a `Ledger` argument (or, for None, `PERPLEXITY_LEDGER_URL` or the default file) selects."""
     source = 'the ledger argument'
@@ -88,15 +102,7 @@ def _engine_for(target: str | os.PathLike[str] | None) -> Engine:
     if not isinstance(target, str):
         return SQLiteEngine(Path(target).expanduser())
     if is_postgres_url(target):
-        problem = target_problem(target, source)
-        if problem is not None:
-            raise ConfigurationError(problem)
-        if importlib.util.find_spec('psycopg') is None:
-            raise ConfigurationError(
-                f'{source} names a PostgreSQL ledger ({redact_url(target)[0]}), but its driver psycopg is not '
-                f'installed. Install it ({INSTALL_HINT}), or unset {LEDGER_URL_ENV} to use the SQLite ledger.'
-            )
-        return PostgresEngine(target)
+        return _postgres_engine(target, source)
     if target.lower().startswith('sqlite://'):
         path = target[len('sqlite://') :].removeprefix('/')  # sqlite:///relative, sqlite:////absolute
         return SQLiteEngine(Path(path).expanduser() if path else default_ledger_path())
@@ -478,10 +484,7 @@ class Ledger:
         )
         held, changes = bound, {}
         if ceiling is not None and micros(bound.usd) > ceiling:  # over the per-run ceiling: tightened to it if asked
-            fitted = fit(query, sent, dollars(ceiling), table)
-            if on_budget != 'tighten' or not fitted.fits:
-                least = fitted.reservation if on_budget == 'tighten' else bound
-                raise per_run_refusal(record.effort, least.usd, ceiling, least.describe())
+            fitted = _fit_ceiling(record, query, sent, table, bound, ceiling, on_budget)
             sent, held, changes = fitted.request, fitted.reservation, fitted.changes
         priced = record.model_copy(update={'estimate_usd': held.usd, 'price_source': table.source})
         if not limits:  # nothing to check against spend: priced here, recorded once the run has its id
@@ -489,39 +492,31 @@ class Ledger:
         token, reserved = self._reserve_within(priced, limits)
         if token is not None:
             return Admission(token, priced, sent, held, changes, _crossings(limits, reserved.spent, micros(held.usd)))
-        room = min(limit.cap_micros - spent for limit, spent in zip(limits, reserved.spent, strict=True))
-        room = room if ceiling is None else min(room, ceiling)
+        room = _room(limits, reserved.spent, ceiling)
         fitted = fit(query, sent, dollars(max(room, 0)), table)
         if on_budget == 'tighten' and fitted.fits:
-            tightened = record.model_copy(update={'estimate_usd': fitted.reservation.usd, 'price_source': table.source})
-            token, reserved = self._reserve_within(tightened, limits)
-            if token is None:  # the spend grew meanwhile
-                raise self._refusal(tightened, limits, reserved.spent, fitted.reservation.describe())
-            _log.info(
-                'A run was tightened to fit the budget (%s left): %s.',
-                usd(dollars(room)),
-                ', '.join(f'{k} {a} -> {b}' for k, (a, b) in fitted.changes.items()),
-            )
-            warnings = _crossings(limits, reserved.spent, micros(fitted.reservation.usd))
-            return Admission(token, tightened, fitted.request, fitted.reservation, fitted.changes, warnings)
-        advice = ''
-        if on_budget == 'refuse' and fitted.fits:
-            lowered = ', '.join(f'{k} {a:,} -> {b:,}' for k, (a, b) in fitted.changes.items())
-            advice = (
-                f'With on_budget="tighten" (CLI: --tighten) it would run with lower limits ({lowered}), reserved at '
-                f'{usd(fitted.reservation.usd)}.'
-            )
-        listed = sent.get('models')
-        named = [sent.get('model'), *(cast('list[Any]', listed) if isinstance(listed, list) else [])]
-        unknown = [m for m in named if isinstance(m, str) and not table.known(m)]
-        if unknown:
-            advice += (
-                f' {unknown[0]} has no known price, so it is priced as the dearest known model; to price it, give '
-                f'{PRICES_ENV}={{"models": {{"{unknown[0]}": [input, output]}}}} (USD per 1M tokens).'
-            )
+            return self._admit_tightened(record, fitted, table, limits, room)
+        advice = _refusal_advice(fitted, sent, table, on_budget)
         raise self._refusal(
-            priced, limits, reserved.spent, bound.describe(), fit_with=(query, sent, table), advice=advice.strip()
+            priced, limits, reserved.spent, bound.describe(), fit_with=(query, sent, table), advice=advice
         )
+
+    def _admit_tightened(
+        self, record: RunRecord, fitted: Fit, table: PriceTable, limits: Sequence[Limit], room: int
+    ) -> Admission:
+        """Reserve the tightened run `fitted` (its limits lowered to fit `room`, micro-USD), or refuse it if the
+        spend grew meanwhile."""
+        tightened = record.model_copy(update={'estimate_usd': fitted.reservation.usd, 'price_source': table.source})
+        token, reserved = self._reserve_within(tightened, limits)
+        if token is None:  # the spend grew meanwhile
+            raise self._refusal(tightened, limits, reserved.spent, fitted.reservation.describe())
+        _log.info(
+            'A run was tightened to fit the budget (%s left): %s.',
+            usd(dollars(room)),
+            ', '.join(f'{k} {a} -> {b}' for k, (a, b) in fitted.changes.items()),
+        )
+        warnings = _crossings(limits, reserved.spent, micros(fitted.reservation.usd))
+        return Admission(token, tightened, fitted.request, fitted.reservation, fitted.changes, warnings)
 
     def _held(self, record: RunRecord) -> tuple[float, int]:
         """What runs not finished yet hold against the budget (USD, runs): the estimates of rows without a cost."""
@@ -766,16 +761,7 @@ class Ledger:
                 warned = True  # one entry that can never be stored: logged, the ledger itself is fine
         if failure.lasting:
             self._engine.close()
-            lost = 'from now on nothing is recorded or read here (until the process restarts)'
-        elif not failure.retry:
-            lost = 'this one entry cannot be stored (other entries are not affected)'
-        elif kept:
-            lost = (
-                f'the entry is kept in memory (in order, up to {BACKLOG_LIMIT} entries) and stored as soon as the '
-                f'ledger works again; later calls try again'
-            )
-        else:
-            lost = 'this call got nothing from the ledger; later calls try again'
+        lost = _what_is_lost(failure, kept=kept)
         message = (
             f'The run ledger at {self.describe()} is not working: {action} failed ({failure.cause}). Research goes on, '
             f'but {lost}, so run history (listing runs, collecting them from other processes) and spend tracking for '
@@ -790,6 +776,64 @@ class Ledger:
             warnings.warn(message, LedgerWarning, stacklevel=4)
         except Exception:  # warnings turned into errors: a ledger failure must still never reach the caller
             _log.warning('%s', message)
+
+
+def _room(limits: Sequence[Limit], spent: Sequence[int], ceiling: int | None) -> int:
+    """What is left (micro-USD) under the tightest of `limits` given their `spent`, and under the per-run ceiling."""
+    room = min(limit.cap_micros - used for limit, used in zip(limits, spent, strict=True))
+    return room if ceiling is None else min(room, ceiling)
+
+
+def _fit_ceiling(
+    record: RunRecord,
+    query: Any,
+    sent: dict[str, Any],
+    table: PriceTable,
+    bound: Reservation,
+    ceiling: int,
+    on_budget: OnBudget,
+) -> Fit:
+    """`sent` tightened under the per-run ceiling (micro-USD) when `on_budget` is 'tighten' and it can be; else the
+    per-run refusal is raised."""
+    fitted = fit(query, sent, dollars(ceiling), table)
+    if on_budget != 'tighten' or not fitted.fits:
+        least = fitted.reservation if on_budget == 'tighten' else bound
+        raise per_run_refusal(record.effort, least.usd, ceiling, least.describe())
+    return fitted
+
+
+def _refusal_advice(fitted: Fit, sent: Mapping[str, Any], table: PriceTable, on_budget: OnBudget) -> str:
+    """The sentences a budget refusal adds: what tightening would lower, and how to price a model with no price."""
+    advice = ''
+    if on_budget == 'refuse' and fitted.fits:
+        lowered = ', '.join(f'{k} {a:,} -> {b:,}' for k, (a, b) in fitted.changes.items())
+        advice = (
+            f'With on_budget="tighten" (CLI: --tighten) it would run with lower limits ({lowered}), reserved at '
+            f'{usd(fitted.reservation.usd)}.'
+        )
+    listed = sent.get('models')
+    named = [sent.get('model'), *(cast('list[Any]', listed) if isinstance(listed, list) else [])]
+    unknown = [m for m in named if isinstance(m, str) and not table.known(m)]
+    if unknown:
+        advice += (
+            f' {unknown[0]} has no known price, so it is priced as the dearest known model; to price it, give '
+            f'{PRICES_ENV}={{"models": {{"{unknown[0]}": [input, output]}}}} (USD per 1M tokens).'
+        )
+    return advice.strip()
+
+
+def _what_is_lost(failure: Failure, *, kept: bool) -> str:
+    """What a ledger failure costs, for its warning: everything from now on, one entry, or this call only."""
+    if failure.lasting:
+        return 'from now on nothing is recorded or read here (until the process restarts)'
+    if not failure.retry:
+        return 'this one entry cannot be stored (other entries are not affected)'
+    if kept:
+        return (
+            f'the entry is kept in memory (in order, up to {BACKLOG_LIMIT} entries) and stored as soon as the '
+            f'ledger works again; later calls try again'
+        )
+    return 'this call got nothing from the ledger; later calls try again'
 
 
 def _clean(value: str | None) -> str | None:

@@ -261,6 +261,29 @@ def usd(value: float) -> str:
     return f'${value:.4f}' if 0 < abs(value) < 0.01 else f'${value:,.2f}'
 
 
+def _used(spent: float, held: tuple[float, int]) -> str:
+    """What of the cap is used, for a refusal: spent, and held by runs in flight when there are some."""
+    held_usd, held_runs = held
+    if not held_runs:
+        return f'{usd(spent)} already spent'
+    runs = f'{held_runs} run{"s" if held_runs != 1 else ""} in flight'
+    return (
+        f'{usd(spent)} used ({usd(max(spent - held_usd, 0.0))} spent, {usd(held_usd)} held by {runs} until they '
+        'report a cost)'
+    )
+
+
+def _next_step(fits: tuple[tuple[str, float], ...] | None, held_runs: int) -> str:
+    """What a refused caller can do: the efforts that fit what is left, or that none does."""
+    if fits is None:
+        return 'Choose a cheaper effort, or wait for runs in flight to finish.'
+    if fits:
+        choice = ', '.join(f'{effort} ({usd(price)})' for effort, price in fits)
+        return f'Efforts that fit what is left: {choice}.'
+    wait = '; wait for the runs in flight to finish (what they hold comes back if they cost less)' if held_runs else ''
+    return f'No effort fits what is left{wait}.'
+
+
 def refusal(
     record: RunRecord,
     spent: float,
@@ -279,24 +302,9 @@ def refusal(
     """
     about = '; '.join(part for part in (f'effort {record.effort!r}' if record.effort else '', detail) if part)
     held_usd, held_runs = held
-    used = f'{usd(spent)} already spent'
-    if held_runs:
-        runs = f'{held_runs} run{"s" if held_runs != 1 else ""} in flight'
-        used = (
-            f'{usd(spent)} used ({usd(max(spent - held_usd, 0.0))} spent, {usd(held_usd)} held by {runs} until they '
-            'report a cost)'
-        )
+    used = _used(spent, held)
     left = max(cap - spent, 0.0)
-    if fits is None:
-        next_step = 'Choose a cheaper effort, or wait for runs in flight to finish.'
-    elif fits:
-        choice = ', '.join(f'{effort} ({usd(price)})' for effort, price in fits)
-        next_step = f'Efforts that fit what is left: {choice}.'
-    else:
-        wait = (
-            '; wait for the runs in flight to finish (what they hold comes back if they cost less)' if held_runs else ''
-        )
-        next_step = f'No effort fits what is left{wait}.'
+    next_step = _next_step(fits, held_runs)
     message = (
         f'Budget exceeded: this run needs {usd(record.estimate_usd)}{f" ({about})" if about else ""}, and '
         f'{usd(left)} is left of the {usd(cap)} cap: {used}. The run was not started. {next_step}'

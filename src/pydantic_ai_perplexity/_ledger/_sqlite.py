@@ -481,6 +481,10 @@ class SQLiteEngine(Engine):
                 ),
                 summary=f'{action} failed: {type(exc).__name__}: {exc}',
             )
+        return self._lasting_failure(action, exc, code)
+
+    def _lasting_failure(self, action: str, exc: Exception, code: int) -> Failure:
+        """A failure that retrying does not cure (a corrupt file, a directory it cannot write), with its fix."""
         if code in {11, 26}:  # CORRUPT, NOTADB
             fix = f'Move the file aside (a new ledger is then created), or set {STATE_DIR_ENV} to another directory.'
         else:

@@ -318,9 +318,7 @@ class PerplexityClient:
                 if snapshot is not None:
                     seen.last = snapshot
                 if on_event is not None:
-                    outcome = on_event(event)
-                    if inspect.isawaitable(outcome):
-                        await outcome
+                    await _notify(on_event(event))
                 if event.is_terminal:
                     if snapshot is not None and snapshot.done:
                         return snapshot
@@ -335,9 +333,7 @@ class PerplexityClient:
             if run.status in SETTLED_STATUSES:
                 return run
             if on_snapshot is not None:
-                outcome = on_snapshot(run)
-                if inspect.isawaitable(outcome):
-                    await outcome
+                await _notify(on_snapshot(run))
             await anyio.sleep(delay)
             delay = min(delay * _POLL_GROWTH, max(POLL_INTERVAL_CAP, interval))
 
@@ -415,3 +411,9 @@ def _agent_body(input: str | list[InputItem], request: Mapping[str, Any], **fixe
     if body.get('background'):
         body.setdefault('store', True)
     return {**body, **extra}
+
+
+async def _notify(outcome: Awaitable[None] | None) -> None:
+    """Await what a caller's hook returned when it is awaitable: hooks may be plain or async functions."""
+    if inspect.isawaitable(outcome):
+        await outcome

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import httpx2
 
@@ -96,27 +96,31 @@ def _parse_body(response: httpx2.Response) -> tuple[Any, str, str | None, str | 
         body: Any = json.loads(text) if text.strip() else None
     except ValueError:
         return text[:500], ' '.join(text.split())[:300], None, None
-    message, kind, param = '', None, None
     outer = as_object(body)
     if outer is not None:
-        error = outer.get('error')
-        source = as_object(error) or outer
-        if isinstance(error, str):
-            message = error
-        detail = source.get('detail')
-        if isinstance(source.get('message'), str):
-            message = source['message']
-        elif isinstance(detail, str):
-            message = detail
-        elif isinstance(detail, list):
-            message, param = _fastapi_detail(cast('list[Any]', detail))
-        if isinstance(source.get('type'), str):
-            kind = source['type']
-        if isinstance(source.get('param'), str):
-            param = source['param']
-    elif isinstance(body, str):
-        message = body
-    return body, message, kind, param
+        return (body, *_object_fields(outer))
+    return body, body if isinstance(body, str) else '', None, None
+
+
+def _object_fields(outer: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """(message, type, param) of a JSON object error body, flat or under `error`."""
+    message, kind, param = '', None, None
+    error = outer.get('error')
+    source = as_object(error) or outer
+    if isinstance(error, str):
+        message = error
+    detail = source.get('detail')
+    if isinstance(source.get('message'), str):
+        message = source['message']
+    elif isinstance(detail, str):
+        message = detail
+    elif isinstance(detail, list):
+        message, param = _fastapi_detail(cast('list[Any]', detail))
+    if isinstance(source.get('type'), str):
+        kind = source['type']
+    if isinstance(source.get('param'), str):
+        param = source['param']
+    return message, kind, param
 
 
 def _fastapi_detail(detail: list[Any]) -> tuple[str, str | None]:
@@ -136,8 +140,30 @@ def _fastapi_detail(detail: list[Any]) -> tuple[str, str | None]:
     return '; '.join(parts), param
 
 
+class _Reply(NamedTuple):
+    """A non-2xx answer read and redacted: what each error message is made of."""
+
+    status: int
+    message: str
+    head: str
+    tail: str
+    common: dict[str, Any]
+
+
 def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError:
     """The exception for a non-2xx answer, read in full."""
+    reply = _read_reply(response, ctx)
+    if reply.status == 410 or _RETIRED_MARKER in reply.message.lower():
+        return RetiredEndpointError(
+            f'{reply.head}: {reply.message}. This endpoint was retired (the Sonar chat API ended on 2026-09-27); '
+            f'use the Agent API, POST /v1/agent (PerplexityClient.create or start).{reply.tail}',
+            **reply.common,
+        )
+    return _refusal_error(reply, ctx) or _failure_error(reply, response, ctx)
+
+
+def _read_reply(response: httpx2.Response, ctx: ErrorContext) -> _Reply:
+    """The answer's status, message, message head and tail, and the fields every status error carries, redacted."""
     status = response.status_code
     body, server_message, error_type, param = _parse_body(response)
     server_message = redact(server_message, ctx.key).strip().rstrip('.') or response.reason_phrase or 'no message'
@@ -156,13 +182,14 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
         'method': ctx.method,
         'path': ctx.path,
     }
-    if status == 410 or _RETIRED_MARKER in server_message.lower():
-        return RetiredEndpointError(
-            f'{head}: {server_message}. This endpoint was retired (the Sonar chat API ended on 2026-09-27); '
-            f'use the Agent API, POST /v1/agent (PerplexityClient.create or start).{tail}',
-            **common,
-        )
+    return _Reply(status, server_message, head, tail, common)
+
+
+def _refusal_error(reply: _Reply, ctx: ErrorContext) -> APIStatusError | None:
+    """The error for an endpoint, request, key or run the API refused (400/422, 401, 403, 404, 413), else None."""
+    status, server_message, head, tail, common = reply
     if status == 400 or status == 422:
+        param = common['param']
         named = f'parameter {param!r}' if param else 'the request'
         return BadRequestError(f'{head}: the API rejected {named}: {server_message}{tail}', **common)
     if status == 401 and not ctx.key:
@@ -195,6 +222,12 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
             f'input, or pass files by URL instead of inline data.{tail}',
             **common,
         )
+    return None
+
+
+def _failure_error(reply: _Reply, response: httpx2.Response, ctx: ErrorContext) -> APIStatusError:
+    """The error for any other status: a remote MCP server (424), a rate limit (429), a server failure (5xx)."""
+    status, server_message, head, tail, common = reply
     if status == 424:
         match = _MCP_SERVER.search(server_message)
         label = match.group(1) if match else None
@@ -206,20 +239,26 @@ def status_error(response: httpx2.Response, ctx: ErrorContext) -> APIStatusError
             **common,
         )
     if status == 429:
-        wait = rate_limit_wait(response.headers)
-        hint = f'retry after {wait:g} s' if wait is not None and wait > 0 else 'retry later'
-        return RateLimitError(
-            f'{head}: {server_message}. Rate limited after {ctx.tries}: {hint}, or lower the request rate '
-            f'(limits rise with your usage tier).{tail}',
-            retry_after=wait,
-            **common,
-        )
+        return _rate_limit_error(reply, response, ctx)
     if status >= 500:
         note = f' {_MAY_HAVE_STARTED}' if ctx.kind == 'create' else ' The API is failing; try again later.'
         return InternalServerError(f'{head} after {ctx.tries}: {server_message}.{note}{tail}', **common)
     # A timeout or conflict answered by the API or a proxy on the way does not prove the run was refused.
     note = f' {_MAY_HAVE_STARTED}' if ctx.kind == 'create' and status in (408, 409) else ''
     return APIStatusError(f'{head}: {server_message}.{note}{tail}', **common)
+
+
+def _rate_limit_error(reply: _Reply, response: httpx2.Response, ctx: ErrorContext) -> RateLimitError:
+    """The error for a 429, with the wait the API asked for when it named one."""
+    _, server_message, head, tail, common = reply
+    wait = rate_limit_wait(response.headers)
+    hint = f'retry after {wait:g} s' if wait is not None and wait > 0 else 'retry later'
+    return RateLimitError(
+        f'{head}: {server_message}. Rate limited after {ctx.tries}: {hint}, or lower the request rate '
+        f'(limits rise with your usage tier).{tail}',
+        retry_after=wait,
+        **common,
+    )
 
 
 def invalid_run_id(exc: BadRequestError, response_id: str) -> NotFoundError:
@@ -231,9 +270,14 @@ def invalid_run_id(exc: BadRequestError, response_id: str) -> NotFoundError:
     return NotFoundError.because(reason, message, exc)
 
 
+def describe_failure(exc: BaseException, key: str | None) -> str:
+    """`Name: message` of a failed exchange (just `Name` when it has no message), with the key redacted."""
+    return redact(f'{type(exc).__name__}: {exc}' if str(exc) else type(exc).__name__, key)
+
+
 def network_error(exc: httpx2.RequestError, ctx: ErrorContext, *, sent: bool) -> APIConnectionError:
     """The exception for a failed exchange. `sent`: the request may have reached the API."""
-    detail = redact(f'{type(exc).__name__}: {exc}' if str(exc) else type(exc).__name__, ctx.key)
+    detail = describe_failure(exc, ctx.key)
     if ctx.kind == 'create' and sent:
         return RunMayHaveStartedError(
             f'{ctx.where} failed after the request was sent ({detail}). {_MAY_HAVE_STARTED}',

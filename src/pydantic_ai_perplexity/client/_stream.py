@@ -22,7 +22,7 @@ import httpx2
 
 from .._base.errors import APIConnectionError, RunMayHaveStartedError
 from . import _events
-from ._errors import ErrorContext, as_object, malformed_error, redact
+from ._errors import ErrorContext, as_object, describe_failure, malformed_error, redact
 from ._models import AgentEvent, parse_event
 from ._retry import backoff
 from ._transport import MAX_EVENT_SIZE, Transport, logger
@@ -152,33 +152,30 @@ class EventStream(AsyncIterator[AgentEvent]):
 
         return opener, self._transport.context('GET', path, 'read')
 
+    def _first_opener(self) -> tuple[Opener, ErrorContext]:
+        """The opener of the stream's first connection (the one given, once), else of a resumption."""
+        first, self._first = self._first, None
+        if first is not None:
+            return first, self._first_ctx
+        return self._resume_opener()
+
     async def _run(self) -> AsyncGenerator[AgentEvent]:
-        opener, ctx = (self._first, self._first_ctx) if self._first is not None else self._resume_opener()
-        self._first = None
+        opener, ctx = self._first_opener()
         stalls = 0
         while True:
             progressed = False
             drop: str = 'the connection closed before the run ended'
             try:
                 async with opener() as response:
-                    content_type = response.headers.get('content-type', '').partition(';')[0].strip().lower()
-                    if content_type != 'text/event-stream':
-                        await response.aread()
-                        why = f'{content_type or "no content type"!r} instead of an event stream'
-                        raise malformed_error(ctx, why, response.text)
+                    await _check_event_stream(response, ctx)
                     async for sse in httpx2.EventSource(response, max_event_size=MAX_EVENT_SIZE):
                         event = decode_frame(sse, ctx)
                         if event is None:
                             continue
                         if isinstance(event, _Done):
                             return
-                        if event.sequence_number >= 0:
-                            if event.sequence_number <= self.last_sequence_number:
-                                continue  # already yielded before a reconnection
-                            self.last_sequence_number = event.sequence_number
-                        if self.response_id is None and event.response is not None:
-                            rid: Any = event.response.get('id')
-                            self.response_id = rid if isinstance(rid, str) else None
+                        if not self._is_new(event):
+                            continue  # already yielded before a reconnection
                         progressed = True
                         yield event
                         if event.is_terminal:
@@ -187,14 +184,29 @@ class EventStream(AsyncIterator[AgentEvent]):
                 why = redact(f'an event stream that could not be read ({exc})', ctx.key)
                 raise malformed_error(ctx, why) from self._transport.safe_cause(exc)
             except httpx2.RequestError as exc:
-                drop = redact(f'{type(exc).__name__}: {exc}' if str(exc) else type(exc).__name__, ctx.key)
+                drop = describe_failure(exc, ctx.key)
             logger.debug('%s %s stream ended after seq %d: %s', ctx.method, ctx.path, self.last_sequence_number, drop)
             stalls = 0 if progressed else stalls + 1
-            self._check_resumable(ctx, drop, stalls)
-            _events.observer().resuming(self.last_sequence_number)
-            if stalls:
-                await anyio.sleep(backoff(stalls - 1))
+            await self._before_resuming(ctx, drop, stalls)
             opener, ctx = self._resume_opener()
+
+    async def _before_resuming(self, ctx: ErrorContext, drop: str, stalls: int) -> None:
+        """Raise if the dropped stream cannot be reopened, else report it and back off after a stall."""
+        self._check_resumable(ctx, drop, stalls)
+        _events.observer().resuming(self.last_sequence_number)
+        if stalls:
+            await anyio.sleep(backoff(stalls - 1))
+
+    def _is_new(self, event: AgentEvent) -> bool:
+        """Whether `event` comes after the last one yielded; note its sequence number and the run's id."""
+        if event.sequence_number >= 0:
+            if event.sequence_number <= self.last_sequence_number:
+                return False
+            self.last_sequence_number = event.sequence_number
+        if self.response_id is None and event.response is not None:
+            rid: Any = event.response.get('id')
+            self.response_id = rid if isinstance(rid, str) else None
+        return True
 
     def _check_resumable(self, ctx: ErrorContext, drop: str, stalls: int) -> None:
         """Raise if the stream cannot or should no longer be reopened."""
@@ -221,3 +233,12 @@ class EventStream(AsyncIterator[AgentEvent]):
                 method=ctx.method,
                 path=ctx.path,
             )
+
+
+async def _check_event_stream(response: httpx2.Response, ctx: ErrorContext) -> None:
+    """Raise if a 2xx answer to a stream request is not an event stream (its body read for the error)."""
+    content_type = response.headers.get('content-type', '').partition(';')[0].strip().lower()
+    if content_type != 'text/event-stream':
+        await response.aread()
+        why = f'{content_type or "no content type"!r} instead of an event stream'
+        raise malformed_error(ctx, why, response.text)

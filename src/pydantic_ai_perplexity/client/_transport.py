@@ -135,12 +135,7 @@ class Transport:
                 _events.observer().rate_limits(limits.remaining, limits.limit)
                 if response.is_success:
                     return response
-                try:
-                    await response.aread()
-                except httpx2.TransportError:
-                    pass  # a partial error body still has a status; judge by that
-                finally:
-                    await response.aclose()
+                await _read_error_body(response)
                 retryable = status_retryable(kind, response.status_code, response.headers)
                 status = response.status_code
                 delay = self._next_delay(attempt, started, response.headers, status) if retryable else None
@@ -224,3 +219,13 @@ class Transport:
     def context(self, method: str, path: str, kind: RequestKind) -> ErrorContext:
         """The error context of a request, for errors raised while reading its answer."""
         return self._ctx(method, path, kind, 0)
+
+
+async def _read_error_body(response: httpx2.Response) -> None:
+    """Read an error answer's body as far as it arrives, then close it: its status is what counts."""
+    try:
+        await response.aread()
+    except httpx2.TransportError:
+        pass  # a partial error body still has a status; judge by that
+    finally:
+        await response.aclose()

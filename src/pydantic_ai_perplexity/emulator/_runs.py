@@ -188,10 +188,7 @@ def _attachment(part: InputFile | InputImage) -> _Attachment:
     name = part.filename or part.file_url or 'an attached file'
     if part.file_data is None:
         return _Attachment(name, None, 0)
-    try:
-        data = base64.b64decode(part.file_data, validate=True)
-    except (binascii.Error, ValueError):
-        data = b''
+    data = _decoded(part.file_data)
     text: str | None = None
     if PurePosixPath(name).suffix.lower() in _TEXT_SUFFIXES or not part.filename:
         try:
@@ -201,6 +198,14 @@ def _attachment(part: InputFile | InputImage) -> _Attachment:
     elif data.startswith(b'%PDF-'):
         text = pdf_text(data)  # the strings its pages show, when they are plain enough to read
     return _Attachment(name, text, tokens(text) if text is not None else max(1, len(data) // 4))
+
+
+def _decoded(file_data: str) -> bytes:
+    """The bytes of an inline file's base64 data; none when it is not valid base64 (the request was checked)."""
+    try:
+        return base64.b64decode(file_data, validate=True)
+    except (binascii.Error, ValueError):
+        return b''
 
 
 def _attachments(req: CreateRequest) -> list[_Attachment]:
@@ -902,17 +907,22 @@ def _message_text(req: CreateRequest, query: str, plan: _Plan, directives: Direc
     if plan.function_outputs:  # what the client's functions answered, as a model would use it
         said = '\n'.join(f'- {name}: {" ".join(output.split())[:300]}' for name, output in plan.function_outputs)
         answer = f'{answer}\n\nFrom your own tools:\n{said}'
-    first_url = plan.searches[0][1][0]['url'] if plan.searches and plan.searches[0][1] else 'https://example.com/'
-    text = answer
-    if req.response_format is not None and req.response_format.json_schema is not None:
-        instance = schema_instance(req.response_format.json_schema.schema_, answer=answer, url=first_url)
-        text = json.dumps(instance, ensure_ascii=False)
+    text = _shaped(req, answer, plan)
     limit = max(16, req.max_output_tokens) if req.max_output_tokens is not None else None
     if directives.incomplete:
         limit = min(limit or tokens(text), max(1, tokens(text) // 2))
     if limit is not None and tokens(text) > limit:
         return _Text(truncate_to_tokens(text, limit), incomplete=True)
     return _Text(text, incomplete=False)
+
+
+def _shaped(req: CreateRequest, answer: str, plan: _Plan) -> str:
+    """The answer as the request asked for it: a JSON instance of its schema (citing the first result), else as is."""
+    if req.response_format is None or req.response_format.json_schema is None:
+        return answer
+    first_url = plan.searches[0][1][0]['url'] if plan.searches and plan.searches[0][1] else 'https://example.com/'
+    instance = schema_instance(req.response_format.json_schema.schema_, answer=answer, url=first_url)
+    return json.dumps(instance, ensure_ascii=False)
 
 
 def _prompt_tokens(req: CreateRequest) -> int:

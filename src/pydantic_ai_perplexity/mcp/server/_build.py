@@ -134,17 +134,9 @@ def serve(
         sys.stderr.write(_MCP_MISSING)
         raise SystemExit(2)
     from ..._base.env import ENV
-    from ..._base.errors import ConfigurationError
-    from ..._domain.settings import mcp_heartbeat, mcp_lean, variable
+    from ..._domain.settings import variable
 
-    try:
-        lean = mcp_lean(lean)
-        mcp_heartbeat()  # refused here, before serving, rather than at the first call
-        if emulator:
-            _use_emulator()
-    except (ConfigurationError, ValueError) as exc:
-        sys.stderr.write(f'Cannot serve MCP: {exc}\n')
-        raise SystemExit(2) from None
+    lean = _checked_settings(lean, emulator=emulator)
     if not emulator and not variable(ENV.API_KEY):
         sys.stderr.write(_NO_KEY_NOTE)
     from ..._domain.settings import skip_idle_logfire_plugin
@@ -162,25 +154,16 @@ def serve(
                 wait_seconds=wait_seconds, drain_seconds=_wait_budget(wait_seconds) + _DRAIN_MARGIN_SECONDS, lean=lean
             )
         elif transport in ('http', 'streamable-http'):
-            from ._conns import ConnectionLimits
-            from ._http import refuse_unsafe_bind, run_http
-            from ._stdio import configure_tracing_quietly
-            from ._tokens import TokenConfigError, Tokens
-            from ._tools import Drain, build_server
-
-            try:
-                tokens = Tokens.from_config(token=token, tokens_file=tokens_file)
-                limits = ConnectionLimits.configured(header_timeout, max_connections_per_client)
-            except (TokenConfigError, ValueError) as exc:
-                sys.stderr.write(f'Cannot serve MCP: {exc}\n')
-                raise SystemExit(2) from None
-            refuse_unsafe_bind(host, tokens)
-            configure_tracing_quietly()
-            drain = Drain()
-            server = build_server(wait_seconds=wait_seconds, drain=drain, lean=lean)
-            hosts = list(allowed_hosts or ()) or None
-            stopped_by = run_http(
-                server, host=host, port=port, tokens=tokens, allowed_hosts=hosts, drain=drain, limits=limits
+            stopped_by = _serve_http(
+                host,
+                port,
+                token,
+                tokens_file=tokens_file,
+                wait_seconds=wait_seconds,
+                allowed_hosts=allowed_hosts,
+                header_timeout=header_timeout,
+                max_connections_per_client=max_connections_per_client,
+                lean=lean,
             )
         else:
             sys.stderr.write(f'Unknown transport {transport!r}: use "stdio" or "http".\n')
@@ -189,6 +172,57 @@ def serve(
         stopped_by = signal.SIGINT
     if exit_code(stopped_by):  # interrupted (SIGINT): 130, as shells expect (_exit.py); SIGTERM or EOF return
         raise SystemExit(exit_code(stopped_by))
+
+
+def _checked_settings(lean: bool | None, *, emulator: bool) -> bool:
+    """Whether to serve the lean tools, once the MCP settings (and the emulator, if asked) are checked: exits 2 with
+    the reason when one is unusable."""
+    from ..._base.errors import ConfigurationError
+    from ..._domain.settings import mcp_heartbeat, mcp_lean
+
+    try:
+        lean = mcp_lean(lean)
+        mcp_heartbeat()  # refused here, before serving, rather than at the first call
+        if emulator:
+            _use_emulator()
+    except (ConfigurationError, ValueError) as exc:
+        sys.stderr.write(f'Cannot serve MCP: {exc}\n')
+        raise SystemExit(2) from None
+    return lean
+
+
+def _serve_http(
+    host: str,
+    port: int,
+    token: str | None,
+    *,
+    tokens_file: str | os.PathLike[str] | None,
+    wait_seconds: float | None,
+    allowed_hosts: Sequence[str] | None,
+    header_timeout: float | None,
+    max_connections_per_client: int | None,
+    lean: bool,
+) -> int | None:
+    """`serve` over Streamable HTTP: tokens and connection limits checked (exit 2 if unusable), then served until
+    stopped; the signal that stopped it."""
+    from ._conns import ConnectionLimits
+    from ._http import refuse_unsafe_bind, run_http
+    from ._stdio import configure_tracing_quietly
+    from ._tokens import TokenConfigError, Tokens
+    from ._tools import Drain, build_server
+
+    try:
+        tokens = Tokens.from_config(token=token, tokens_file=tokens_file)
+        limits = ConnectionLimits.configured(header_timeout, max_connections_per_client)
+    except (TokenConfigError, ValueError) as exc:
+        sys.stderr.write(f'Cannot serve MCP: {exc}\n')
+        raise SystemExit(2) from None
+    refuse_unsafe_bind(host, tokens)
+    configure_tracing_quietly()
+    drain = Drain()
+    server = build_server(wait_seconds=wait_seconds, drain=drain, lean=lean)
+    hosts = list(allowed_hosts or ()) or None
+    return run_http(server, host=host, port=port, tokens=tokens, allowed_hosts=hosts, drain=drain, limits=limits)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

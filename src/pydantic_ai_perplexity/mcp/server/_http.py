@@ -194,22 +194,33 @@ class _Front:
                 return
             if origin is not None and origin.lower() in self.cors_origins:
                 send = _with_cors(send, origin)
-            if self.tokens is not None:
-                caller = self._caller(scope)
-                if caller is None:
-                    await self._unauthorized(scope, receive, send)
-                    return
-                scope[CALLER_SCOPE_KEY] = caller
+            if not await self._authorized(scope, receive, send):
+                return
             if scope['method'] == 'POST':
-                status, body = await _answer_with_ids(self.app, scope, receive, send)
-                if status == 202 and self.on_cancelled is not None:  # a notification the SDK accepted
-                    from ._cancels import cancelled_request
-
-                    request_id = cancelled_request(body)
-                    if request_id is not None:  # the call may be served by any instance: through the ledger
-                        self.on_cancelled(scope.get(CALLER_SCOPE_KEY), request_id)
+                await self._post(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    async def _authorized(self, scope: Scope, receive: Receive, send: Send) -> bool:
+        """Whether the request may go on: no tokens configured, or it bears one (its caller then noted in `scope`);
+        else it was answered 401."""
+        if self.tokens is not None:
+            caller = self._caller(scope)
+            if caller is None:
+                await self._unauthorized(scope, receive, send)
+                return False
+            scope[CALLER_SCOPE_KEY] = caller
+        return True
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A JSON-RPC POST, answered by the SDK; a cancellation it accepted is passed on to `on_cancelled`."""
+        status, body = await _answer_with_ids(self.app, scope, receive, send)
+        if status == 202 and self.on_cancelled is not None:  # a notification the SDK accepted
+            from ._cancels import cancelled_request
+
+            request_id = cancelled_request(body)
+            if request_id is not None:  # the call may be served by any instance: through the ledger
+                self.on_cancelled(scope.get(CALLER_SCOPE_KEY), request_id)
 
     async def _preflight(self, scope: Scope, receive: Receive, send: Send, origin: str | None) -> None:
         """A CORS preflight: 204 with the `Access-Control-*` headers for a listed origin, 403 for any other."""

@@ -121,15 +121,21 @@ class _Front:
         message = _object(parsed)
         if message is None or message.get('jsonrpc') != '2.0':
             return False
-        method, params, request_id = message.get('method'), message.get('params'), message.get('id')
+        method = message.get('method')
         if not isinstance(method, str):
             return False
         if 'id' not in message:
             self.replay.append(line)  # a notification: the SDK sees it later, in order
             return True
-        if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+        request_id = _jsonrpc.readable_id(message)  # None: not an integer or string id
+        if request_id is None:
             return False
-        versions: dict[str, Any] = self.snapshot['versions']
+        return self._answer_request(line, method, message.get('params'), request_id, self.snapshot['versions'])
+
+    def _answer_request(
+        self, line: bytes, method: str, params: Any, request_id: int | str, versions: dict[str, Any]
+    ) -> bool:
+        """Answer a request from the snapshot if it can be (the handshake, ping, the tool list); False otherwise."""
         if method == 'initialize' and self.version is None:
             version = self._negotiate(params, versions)
             if version is None:
@@ -222,14 +228,8 @@ def _load_snapshot() -> dict[str, Any] | None:
     return snapshot if installed is not None and snapshot.get('sdk') == installed else None
 
 
-def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float, lean: bool = False) -> int | None:
-    """Serve MCP on this process's stdin/stdout until EOF or a signal (see the module docstring); the signal that
-    stopped it, or None (stdin closed). The snapshot holds the full tool list: a `lean` server lets the SDK answer.
-    """
-    wire = _Wire.claim()
-    loader = _Loader()
-    loader.start()
-    front = _Front(wire, None if lean else _load_snapshot())
+def _front_handshake(wire: _Wire, front: _Front, loader: _Loader) -> list[bytes] | None:
+    """Let the front answer from its snapshot while the SDK imports; the lines it left for the SDK, or None at EOF."""
     pending: list[bytes] = []
     while front.snapshot is not None and not pending:
         line = wire.reader.readline()
@@ -241,6 +241,20 @@ def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float, lean
             return None
         if line.strip() and not front.handle(line):
             pending.append(line)
+    return pending
+
+
+def serve_stdio(*, wait_seconds: float | None = None, drain_seconds: float, lean: bool = False) -> int | None:
+    """Serve MCP on this process's stdin/stdout until EOF or a signal (see the module docstring); the signal that
+    stopped it, or None (stdin closed). The snapshot holds the full tool list: a `lean` server lets the SDK answer.
+    """
+    wire = _Wire.claim()
+    loader = _Loader()
+    loader.start()
+    front = _Front(wire, None if lean else _load_snapshot())
+    pending = _front_handshake(wire, front, loader)
+    if pending is None:  # EOF during the handshake
+        return None
     tools = loader.result()
     import anyio
 

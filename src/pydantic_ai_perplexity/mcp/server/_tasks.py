@@ -158,30 +158,30 @@ class ResearchTasks(Extension):
     async def middleware(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """2025-11-25: the `tasks` capability, `execution.taskSupport`, and a task-augmented research call."""
         if ctx.method == 'initialize':
-            result = await call_next(ctx)
-            if isinstance(result, dict) and result.get('protocolVersion') == LEGACY_TASKS_VERSION:
-                capabilities: dict[str, Any] = dict(result.get('capabilities') or {})
-                capabilities['tasks'] = {'list': {}, 'cancel': {}, 'requests': {'tools': {'call': {}}}}
-                result = {**result, 'capabilities': capabilities}
-            return result
+            return _with_tasks_capability(await call_next(ctx))
         if ctx.protocol_version != LEGACY_TASKS_VERSION:
             return await call_next(ctx)
         if ctx.method == 'tools/list':
-            result = await call_next(ctx)
-            if isinstance(result, dict):
-                listed: list[Any] = list(result.get('tools') or [])
-                result = {**result, 'tools': [_with_task_support(tool) for tool in listed]}
-            return result
+            return _with_tasks_listed(await call_next(ctx))
         params: Mapping[str, Any] = ctx.params or {}
         if ctx.method == 'tools/call' and params.get('name') == tools.RESEARCH.name and params.get('task') is not None:
-            arguments = params.get('arguments')
-            given = cast('dict[str, Any]', arguments) if isinstance(arguments, dict) else {}
-            task = await self._create(given, _caller(ctx))
-            if isinstance(task, CallToolResult):
-                return task
-            if task is not None:
-                return CreateTaskResult(task=task)
+            created = await self._legacy_task(params, ctx)
+            if created is not None:
+                return created
         return await call_next(ctx)
+
+    async def _legacy_task(
+        self, params: Mapping[str, Any], ctx: ServerRequestContext[Any, Any]
+    ) -> CreateTaskResult | CallToolResult | None:
+        """A task-augmented research call (2025-11-25): its task, the plain call's error, or None to let it answer."""
+        arguments = params.get('arguments')
+        given = cast('dict[str, Any]', arguments) if isinstance(arguments, dict) else {}
+        task = await self._create(given, _caller(ctx))
+        if isinstance(task, CallToolResult):
+            return task
+        if task is not None:
+            return CreateTaskResult(task=task)
+        return None
 
     # -- the methods --------------------------------------------------------------------------------------------
 
@@ -379,6 +379,23 @@ async def _latest_step(r: Researcher, task_id: str) -> str | None:
         with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
             await stream.aclose()
     return latest
+
+
+def _with_tasks_capability(result: HandlerResult) -> HandlerResult:
+    """An `initialize` answer that chose the 2025-11-25 protocol, with the `tasks` capability added."""
+    if isinstance(result, dict) and result.get('protocolVersion') == LEGACY_TASKS_VERSION:
+        capabilities: dict[str, Any] = dict(result.get('capabilities') or {})
+        capabilities['tasks'] = {'list': {}, 'cancel': {}, 'requests': {'tools': {'call': {}}}}
+        result = {**result, 'capabilities': capabilities}
+    return result
+
+
+def _with_tasks_listed(result: HandlerResult) -> HandlerResult:
+    """A `tools/list` answer with each tool's `execution.taskSupport`."""
+    if isinstance(result, dict):
+        listed: list[Any] = list(result.get('tools') or [])
+        result = {**result, 'tools': [_with_task_support(tool) for tool in listed]}
+    return result
 
 
 def _with_task_support(tool: Any) -> Any:
