@@ -45,6 +45,7 @@ from .._domain.calls import BatchKeywords, OnProgress, OnStarted, RunKeywords
 from .._domain.options import (
     DEFAULT_FUNCTION_CALLS,
     EFFORTS,
+    FunctionTool,
     ResearchOptions,
     ResearchOptionsDict,
     check_wait,
@@ -60,7 +61,7 @@ from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
 from ..client._params import AgentRequest, InputItem
 from . import tracing
-from .functions import LocalFunction, local_functions
+from .functions import local_functions
 from .reconcile import learn_from, reconcile, record_finished
 
 if TYPE_CHECKING:
@@ -352,7 +353,7 @@ class Researcher:
         self,
         query: str,
         options: ResearchOptions,
-        functions: Mapping[str, LocalFunction],
+        functions: Mapping[str, FunctionTool],
         result: ResearchResult,
         run: _Run,
         *,
