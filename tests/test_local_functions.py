@@ -329,3 +329,37 @@ async def test_the_capabilitys_research_runs_call_local_functions(emulator_env: 
     result = ret.metadata['research_result']  # type: ignore[index]
     assert [(c.name, c.error) for c in result.function_calls] == [('company_wiki', None)]
     assert "Wiki: our policy on 'How do heat pumps work?'" in run.output
+
+
+# -- a run left in requires_action, collected later ----------------------------------------------------------------
+
+
+async def test_a_handed_off_run_waiting_for_functions_is_collected_and_answered(emulator: Emulator, tmp_path: Path):
+    slow = f'{QUESTION} [[emulate: duration=300]]'
+    async with researcher_for(emulator, tmp_path) as r:
+        handed = await r.run(slow, effort='fast', functions=[company_wiki], wait_seconds=0.05)
+        assert handed.status == 'in_progress' and 'Researcher.collect(response_id, functions=' in handed.notes[-1]
+    # Another researcher (another process) collects it: without the functions it says what the run waits for, and
+    # returns at once (requires_action is settled: waiting longer changes nothing).
+    async with researcher_for(emulator, tmp_path) as other:
+        waiting = await other.collect(handed.response_id, wait_seconds=30)
+        assert waiting.status == 'requires_action' and not waiting.done
+        assert [(c.name, c.output) for c in waiting.function_calls] == [('company_wiki', None)]
+        assert waiting.notes[-1].startswith('The run waits for local functions it called: company_wiki({')
+        assert 'Only a Python caller holding them can answer' in waiting.notes[-1]
+        # With the functions, the collect answers them and the run goes on to its end.
+        answered = await other.collect(handed.response_id, wait_seconds=30, functions=[company_wiki])
+        await other.flush()
+        legs = other.ledger.list() if other.ledger else []
+    assert answered.status == 'completed' and answered.function_calls[0].error is None
+    assert "Wiki: our policy on 'How do heat pumps work?" in answered.answer
+    assert answered.cost_usd and waiting.cost_usd and answered.cost_usd > waiting.cost_usd  # both legs billed
+    assert sorted(leg.status for leg in legs) == ['completed', 'requires_action']
+    assert all(leg.query == slow for leg in legs)  # the continuation is recorded under the run's own question
+
+
+async def test_collect_refuses_a_bad_function_before_waiting(emulator: Emulator, tmp_path: Path):
+    async with researcher_for(emulator, tmp_path) as r:
+        with pytest.raises(InvalidArgumentError, match='two functions'):
+            await r.collect('resp_unknown', functions=[company_wiki, company_wiki])
+    assert not [req for req in emulator.requests if req.path.startswith('/v1/agent')]

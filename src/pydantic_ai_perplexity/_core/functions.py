@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .._base.errors import InvalidArgumentError
 from .._domain.options import FunctionTool
+from .._domain.results import FunctionCall
 from ..client._models import RESERVED_TOOL_NAMES
 
 __all__ = (
@@ -31,6 +32,7 @@ __all__ = (
     'output_text',
     'refusal',
     'validation_problems',
+    'waiting_note',
 )
 
 #: The most characters of one function's output sent back to the run (the rest is cut, and the cut said).
@@ -88,6 +90,16 @@ def refusal(name: str, why: str) -> tuple[str, str]:
     """A call that was not made (its arguments did not fit): the output the run reads, and the error."""
     message = f'function {name} was not called: {why}. Call it again with arguments that fit its schema.'
     return f'Error: {message}', message
+
+
+def waiting_note(calls: Sequence[FunctionCall]) -> str:
+    """What a run left in `requires_action` waits for: the local function calls it asked for, and how to answer."""
+    pending = [f'{call.name}({call.arguments})' for call in calls if call.output is None]
+    asked = '; '.join(pending) if pending else 'local function outputs'
+    return (
+        f'The run waits for local functions it called: {asked}. Only a Python caller holding them can answer '
+        '(Researcher.collect(response_id, functions=[...])); otherwise cancel it.'
+    )
 
 
 def validation_problems(exc: ValidationError) -> str:

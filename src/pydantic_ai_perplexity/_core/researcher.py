@@ -61,7 +61,7 @@ from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
 from ..client._params import AgentRequest, InputItem
 from . import tracing
-from .functions import local_functions
+from .functions import local_functions, waiting_note
 from .reconcile import learn_from, reconcile, record_finished
 
 if TYPE_CHECKING:
@@ -346,6 +346,11 @@ class Researcher:
                 result = await self._answer_functions(
                     query, parsed, functions, result, run, caller=caller, on_progress=on_progress, wait=wait_seconds
                 )
+            elif functions and not result.done:  # handed off: whoever collects it answers its calls
+                result.notes.append(
+                    'The run may call local functions: collect it with Researcher.collect(response_id, '
+                    'functions=[...]) to answer them.'
+                )
             trace.finish(result)
             return result
 
@@ -441,12 +446,30 @@ class Researcher:
         return _run_sync(entered, 'Researcher.run_sync', 'await researcher.run(...)')
 
     async def collect(
-        self, response_id: str, *, wait_seconds: float | None = None, on_progress: OnProgress | None = None
+        self,
+        response_id: str,
+        *,
+        wait_seconds: float | None = None,
+        on_progress: OnProgress | None = None,
+        functions: Sequence[Callable[..., Any] | FunctionTool] | None = None,
+        max_function_calls: int | None = None,
     ) -> ResearchResult:
-        """Wait again (up to the wait budget) for a run started earlier, by this or any other process."""
+        """Wait again (up to the wait budget) for a run started earlier, by this or any other process.
+
+        A run that stopped in `requires_action` (it called local functions, e.g. after `run` handed it off) waits for
+        their outputs: given `functions` (and `max_function_calls`, as `run` takes them), they are answered here and
+        the run goes on; without them the result says which calls it waits for (`function_calls` without an output).
+        """
         durable = durable_runner()
         if durable is not None:  # DBOS workflow code: one checkpointed step (durable/)
+            if functions:
+                raise InvalidArgumentError(
+                    'functions cannot be answered by a durable collect: collect outside the workflow.',
+                    argument='functions',
+                )
             return await durable.collect(self, response_id, wait_seconds=wait_seconds, on_progress=on_progress)
+        options = ResearchOptions.parse(None, functions=functions, max_function_calls=max_function_calls)
+        answering = local_functions(options.functions) if options.functions else {}  # refused before any wait
         record = await self._ledger_call(self.ledger.get, response_id) if self.ledger else None
         run = _Run(
             query=record.query if record else '',
@@ -458,6 +481,21 @@ class Researcher:
         with tracing.collect_span(response_id, record) as trace:
             run.trace = trace
             result = await self._wait(response_id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+            if result.status == 'requires_action' and answering:
+                if run.effort:
+                    options = options.model_copy(update={'effort': run.effort})
+                result = await self._answer_functions(
+                    run.query or f'Continue run {response_id}',
+                    options,
+                    answering,
+                    result,
+                    run,
+                    caller=record.caller if record else None,
+                    on_progress=on_progress,
+                    wait=wait_seconds,
+                )
+            elif result.status == 'requires_action':
+                result.notes.append(waiting_note(result.function_calls))
             run.trace.finish(result)
             return result
 
