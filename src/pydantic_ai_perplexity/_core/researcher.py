@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -53,7 +54,7 @@ from .._domain.options import (
 )
 from .._domain.pricing import default_prices, limit_request, refresh_api_prices
 from .._domain.results import FunctionCall, ResearchResult, Usage
-from .._domain.search_filters import SearchFilters, search_request
+from .._domain.search_filters import SEARCH_MODEL, SearchFilters, search_fee, search_request
 from .._domain.settings import Settings
 from .._domain.steps import Step, StepReducer
 from .._ledger import Ledger, OnBudget, Origin, RunRecord, default_ledger_path, estimate_cost
@@ -566,7 +567,43 @@ class Researcher:
         `search_mode` (`web`, `academic`, `sec`), `languages` (ISO 639-1), `max_tokens_per_page`;
         `search_type='fast'` costs $1 per 1,000 requests instead of $5 (`search_fee`).
         """
-        return await self.client.search(query, **search_request(**filters))
+        request = search_request(**filters)
+        if self.ledger is None:
+            return await self.client.search(query, **request)
+        fee = search_fee(request, len(query) if isinstance(query, list) else 1)
+        token = await self._reserve_search(query, fee)
+        try:
+            response = await self.client.search(query, **request)
+        except PerplexityError:
+            self._record(self.ledger.release, token)  # refused or not answered: nothing billed, the fee given back
+            raise
+        emulated = self.client.emulated is True
+        search_id = response.id if response.id.startswith('search_') else f'search_{response.id or uuid.uuid4().hex}'
+        self._record(self.ledger.bind, token, search_id, status='completed', cost_usd=fee, emulated=emulated)
+        return response
+
+    async def _reserve_search(self, query: str | list[str], fee: float) -> str:
+        """Hold a Search API request's fee against the budget before it is sent (refused like a run that does not
+        fit); the row is a completed run of model `SEARCH_MODEL` once the call answered."""
+        ledger = cast('Ledger', self.ledger)
+        self.client.require_key()
+        await self._probe_emulator()  # an emulator's searches never count against the real API's budget
+        at = self._clock()
+        text = query if isinstance(query, str) else ' | '.join(query)
+        record = RunRecord(
+            created_at=at,
+            updated_at=at,
+            scope=self.scope,
+            query=self.client.redact(text),
+            model=SEARCH_MODEL,
+            status=STARTING,
+            origin=self.origin,
+            estimate_usd=fee,
+            api=self.client.api,
+            emulated=self.client.emulated is True,
+            **tracing.current_ids(),
+        )
+        return await self._ledger_call(ledger.admit_fee, record, budget=self.budget)
 
     # -- internals ---------------------------------------------------------------------------------------------
 
