@@ -28,6 +28,7 @@ from pydantic_ai_perplexity import (
 )
 from pydantic_ai_perplexity._core.functions import local_functions
 from pydantic_ai_perplexity._domain.steps import Step
+from pydantic_ai_perplexity._present.model_text import for_model
 from pydantic_ai_perplexity.emulator import Emulator
 
 pytestmark = pytest.mark.anyio
@@ -347,6 +348,7 @@ async def test_a_handed_off_run_waiting_for_functions_is_collected_and_answered(
         assert [(c.name, c.output) for c in waiting.function_calls] == [('company_wiki', None)]
         assert waiting.notes[-1].startswith('The run waits for local functions it called: company_wiki({')
         assert 'Only a Python caller holding them can answer' in waiting.notes[-1]
+        assert 'Note: The run waits for local functions it called: company_wiki(' in for_model(waiting)  # the model too
         # With the functions, the collect answers them and the run goes on to its end.
         answered = await other.collect(handed.response_id, wait_seconds=30, functions=[company_wiki])
         await other.flush()
