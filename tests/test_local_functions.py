@@ -365,3 +365,26 @@ async def test_collect_refuses_a_bad_function_before_waiting(emulator: Emulator,
         with pytest.raises(InvalidArgumentError, match='two functions'):
             await r.collect('resp_unknown', functions=[company_wiki, company_wiki])
     assert not [req for req in emulator.requests if req.path.startswith('/v1/agent')]
+
+
+async def test_the_toolsets_collect_answers_a_handed_off_run_waiting_for_functions(emulator: Emulator, tmp_path: Path):
+    from pydantic_ai_perplexity.testing import scripted_research_model
+
+    toolset = PerplexityToolset(
+        api_key=emulator.api_key,
+        base_url=emulator.base_url,
+        ledger=tmp_path / 'ledger.sqlite3',
+        wait_seconds=0.05,
+        functions=[company_wiki],
+    )
+    model = scripted_research_model(effort='fast', collect_wait_seconds=30, max_collects=400)
+    agent = Agent(model, toolsets=[toolset])
+    run = await agent.run(f'{QUESTION} [[emulate: duration=300]]')
+    rets = [
+        p for m in run.all_messages() if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    ]
+    assert rets[0].tool_name == 'perplexity_research' and 'still going' in rets[0].content
+    last = rets[-1].metadata['research_result']  # type: ignore[index]
+    assert rets[-1].tool_name == 'perplexity_research_result' and last.status == 'completed'
+    assert [(c.name, c.error) for c in last.function_calls] == [('company_wiki', None)]
+    assert "Wiki: our policy on 'How do heat pumps work?" in last.answer

@@ -309,7 +309,12 @@ class PerplexityToolset(FunctionToolset[Any]):
         return self._returned(result)
 
     async def _collect(self, ctx: RunContext[Any], args: Any) -> ToolReturn:
-        return self._returned(await tools.collect(self.researcher, args, on_progress=self._emitter(ctx)))
+        fixed: dict[str, Any] = {}
+        if self.functions:  # a handed-off run waiting for them is answered here
+            fixed['functions'] = await self._functions(ctx)
+            if self.options is not None and self.options.max_function_calls is not None:
+                fixed['max_function_calls'] = self.options.max_function_calls
+        return self._returned(await tools.collect(self.researcher, args, on_progress=self._emitter(ctx), **fixed))
 
     async def _cancel(self, ctx: RunContext[Any], args: Any) -> str:
         return await tools.cancel_text(self.researcher, args)
