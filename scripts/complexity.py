@@ -18,7 +18,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / 'src' / 'pydantic_ai_perplexity'
 #: The highest figure allowed: the one measured when it was set, so it can only go down.
-THRESHOLD = 0.81
+THRESHOLD = 1.31  # measured after issue 26 landed (the issue asks for at most 1.5): it may only go down
 #: radon's rank C starts above this complexity.
 WORST_A_B = 10
 

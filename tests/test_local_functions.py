@@ -13,10 +13,22 @@ from typing import Any
 import httpx2
 import pytest
 from pydantic import BaseModel
+from pydantic_ai import Agent, FunctionToolset, ModelRetry, RunContext
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from pydantic_ai_perplexity import InvalidArgumentError, Researcher, research
+from pydantic_ai_perplexity import (
+    InvalidArgumentError,
+    PerplexityResearch,
+    PerplexityToolset,
+    Researcher,
+    ResearchResult,
+    research,
+    toolset_functions,
+)
 from pydantic_ai_perplexity._core.functions import local_functions
 from pydantic_ai_perplexity._domain.steps import Step
+from pydantic_ai_perplexity._present.model_text import for_model
 from pydantic_ai_perplexity.emulator import Emulator
 
 pytestmark = pytest.mark.anyio
@@ -211,3 +223,168 @@ async def test_the_documented_example_runs(emulator_env: Emulator, capfd: pytest
     result = namespace['result']
     assert result.status == 'completed' and result.function_calls[0].name == 'company_wiki'
     assert 'we install heat pumps in every new office' in capfd.readouterr().out
+
+
+# -- a pydantic-ai toolset as the source of functions ------------------------------------------------------------
+
+
+def policy(ctx: RunContext[str], topic: str, max_pages: int = 3) -> str:
+    """Read the company's policy on a topic."""
+    if topic == 'retry':
+        raise ModelRetry('name a real topic')
+    return f'Policy of {ctx.deps or "nobody"} on {topic!r}: heat pumps ({max_pages} pages).'
+
+
+def _wiki_toolset() -> FunctionToolset[str]:
+    return FunctionToolset([policy, sales_figures])
+
+
+async def test_a_toolsets_tools_become_functions_checked_and_called_through_it() -> None:
+    wiki = {f.name: f for f in await toolset_functions(_wiki_toolset(), deps='Acme')}
+    assert sorted(wiki) == ['policy', 'sales_figures']
+    tool = wiki['policy'].tool()
+    assert tool['type'] == 'function' and tool['description'] == "Read the company's policy on a topic."
+    assert tool['parameters']['required'] == ['topic'] and 'ctx' not in tool['parameters']['properties']
+    assert await wiki['policy'].call('{"topic": "pumps"}') == ("Policy of Acme on 'pumps': heat pumps (3 pages).", None)
+    assert await wiki['sales_figures'].call('{"region": "north"}') == ('{"region": "north", "units": 1200}', None)
+    output, error = await wiki['policy'].call('{"max_pages": 2}')  # checked by the tool's own validator
+    assert error and output.startswith('Error: function policy was not called') and 'topic: Field required' in output
+    output, error = await wiki['policy'].call('{"topic": "retry"}')
+    assert error == 'name a real topic' and 'asks to be called again' in output
+
+
+async def test_a_run_calls_a_toolsets_tools(emulator: Emulator, tmp_path: Path) -> None:
+    async with researcher_for(emulator, tmp_path) as r:
+        functions = await toolset_functions(_wiki_toolset(), deps='Acme')
+        result = await r.run(QUESTION, effort='fast', functions=[*functions, company_wiki])
+    assert result.status == 'completed'
+    assert [(c.name, c.error) for c in result.function_calls] == [
+        ('policy', None),
+        ('sales_figures', None),
+        ('company_wiki', None),
+    ]
+    assert f"Policy of Acme on '{QUESTION}'" in result.answer
+    offered = [t['name'] for t in r.build_request(functions=functions).get('tools', []) if t['type'] == 'function']
+    assert offered == ['policy', 'sales_figures']
+
+
+def test_a_toolset_given_as_it_is_says_how_to_offer_it() -> None:
+    with pytest.raises(InvalidArgumentError, match='toolset_functions'):
+        local_functions([_wiki_toolset()])
+
+
+# -- the toolset and the capability: the research tool's runs call local functions -----------------------------------
+
+
+def _research_then_answer(seen: list[list[str]]) -> FunctionModel:
+    """A scripted model that calls perplexity_research once, then answers with what it returned; it notes the tools
+    it was offered each turn (local functions must not be among them)."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append([t.name for t in info.function_tools])
+        returned = [
+            p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+        ]
+        if not returned:
+            return ModelResponse(parts=[ToolCallPart('perplexity_research', {'query': QUESTION, 'effort': 'fast'})])
+        return ModelResponse(parts=[TextPart(returned[0].model_response_str())])
+
+    return FunctionModel(respond)
+
+
+async def test_the_toolsets_research_runs_call_local_functions(emulator: Emulator, tmp_path: Path) -> None:
+    seen: list[list[str]] = []
+    toolset = PerplexityToolset(
+        api_key=emulator.api_key,
+        base_url=emulator.base_url,
+        ledger=tmp_path / 'ledger.sqlite3',
+        functions=[company_wiki, _wiki_toolset()],
+    )
+    agent = Agent(_research_then_answer(seen), toolsets=[toolset], deps_type=str)
+    run = await agent.run('heat pumps?', deps='Acme')
+    assert seen and all('company_wiki' not in names and 'policy' not in names for names in seen)
+    assert 'perplexity_research' in seen[0]
+    [ret] = [
+        p for m in run.all_messages() if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    ]
+    result = ret.metadata['research_result']  # type: ignore[index]
+    assert isinstance(result, ResearchResult) and result.status == 'completed'
+    assert [c.name for c in result.function_calls] == ['company_wiki', 'policy', 'sales_figures']
+    # The toolset's tools ran with the agent run's own context: its deps.
+    assert f"Policy of Acme on '{QUESTION}'" in result.answer and 'Policy of Acme' in run.output
+
+
+def test_the_toolset_refuses_a_bad_function_when_built() -> None:
+    with pytest.raises(InvalidArgumentError, match='two functions'):
+        PerplexityToolset(api_key='pplx-test', ledger=False, functions=[company_wiki, company_wiki])
+
+
+async def test_the_capabilitys_research_runs_call_local_functions(emulator_env: Emulator) -> None:
+    seen: list[list[str]] = []
+    capability = PerplexityResearch(ledger=False, functions=[company_wiki], options=None)
+    run = await Agent(_research_then_answer(seen), capabilities=[capability]).run('heat pumps?')
+    assert all('company_wiki' not in names for names in seen)
+    [ret] = [
+        p for m in run.all_messages() if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    ]
+    result = ret.metadata['research_result']  # type: ignore[index]
+    assert [(c.name, c.error) for c in result.function_calls] == [('company_wiki', None)]
+    assert "Wiki: our policy on 'How do heat pumps work?'" in run.output
+
+
+# -- a run left in requires_action, collected later ----------------------------------------------------------------
+
+
+async def test_a_handed_off_run_waiting_for_functions_is_collected_and_answered(emulator: Emulator, tmp_path: Path):
+    slow = f'{QUESTION} [[emulate: duration=300]]'
+    async with researcher_for(emulator, tmp_path) as r:
+        handed = await r.run(slow, effort='fast', functions=[company_wiki], wait_seconds=0.05)
+        assert handed.status == 'in_progress' and 'Researcher.collect(response_id, functions=' in handed.notes[-1]
+    # Another researcher (another process) collects it: without the functions it says what the run waits for, and
+    # returns at once (requires_action is settled: waiting longer changes nothing).
+    async with researcher_for(emulator, tmp_path) as other:
+        waiting = await other.collect(handed.response_id, wait_seconds=30)
+        assert waiting.status == 'requires_action' and not waiting.done
+        assert [(c.name, c.output) for c in waiting.function_calls] == [('company_wiki', None)]
+        assert waiting.notes[-1].startswith('The run waits for local functions it called: company_wiki({')
+        assert 'Only a Python caller holding them can answer' in waiting.notes[-1]
+        assert 'Note: The run waits for local functions it called: company_wiki(' in for_model(waiting)  # the model too
+        # With the functions, the collect answers them and the run goes on to its end.
+        answered = await other.collect(handed.response_id, wait_seconds=30, functions=[company_wiki])
+        await other.flush()
+        legs = other.ledger.list() if other.ledger else []
+    assert answered.status == 'completed' and answered.function_calls[0].error is None
+    assert "Wiki: our policy on 'How do heat pumps work?" in answered.answer
+    assert answered.cost_usd and waiting.cost_usd and answered.cost_usd > waiting.cost_usd  # both legs billed
+    assert sorted(leg.status for leg in legs) == ['completed', 'requires_action']
+    assert all(leg.query == slow for leg in legs)  # the continuation is recorded under the run's own question
+
+
+async def test_collect_refuses_a_bad_function_before_waiting(emulator: Emulator, tmp_path: Path):
+    async with researcher_for(emulator, tmp_path) as r:
+        with pytest.raises(InvalidArgumentError, match='two functions'):
+            await r.collect('resp_unknown', functions=[company_wiki, company_wiki])
+    assert not [req for req in emulator.requests if req.path.startswith('/v1/agent')]
+
+
+async def test_the_toolsets_collect_answers_a_handed_off_run_waiting_for_functions(emulator: Emulator, tmp_path: Path):
+    from pydantic_ai_perplexity.testing import scripted_research_model
+
+    toolset = PerplexityToolset(
+        api_key=emulator.api_key,
+        base_url=emulator.base_url,
+        ledger=tmp_path / 'ledger.sqlite3',
+        wait_seconds=0.05,
+        functions=[company_wiki],
+    )
+    model = scripted_research_model(effort='fast', collect_wait_seconds=30, max_collects=400)
+    agent = Agent(model, toolsets=[toolset])
+    run = await agent.run(f'{QUESTION} [[emulate: duration=300]]')
+    rets = [
+        p for m in run.all_messages() if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, ToolReturnPart)
+    ]
+    assert rets[0].tool_name == 'perplexity_research' and 'still going' in rets[0].content
+    last = rets[-1].metadata['research_result']  # type: ignore[index]
+    assert rets[-1].tool_name == 'perplexity_research_result' and last.status == 'completed'
+    assert [(c.name, c.error) for c in last.function_calls] == [('company_wiki', None)]
+    assert "Wiki: our policy on 'How do heat pumps work?" in last.answer

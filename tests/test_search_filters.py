@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from pydantic_ai_perplexity import InvalidArgumentError, Researcher
+from pydantic_ai_perplexity import BudgetExceededError, InvalidArgumentError, PerplexityError, Researcher
 from pydantic_ai_perplexity._base.prices import LIVE_SEARCH_API_FEES
 from pydantic_ai_perplexity._core import tool_spec
-from pydantic_ai_perplexity._domain.search_filters import search_fee, search_request
+from pydantic_ai_perplexity._domain.search_filters import SEARCH_MODEL, search_fee, search_request
 from pydantic_ai_perplexity.emulator import Emulator
 from pydantic_ai_perplexity.emulator._corpus import Document
 from pydantic_ai_perplexity.emulator._facets import country_of, language_of, mode_of, passes_facets
@@ -195,3 +196,75 @@ def test_the_cli_search_command_filters_and_prints_json(emulator_env: Emulator) 
     assert any('energy.gov' in u for u in plain_urls) and not any('energy.gov' in u for u in german_urls)
     assert '[1] ' in academic.stdout and 'energy.gov' not in academic.stdout
     assert bad.exit_code == 1 and 'search_mode=' in bad.output and 'Traceback' not in bad.output
+
+
+# -- the Search API's spend, in the ledger ---------------------------------------------------------------------
+
+
+def searches_in(ledger: Any) -> list[Any]:
+    return [row for row in ledger.list(limit=100) if row.model == SEARCH_MODEL]
+
+
+async def test_a_search_is_reserved_then_recorded_as_spent(emulator: Emulator, tmp_path: Path) -> None:
+    async with Researcher(api_key=emulator.api_key, base_url=emulator.base_url, ledger=tmp_path / 'l.sqlite3') as r:
+        await r.search(ENERGY)
+        await r.search(ENERGY, search_type='fast')
+        await r.search([ENERGY, 'heat pumps'])  # two queries in one request: two fees
+        await r.flush()
+        assert r.ledger is not None
+        rows = searches_in(r.ledger)
+        spend = {line.window: line for line in await r.spend() if line.caller is None and line.scope is None}
+        spent = r.ledger.spent_usd(emulated=True)
+    assert sorted(row.cost_usd for row in rows) == [0.001, 0.005, 0.01]
+    assert all(row.status == 'completed' and row.emulated and row.response_id.startswith('search_') for row in rows)
+    assert {row.query for row in rows} == {ENERGY, f'{ENERGY} | heat pumps'}
+    assert spent == pytest.approx(0.016) and spend['total'].spent_usd == pytest.approx(0.016)
+
+
+async def test_a_search_that_does_not_fit_the_budget_is_refused_before_it_is_sent(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    settings: dict[str, Any] = {'api_key': emulator.api_key, 'base_url': emulator.base_url}
+    async with Researcher(**settings, ledger=tmp_path / 'l.sqlite3', budget_usd=0.0065) as r:
+        await r.search(ENERGY)  # $0.005 of $0.0065
+        sent = len([req for req in emulator.requests if req.path == '/search'])
+        with pytest.raises(BudgetExceededError) as refused:
+            await r.search(ENERGY)  # another $0.005 does not fit
+        assert len([req for req in emulator.requests if req.path == '/search']) == sent  # never sent
+        await r.search(ENERGY, search_type='fast')  # $0.001 fits
+        await r.flush()
+        assert r.ledger is not None
+        rows = searches_in(r.ledger)
+    assert refused.value.estimate_usd == pytest.approx(0.005) and 'Budget exceeded' in str(refused.value)
+    assert sorted(row.cost_usd for row in rows) == [0.001, 0.005]  # the refused one left no row
+
+
+async def test_a_search_the_api_refuses_gives_its_reservation_back(emulator: Emulator, tmp_path: Path) -> None:
+    async with Researcher(api_key='pplx-wrong', base_url=emulator.base_url, ledger=tmp_path / 'l.sqlite3') as r:
+        with pytest.raises(PerplexityError):
+            await r.search(ENERGY)
+        await r.flush()
+        assert r.ledger is not None
+        assert searches_in(r.ledger) == [] and r.ledger.list(limit=100) == []
+
+
+def test_the_cli_search_spend_shows_in_jobs_spend(emulator_env: Emulator) -> None:
+    from pydantic_ai_perplexity.cli import cli
+
+    runner = CliRunner()
+    assert runner.invoke(cli, ['search', ENERGY, '--fast', '--json']).exit_code == 0
+    spend = runner.invoke(cli, ['jobs', 'spend', '--all', '--json'])
+    assert spend.exit_code == 0, spend.output
+    lines = {(line['caller'], line['window']): line for line in json.loads(spend.stdout)}
+    assert lines[None, 'total']['spent_usd'] == pytest.approx(0.001)
+
+
+def test_the_cli_refuses_a_search_over_the_budget(emulator_env: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic_ai_perplexity.cli import cli
+
+    monkeypatch.setenv('PERPLEXITY_BUDGET_USD', '0.003')
+    runner = CliRunner()
+    refused = runner.invoke(cli, ['search', ENERGY, '--json'])  # $0.005
+    fits = runner.invoke(cli, ['search', ENERGY, '--fast', '--json'])  # $0.001
+    assert refused.exit_code == 1 and 'Budget exceeded' in refused.output and 'Traceback' not in refused.output
+    assert fits.exit_code == 0, fits.output

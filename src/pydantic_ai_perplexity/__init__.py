@@ -38,12 +38,13 @@ from ._base.version import __version__
 if TYPE_CHECKING:
     from ._core.researcher import Researcher, research, research_sync
     from ._domain.budget import Budget, BudgetWarning, Limits, SpendLine
-    from ._domain.options import ResearchFile, ResearchOptions
+    from ._domain.options import FunctionTool, ResearchFile, ResearchOptions
     from ._domain.results import Citation, Progress, ResearchResult, Source, Usage
     from ._domain.steps import Step
     from ._ledger import Ledger, RunRecord
     from ._pydantic_ai.capabilities import PerplexityResearch, PerplexitySearch
     from ._pydantic_ai.deep import perplexity_research_subagent
+    from ._pydantic_ai.functions import toolset_functions
     from ._pydantic_ai.toolset import (
         PerplexityToolset,
         ResearchProgress,
@@ -70,6 +71,7 @@ __all__ = (
     'Citation',
     'ConfigurationError',
     'ExternalConnectorError',
+    'FunctionTool',
     'InternalServerError',
     'InvalidArgumentError',
     'Ledger',
@@ -108,6 +110,7 @@ __all__ = (
     'research',
     'research_sync',
     'resolve_deferred',
+    'toolset_functions',
     'use_emulator_if_no_key',
 )
 
@@ -121,6 +124,7 @@ _LAZY = {
     'research': '._core.researcher',
     'research_sync': '._core.researcher',
     'use_emulator_if_no_key': '.emulator._offline',
+    'FunctionTool': '._domain.options',
     'ResearchFile': '._domain.options',
     'ResearchOptions': '._domain.options',
     'ResearchResult': '._domain.results',
@@ -141,6 +145,7 @@ _LAZY = {
     'perplexity_mcp_config': '.mcp.clients.config',
     'perplexity_mcp_toolset': '.mcp.clients.config',
     'perplexity_research_subagent': '._pydantic_ai.deep',
+    'toolset_functions': '._pydantic_ai.functions',
     'build_mcp_server': '.mcp.server._build',
 }
 

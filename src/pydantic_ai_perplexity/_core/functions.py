@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast, get_type_hints
 
@@ -21,9 +21,19 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .._base.errors import InvalidArgumentError
+from .._domain.options import FunctionTool
+from .._domain.results import FunctionCall
 from ..client._models import RESERVED_TOOL_NAMES
 
-__all__ = ('MAX_OUTPUT_CHARS', 'LocalFunction', 'local_functions')
+__all__ = (
+    'MAX_OUTPUT_CHARS',
+    'LocalFunction',
+    'local_functions',
+    'output_text',
+    'refusal',
+    'validation_problems',
+    'waiting_note',
+)
 
 #: The most characters of one function's output sent back to the run (the rest is cut, and the cut said).
 MAX_OUTPUT_CHARS = 20_000
@@ -60,10 +70,7 @@ class LocalFunction:
         try:
             checked = self.arguments.model_validate(given)
         except ValidationError as exc:
-            problems = '; '.join(
-                f'{".".join(map(str, e["loc"])) or "arguments"}: {e["msg"]}' for e in exc.errors(include_url=False)[:5]
-            )
-            return self._refused(f'its arguments do not fit the schema ({problems})')
+            return self._refused(f'its arguments do not fit the schema ({validation_problems(exc)})')
         values = {name: getattr(checked, name) for name in type(checked).model_fields}
         try:
             if inspect.iscoroutinefunction(self.fn):
@@ -73,35 +80,70 @@ class LocalFunction:
         except Exception as exc:  # the function's own failure: the run reads it, the research goes on
             error = f'{type(exc).__name__}: {exc}'
             return f'Error: function {self.name} failed: {error}', error
-        return _as_text(value), None
+        return output_text(value), None
 
     def _refused(self, why: str) -> tuple[str, str]:
-        message = f'function {self.name} was not called: {why}. Call it again with arguments that fit its schema.'
-        return f'Error: {message}', message
+        return refusal(self.name, why)
 
 
-def local_functions(functions: Sequence[Callable[..., Any]]) -> dict[str, LocalFunction]:
-    """The callables as `LocalFunction`s by name, each checked: a name the API accepts and does not keep for itself,
-    each once, and parameters with type hints pydantic can validate.
+def refusal(name: str, why: str) -> tuple[str, str]:
+    """A call that was not made (its arguments did not fit): the output the run reads, and the error."""
+    message = f'function {name} was not called: {why}. Call it again with arguments that fit its schema.'
+    return f'Error: {message}', message
+
+
+def waiting_note(calls: Sequence[FunctionCall]) -> str:
+    """What a run left in `requires_action` waits for: the local function calls it asked for, and how to answer."""
+    pending = [f'{call.name}({call.arguments})' for call in calls if call.output is None]
+    asked = '; '.join(pending) if pending else 'local function outputs'
+    return (
+        f'The run waits for local functions it called: {asked}. Only a Python caller holding them can answer '
+        '(Researcher.collect(response_id, functions=[...])); otherwise cancel it.'
+    )
+
+
+def validation_problems(exc: ValidationError) -> str:
+    """The first few problems of a failed validation, on one line (`field: message; ...`)."""
+    return '; '.join(
+        f'{".".join(map(str, e["loc"])) or "arguments"}: {e["msg"]}' for e in exc.errors(include_url=False)[:5]
+    )
+
+
+def local_functions(functions: Sequence[Callable[..., Any] | FunctionTool]) -> dict[str, FunctionTool]:
+    """The functions by name, each checked: a name the API accepts and does not keep for itself, each once, and
+    (for a callable, made a `LocalFunction`) parameters with type hints pydantic can validate. A `FunctionTool`
+    (e.g. from `toolset_functions`) is taken as it is.
 
     Raises:
         InvalidArgumentError: naming the function and what to change.
     """
-    found: dict[str, LocalFunction] = {}
+    found: dict[str, FunctionTool] = {}
     for fn in functions:
+        if isinstance(fn, FunctionTool):
+            _check_name(fn.name, found)
+            found[fn.name] = fn
+            continue
         if not callable(fn):
-            raise InvalidArgumentError(f'functions must be Python callables; got {fn!r}.', argument='functions')
-        name = getattr(fn, '__name__', '') or type(fn).__name__
-        if not _NAME.match(name) or name in RESERVED_TOOL_NAMES:
             raise InvalidArgumentError(
-                f'function {name!r} cannot be offered: a name is 1-64 letters, digits, _ or -, and not one the API '
-                f'keeps for its own tools ({", ".join(sorted(RESERVED_TOOL_NAMES))}). Rename the function.',
+                f'functions must be Python callables (or a pydantic-ai toolset through toolset_functions); got {fn!r}.',
                 argument='functions',
             )
-        if name in found:
-            raise InvalidArgumentError(f'two functions are named {name!r}: names must differ.', argument='functions')
+        name = getattr(fn, '__name__', '') or type(fn).__name__
+        _check_name(name, found)
         found[name] = LocalFunction(name, _description(fn), _arguments_model(fn, name), fn)
     return found
+
+
+def _check_name(name: str, found: Mapping[str, object]) -> None:
+    """A name the API accepts, not one it keeps for its own tools, and not offered twice."""
+    if not _NAME.match(name) or name in RESERVED_TOOL_NAMES:
+        raise InvalidArgumentError(
+            f'function {name!r} cannot be offered: a name is 1-64 letters, digits, _ or -, and not one the API '
+            f'keeps for its own tools ({", ".join(sorted(RESERVED_TOOL_NAMES))}). Rename the function.',
+            argument='functions',
+        )
+    if name in found:
+        raise InvalidArgumentError(f'two functions are named {name!r}: names must differ.', argument='functions')
 
 
 def _description(fn: Callable[..., Any]) -> str:
@@ -141,7 +183,7 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
         ) from None
 
 
-def _as_text(value: Any) -> str:
+def output_text(value: Any) -> str:
     """A function's return value as the output text: a string as it is, anything else as JSON; cut when too long."""
     if isinstance(value, str):
         text = value

@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,6 +46,7 @@ from .._domain.calls import BatchKeywords, OnProgress, OnStarted, RunKeywords
 from .._domain.options import (
     DEFAULT_FUNCTION_CALLS,
     EFFORTS,
+    FunctionTool,
     ResearchOptions,
     ResearchOptionsDict,
     check_wait,
@@ -52,7 +54,7 @@ from .._domain.options import (
 )
 from .._domain.pricing import default_prices, limit_request, refresh_api_prices
 from .._domain.results import FunctionCall, ResearchResult, Usage
-from .._domain.search_filters import SearchFilters, search_request
+from .._domain.search_filters import SEARCH_MODEL, SearchFilters, search_fee, search_request
 from .._domain.settings import Settings
 from .._domain.steps import Step, StepReducer
 from .._ledger import Ledger, OnBudget, Origin, RunRecord, default_ledger_path, estimate_cost
@@ -60,7 +62,7 @@ from ..client import PerplexityClient
 from ..client._models import AgentEvent, Response, SearchResponse, field_of
 from ..client._params import AgentRequest, InputItem
 from . import tracing
-from .functions import LocalFunction, local_functions
+from .functions import local_functions, waiting_note
 from .reconcile import learn_from, reconcile, record_finished
 
 if TYPE_CHECKING:
@@ -345,6 +347,11 @@ class Researcher:
                 result = await self._answer_functions(
                     query, parsed, functions, result, run, caller=caller, on_progress=on_progress, wait=wait_seconds
                 )
+            elif functions and not result.done:  # handed off: whoever collects it answers its calls
+                result.notes.append(
+                    'The run may call local functions: collect it with Researcher.collect(response_id, '
+                    'functions=[...]) to answer them.'
+                )
             trace.finish(result)
             return result
 
@@ -352,7 +359,7 @@ class Researcher:
         self,
         query: str,
         options: ResearchOptions,
-        functions: Mapping[str, LocalFunction],
+        functions: Mapping[str, FunctionTool],
         result: ResearchResult,
         run: _Run,
         *,
@@ -440,12 +447,30 @@ class Researcher:
         return _run_sync(entered, 'Researcher.run_sync', 'await researcher.run(...)')
 
     async def collect(
-        self, response_id: str, *, wait_seconds: float | None = None, on_progress: OnProgress | None = None
+        self,
+        response_id: str,
+        *,
+        wait_seconds: float | None = None,
+        on_progress: OnProgress | None = None,
+        functions: Sequence[Callable[..., Any] | FunctionTool] | None = None,
+        max_function_calls: int | None = None,
     ) -> ResearchResult:
-        """Wait again (up to the wait budget) for a run started earlier, by this or any other process."""
+        """Wait again (up to the wait budget) for a run started earlier, by this or any other process.
+
+        A run that stopped in `requires_action` (it called local functions, e.g. after `run` handed it off) waits for
+        their outputs: given `functions` (and `max_function_calls`, as `run` takes them), they are answered here and
+        the run goes on; without them the result says which calls it waits for (`function_calls` without an output).
+        """
         durable = durable_runner()
         if durable is not None:  # DBOS workflow code: one checkpointed step (durable/)
+            if functions:
+                raise InvalidArgumentError(
+                    'functions cannot be answered by a durable collect: collect outside the workflow.',
+                    argument='functions',
+                )
             return await durable.collect(self, response_id, wait_seconds=wait_seconds, on_progress=on_progress)
+        options = ResearchOptions.parse(None, functions=functions, max_function_calls=max_function_calls)
+        answering = local_functions(options.functions) if options.functions else {}  # refused before any wait
         record = await self._ledger_call(self.ledger.get, response_id) if self.ledger else None
         run = _Run(
             query=record.query if record else '',
@@ -457,6 +482,21 @@ class Researcher:
         with tracing.collect_span(response_id, record) as trace:
             run.trace = trace
             result = await self._wait(response_id, run, on_progress=on_progress, wait_seconds=wait_seconds)
+            if result.status == 'requires_action' and answering:
+                if run.effort:
+                    options = options.model_copy(update={'effort': run.effort})
+                result = await self._answer_functions(
+                    run.query or f'Continue run {response_id}',
+                    options,
+                    answering,
+                    result,
+                    run,
+                    caller=record.caller if record else None,
+                    on_progress=on_progress,
+                    wait=wait_seconds,
+                )
+            elif result.status == 'requires_action':
+                result.notes.append(waiting_note(result.function_calls))
             run.trace.finish(result)
             return result
 
@@ -527,7 +567,43 @@ class Researcher:
         `search_mode` (`web`, `academic`, `sec`), `languages` (ISO 639-1), `max_tokens_per_page`;
         `search_type='fast'` costs $1 per 1,000 requests instead of $5 (`search_fee`).
         """
-        return await self.client.search(query, **search_request(**filters))
+        request = search_request(**filters)
+        if self.ledger is None:
+            return await self.client.search(query, **request)
+        fee = search_fee(request, len(query) if isinstance(query, list) else 1)
+        token = await self._reserve_search(query, fee)
+        try:
+            response = await self.client.search(query, **request)
+        except PerplexityError:
+            self._record(self.ledger.release, token)  # refused or not answered: nothing billed, the fee given back
+            raise
+        emulated = self.client.emulated is True
+        search_id = response.id if response.id.startswith('search_') else f'search_{response.id or uuid.uuid4().hex}'
+        self._record(self.ledger.bind, token, search_id, status='completed', cost_usd=fee, emulated=emulated)
+        return response
+
+    async def _reserve_search(self, query: str | list[str], fee: float) -> str:
+        """Hold a Search API request's fee against the budget before it is sent (refused like a run that does not
+        fit); the row is a completed run of model `SEARCH_MODEL` once the call answered."""
+        ledger = cast('Ledger', self.ledger)
+        self.client.require_key()
+        await self._probe_emulator()  # an emulator's searches never count against the real API's budget
+        at = self._clock()
+        text = query if isinstance(query, str) else ' | '.join(query)
+        record = RunRecord(
+            created_at=at,
+            updated_at=at,
+            scope=self.scope,
+            query=self.client.redact(text),
+            model=SEARCH_MODEL,
+            status=STARTING,
+            origin=self.origin,
+            estimate_usd=fee,
+            api=self.client.api,
+            emulated=self.client.emulated is True,
+            **tracing.current_ids(),
+        )
+        return await self._ledger_call(ledger.admit_fee, record, budget=self.budget)
 
     # -- internals ---------------------------------------------------------------------------------------------
 

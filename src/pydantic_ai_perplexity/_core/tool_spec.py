@@ -408,10 +408,11 @@ async def research(
     return _numbered(result, 1)
 
 
-async def collect(r: Researcher, args: Any, *, on_progress: OnProgress | None = None) -> ResearchResult:
-    """`perplexity_research_result`: wait again for a run, never past the way in's budget."""
+async def collect(r: Researcher, args: Any, *, on_progress: OnProgress | None = None, **fixed: Any) -> ResearchResult:
+    """`perplexity_research_result`: wait again for a run, never past the way in's budget (`fixed`: what the way in
+    holds, e.g. the local functions a run waiting in `requires_action` is answered with)."""
     wait = check_wait(args.wait_seconds, cap=r.wait_seconds)
-    result = await r.collect(check_id(args.response_id), wait_seconds=wait, on_progress=on_progress)
+    result = await r.collect(check_id(args.response_id), wait_seconds=wait, on_progress=on_progress, **fixed)
     return _numbered(result, (args.poll or 0) + 1)
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, cast, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, Self, cast, get_args, runtime_checkable
 
 from pydantic import (
     BaseModel,
@@ -65,6 +65,7 @@ __all__ = (
     'Effort',
     'ExtraTool',
     'FileInput',
+    'FunctionTool',
     'LegacyPreset',
     'Opt',
     'ReasoningEffort',
@@ -604,6 +605,25 @@ class Opt:
     cli_help: str | None = None
 
 
+@runtime_checkable
+class FunctionTool(Protocol):
+    """What the `Researcher` offers a run and answers its calls with: a `LocalFunction` (a Python callable), or an
+    adapter of another source of tools (a pydantic-ai toolset: `toolset_functions`)."""
+
+    @property
+    def name(self) -> str:
+        """The name the run calls it by."""
+        ...
+
+    def tool(self) -> dict[str, Any]:
+        """The `function` tool of the create request."""
+        ...
+
+    async def call(self, arguments: str) -> tuple[str, str | None]:
+        """Run one call (its arguments as the run sent them, JSON): the output text, and the error if it failed."""
+        ...
+
+
 class ResearchOptions(BaseModel):
     """The options of one research run; every field is optional (the researcher's defaults apply)."""
 
@@ -704,7 +724,7 @@ class ResearchOptions(BaseModel):
     ] = None
     # -- local functions: Python callables the run may call (in this process; the Researcher answers them) --------
     functions: Annotated[
-        SkipValidation[list[Callable[..., Any]] | None],
+        SkipValidation[list[Callable[..., Any] | FunctionTool] | None],
         Field(
             description='Python functions the run may call (a private database, a wiki): their arguments are checked '
             'against their type hints, they run here, and only their output is sent. Python only.'
@@ -895,11 +915,11 @@ class ResearchOptions(BaseModel):
     def _functions(cls, value: object) -> object:
         if value is None or value == [] or value == ():
             return None
-        if callable(value):
+        if callable(value) or isinstance(value, FunctionTool):
             return [value]
         if not isinstance(value, Sequence) or isinstance(value, str):
             raise InvalidArgumentError('functions must be a list of Python functions.', argument='functions')
-        return list(cast('Sequence[Callable[..., Any]]', value))
+        return list(cast('Sequence[Callable[..., Any] | FunctionTool]', value))
 
     @field_validator('max_function_calls', mode='before')
     @classmethod
@@ -1088,7 +1108,7 @@ class ResearchOptionsDict(TypedDict, total=False):
     language: str | None
     fetch_pages: bool | int | None
     extra_tools: Sequence[ExtraTool] | None
-    functions: Sequence[Callable[..., Any]] | None
+    functions: Sequence[Callable[..., Any] | FunctionTool] | None
     max_function_calls: int | None
     max_steps: int | None
     max_output_tokens: int | None

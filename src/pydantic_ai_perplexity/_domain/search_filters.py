@@ -25,6 +25,7 @@ else:  # the client package imports the HTTP stack, which the CLI must not load 
 
 __all__ = (
     'MAX_LANGUAGES',
+    'SEARCH_MODEL',
     'SEARCH_MODES',
     'SEARCH_TYPES',
     'SearchFilters',
@@ -102,6 +103,10 @@ def search_request(**given: Unpack[SearchFilters]) -> SearchRequest:
     if languages:
         body['search_language_filter'] = _languages(languages)
     return body
+
+
+#: The `model` of a Search API request's row in the ledger: a completed run whose cost is the request's fee.
+SEARCH_MODEL = 'search-api'
 
 
 def search_fee(request: SearchRequest, queries: int = 1) -> float:

@@ -518,6 +518,21 @@ class Ledger:
         warnings = _crossings(limits, reserved.spent, micros(fitted.reservation.usd))
         return Admission(token, tightened, fitted.request, fitted.reservation, fitted.changes, warnings)
 
+    def admit_fee(self, record: RunRecord, *, budget: Budget | None, cap_usd: float | None = None) -> str:
+        """Reserve a known fee (`record.estimate_usd`, e.g. a Search API request's) against the budget's limits, as
+        `admit` does a run's reservation; return the key the row is stored under (`bind` it once the call is made).
+
+        Raises:
+            BudgetExceededError: the fee does not fit a limit or the per-run ceiling; nothing was recorded.
+            BudgetUnenforceableError: a cap is set and the ledger is not working.
+        """
+        limits, ceiling = applicable_limits(
+            budget, cap_usd=cap_usd, caller=record.caller, scope=record.scope, at=record.created_at
+        )
+        if ceiling is not None and micros(record.estimate_usd) > ceiling:
+            raise per_run_refusal(record.effort, record.estimate_usd, ceiling, 'a Search API request')
+        return self.reserve(record, cap_usd=None, limits=limits)
+
     def _held(self, record: RunRecord) -> tuple[float, int]:
         """What runs not finished yet hold against the budget (USD, runs): the estimates of rows without a cost."""
         rows = self.list(status=_IN_FLIGHT, limit=10_000)

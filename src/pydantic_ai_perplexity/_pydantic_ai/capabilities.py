@@ -9,7 +9,7 @@ adds the composition pydantic-ai expects: instructions and tools from one object
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from .._core import tool_spec as tools
 from .._core.researcher import Researcher
 from .._domain.budget import Budget
-from .._domain.options import ResearchOptions
+from .._domain.options import FunctionTool, ResearchOptions
 from .._ledger import Ledger, OnBudget
 from .._present import model_text as render
 from ..client._params import McpTool
@@ -73,6 +73,8 @@ class PerplexityResearch(AbstractCapability[Any]):
         ledger: A `Ledger`, a path for one, or `False` for none.
         output_type: A pydantic model or JSON schema research answers come back as.
         mcp_servers: Remote MCP servers Perplexity may call during research.
+        functions: Local functions research runs may call (callables or pydantic-ai toolsets), as
+            `PerplexityToolset(functions=...)`: the researcher answers them, the agent's model does not see them.
         options: `ResearchOptions` every research call starts from (e.g. `service_tier='flex'`, fallback `models`,
             `files`); the model's arguments override them.
         max_answer_chars: Bound on the answer text the model sees; the full result is in the tool metadata.
@@ -99,6 +101,7 @@ class PerplexityResearch(AbstractCapability[Any]):
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
         output_type: type[BaseModel] | dict[str, Any] | None = None,
         mcp_servers: Sequence[McpTool] | None = None,
+        functions: Sequence[Callable[..., Any] | FunctionTool | AbstractToolset[Any]] | None = None,
         options: ResearchOptions | None = None,
         max_answer_chars: int = render.DEFAULT_MAX_ANSWER_CHARS,
         api_key: str | None = None,
@@ -128,6 +131,7 @@ class PerplexityResearch(AbstractCapability[Any]):
             ledger=ledger,
             output_type=output_type,
             mcp_servers=mcp_servers,
+            functions=functions,
             options=options,
             defer=execution == 'external',
             on_refusal=on_refusal,

@@ -35,7 +35,7 @@ try:
     )
     from pydantic_ai.messages import InstructionPart
     from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolDefinition
-    from pydantic_ai.toolsets import PrefixedToolset, ToolsetTool
+    from pydantic_ai.toolsets import AbstractToolset, PrefixedToolset, ToolsetTool
     from pydantic_ai.toolsets.function import FunctionToolsetTool
 except ImportError as _exc:  # pragma: no cover - depends on the environment
     from .._base.errors import install_hint
@@ -46,14 +46,16 @@ from pydantic import BaseModel
 
 from .._base.errors import BudgetExceededError, PerplexityError
 from .._core import tool_spec as tools
+from .._core.functions import local_functions
 from .._core.researcher import Researcher
 from .._domain.budget import Budget
-from .._domain.options import ResearchOptions
+from .._domain.options import FunctionTool, ResearchOptions
 from .._domain.results import ResearchResult
 from .._domain.steps import Step
 from .._ledger import Ledger, OnBudget
 from .._present import model_text as render
 from ..client._params import McpTool
+from .functions import toolset_functions
 
 __all__ = (
     'RESPONSE_ID_KEY',
@@ -134,6 +136,9 @@ class PerplexityToolset(FunctionToolset[Any]):
         ledger: A `Ledger`, a path for one, or `False` for none; default under `PERPLEXITY_STATE_DIR`.
         output_type: A pydantic model or JSON schema: research answers come back as that structure.
         mcp_servers: Remote MCP servers (Agent API `mcp` tools) Perplexity may call during research.
+        functions: Local functions research runs may call: Python callables, pydantic-ai toolsets (each tool called
+            through its toolset with this agent run's `RunContext`), or `FunctionTool`s. The model calling
+            `perplexity_research` does not see them; the researcher runs each call and continues the run.
         options: `ResearchOptions` every research call starts from (e.g. `service_tier='flex'`, fallback `models`,
             `files`); the model's arguments override them.
         defer: End the agent run with a deferred call instead of a hand-off when a run outlasts the wait; the run
@@ -165,6 +170,7 @@ class PerplexityToolset(FunctionToolset[Any]):
         ledger: Ledger | str | os.PathLike[str] | Literal[False] | None = None,
         output_type: type[BaseModel] | dict[str, Any] | None = None,
         mcp_servers: Sequence[McpTool] | None = None,
+        functions: Sequence[Callable[..., Any] | FunctionTool | AbstractToolset[Any]] | None = None,
         options: ResearchOptions | None = None,
         defer: bool = False,
         on_refusal: OnRefusal | None = None,
@@ -192,6 +198,9 @@ class PerplexityToolset(FunctionToolset[Any]):
         self.spotlight = spotlight
         self.output_type = output_type
         self.mcp_servers = list(mcp_servers or ())
+        #: Local functions research runs may call (toolsets listed afresh for each call, with its `RunContext`).
+        self.functions = list(functions or ())
+        local_functions([f for f in self.functions if not isinstance(f, AbstractToolset)])  # refused when built
         #: Options every research call starts from (e.g. `service_tier`, fallback `models`, `files`); the model's
         #: arguments override them.
         self.options = options
@@ -292,13 +301,20 @@ class PerplexityToolset(FunctionToolset[Any]):
 
     async def _research(self, ctx: RunContext[Any], args: Any) -> ToolReturn:
         fixed: dict[str, Any] = {'output_type': self.output_type, 'mcp_servers': self.mcp_servers or None}
+        if self.functions:
+            fixed['functions'] = await self._functions(ctx)
         if self.options is not None:
             fixed['options'] = self.options
         result = await tools.research(self.researcher, args, on_progress=self._emitter(ctx), **fixed)
         return self._returned(result)
 
     async def _collect(self, ctx: RunContext[Any], args: Any) -> ToolReturn:
-        return self._returned(await tools.collect(self.researcher, args, on_progress=self._emitter(ctx)))
+        fixed: dict[str, Any] = {}
+        if self.functions:  # a handed-off run waiting for them is answered here
+            fixed['functions'] = await self._functions(ctx)
+            if self.options is not None and self.options.max_function_calls is not None:
+                fixed['max_function_calls'] = self.options.max_function_calls
+        return self._returned(await tools.collect(self.researcher, args, on_progress=self._emitter(ctx), **fixed))
 
     async def _cancel(self, ctx: RunContext[Any], args: Any) -> str:
         return await tools.cancel_text(self.researcher, args)
@@ -317,6 +333,16 @@ class PerplexityToolset(FunctionToolset[Any]):
         return await tools.cancel_text(self.researcher, tools.CANCEL.parse({'response_id': response_id}))
 
     # -- helpers -----------------------------------------------------------------------------------------------
+
+    async def _functions(self, ctx: RunContext[Any]) -> list[Callable[..., Any] | FunctionTool]:
+        """The local functions of one research call: each toolset's tools listed with the agent run's context."""
+        found: list[Callable[..., Any] | FunctionTool] = []
+        for source in self.functions:
+            if isinstance(source, AbstractToolset):
+                found.extend(await toolset_functions(cast('AbstractToolset[Any]', source), ctx=ctx))
+            else:
+                found.append(source)
+        return found
 
     def _emitter(self, ctx: RunContext[Any]) -> Any:
         capability = self.progress_events == 'capability'

@@ -51,8 +51,9 @@ def search(query: tuple[str, ...], as_json: bool, fast: bool, **given: Any) -> N
     async def go(settings: dict[str, str]) -> Any:
         from .._core.researcher import Researcher
 
+        # The default ledger and the budget of the environment: a search's fee is reserved and recorded as spent.
         async with Researcher(
-            origin='cli', ledger=False, api_key=settings.get('api_key'), base_url=settings.get('base_url')
+            origin='cli', api_key=settings.get('api_key'), base_url=settings.get('base_url')
         ) as researcher:
             return await researcher.search(queries, **filters)
 
