@@ -1,4 +1,5 @@
-"""The five tools are declared once (`tools.py`); the toolset and the MCP server expose exactly that declaration."""
+"""The tools are declared once (`_core/tool_spec.py`); the toolset and the MCP server expose exactly that
+declaration."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The parts of durable.py that need no DBOS worker: errors across a checkpoint, rate limits, trace rejoining."""
+"""The parts of `durable/` that need no DBOS worker: errors across a checkpoint, rate limits, trace rejoining."""
 
 from __future__ import annotations
 

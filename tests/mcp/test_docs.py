@@ -41,7 +41,7 @@ def test_the_documented_self_test_works(emu: Emulator, tmp_path: Path) -> None:
 
 
 def test_the_tool_table_names_each_tools_arguments_as_the_spec_does() -> None:
-    """The table of tools in docs/mcp.md is written by hand: it must list the arguments `tools.py` declares."""
+    """The table of tools in docs/mcp.md is written by hand: it must list the arguments `tool_spec.py` declares."""
     from pydantic_ai_perplexity._core.tool_spec import TOOLS
 
     rows = dict(re.findall(r'^\| `(perplexity_\w+)\(([^)]*)\)` \|', DOC.read_text(encoding='utf-8'), re.MULTILINE))

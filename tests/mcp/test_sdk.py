@@ -1,4 +1,4 @@
-"""The shim to the MCP SDK's internals (`mcp/_sdk.py`) works with the installed SDK, and degrades when they move.
+"""The shim to the MCP SDK's internals (`mcp/server/_sdk.py`) works with the installed SDK, and degrades when they move.
 
 If an SDK upgrade fails here, update `_sdk.py` (and regenerate the handshake snapshot); at runtime the server would
 have degraded instead: no handshake front, runs never cancelled by a client's cancel, the SDK's own error codes.

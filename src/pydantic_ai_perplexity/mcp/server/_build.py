@@ -125,7 +125,7 @@ def serve(
     `PERPLEXITY_MCP_TOKENS_FILE`), read again when it changes. `allowed_hosts` (default
     `PERPLEXITY_MCP_ALLOWED_HOSTS`) adds `Host` names HTTP clients may use, e.g. behind a reverse proxy.
     `header_timeout` (default `PERPLEXITY_MCP_HEADER_TIMEOUT`, else 10 s) and `max_connections_per_client`
-    (default `PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT`, else 256) guard the HTTP server's connections. `lean`
+    (default `PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT`, else 1024) guard the HTTP server's connections. `lean`
     (default `PERPLEXITY_MCP_LEAN`) lists the tools' lean variant. A waiting call that asked for progress hears at
     least every `PERPLEXITY_MCP_HEARTBEAT_SECONDS` (15 by default), even from a run with no new step. Exits 2 on
     an unsafe or impossible configuration.
@@ -255,7 +255,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         '--max-connections-per-client',
         type=int,
         default=None,
-        help='HTTP: connections one client address may hold (default: PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT, 256).',
+        help='HTTP: connections one client address may hold (default: PERPLEXITY_MCP_MAX_CONNECTIONS_PER_CLIENT, '
+        '1024).',
     )
     parser.add_argument('--lean', action='store_true', default=None, help=LEAN_HELP)
     args = parser.parse_args(argv)
