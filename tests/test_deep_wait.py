@@ -120,6 +120,7 @@ async def test_a_deep_agent_collects_a_long_run_over_mcp(
     assert 'Sources:' in str(result.output)
 
 
+@pytest.mark.slow
 async def test_the_research_subagent_replaces_the_built_in_one_and_waits_out_a_long_run(emulator: Emulator) -> None:
     toolset = PerplexityToolset(api_key=emulator.api_key, base_url=emulator.base_url, wait_seconds=WAIT)
     researcher = scripted_research_model(effort='medium')

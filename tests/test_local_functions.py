@@ -335,6 +335,7 @@ async def test_the_capabilitys_research_runs_call_local_functions(emulator_env: 
 # -- a run left in requires_action, collected later ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_a_handed_off_run_waiting_for_functions_is_collected_and_answered(emulator: Emulator, tmp_path: Path):
     slow = f'{QUESTION} [[emulate: duration=300]]'
     async with researcher_for(emulator, tmp_path) as r:
@@ -367,6 +368,7 @@ async def test_collect_refuses_a_bad_function_before_waiting(emulator: Emulator,
     assert not [req for req in emulator.requests if req.path.startswith('/v1/agent')]
 
 
+@pytest.mark.slow
 async def test_the_toolsets_collect_answers_a_handed_off_run_waiting_for_functions(emulator: Emulator, tmp_path: Path):
     from pydantic_ai_perplexity.testing import scripted_research_model
 

@@ -186,6 +186,7 @@ async def test_the_runs_id_is_in_the_ledger_before_the_wait_starts(emulator: Emu
     assert result.done and seen == [(result.response_id, 'queued')]
 
 
+@pytest.mark.slow
 async def test_through_the_toolset_the_id_is_recorded_before_the_first_step(emulator: Emulator, tmp_path: Path) -> None:
     from pydantic_ai import Agent
 

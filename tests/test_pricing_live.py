@@ -130,6 +130,7 @@ def test_what_the_caller_sets_is_kept_and_priced() -> None:
     assert held.steps == 2 and held.pages == 4 * held.tool_calls
 
 
+@pytest.mark.slow
 async def test_the_emulator_honours_the_limits_and_bills_under_the_reservation(emulator: Emulator) -> None:
     async with Researcher(api_key=emulator.api_key, base_url=emulator.base_url, ledger=False) as r:
         for effort in ('fast', 'low', 'high'):

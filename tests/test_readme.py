@@ -59,6 +59,7 @@ async def _close_mcp_children(namespace: dict[str, Any]) -> None:
                 await transport.close()
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Default skills directory 'skills' does not exist:UserWarning")
 @pytest.mark.parametrize(('heading', 'code'), BLOCKS, ids=[f'{i}-{h.split()[0]}' for i, (h, _) in enumerate(BLOCKS)])
 async def test_snippet_runs(

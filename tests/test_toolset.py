@@ -100,6 +100,7 @@ async def test_tools_and_descriptions_as_the_model_sees_them(emulator: Emulator)
     assert 'response_id' in seen['instructions']
 
 
+@pytest.mark.slow
 async def test_a_run_past_the_wait_budget_hands_off_then_is_collected(emulator: Emulator):
     toolset = toolset_for(emulator, wait_seconds=0.05)
     # The model asks to wait 30 s; a call never waits past the toolset's budget, so it collects a few times.

@@ -24,6 +24,7 @@ def load_pipeline() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 async def test_the_pipeline_writes_a_cited_report_in_one_trace(
     capfire: CaptureLogfire, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):

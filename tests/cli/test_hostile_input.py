@@ -119,6 +119,7 @@ def test_nothing_from_a_caller_or_the_web_reaches_the_terminal_raw(tmp_path: Pat
     assert json.loads(shown_json.stdout)['query'] == question
 
 
+@pytest.mark.slow
 def test_a_live_display_on_a_terminal_gets_no_escape_from_the_question(tmp_path: Path) -> None:
     done = run('research', f'{TITLE_SET}heat pumps \x1b[2J\u200b', env=cli_env(tmp_path), tty=True)
     assert done.returncode == 0, done.stderr

@@ -92,6 +92,7 @@ def test_a_keyword_string_is_a_postgresql_ledger_shown_without_its_password(
     assert not [name for name in _files(state) if 'password' in name or SECRET in name]
 
 
+@pytest.mark.slow
 def test_a_url_whose_password_libpq_would_misread_is_refused_by_name(dirs: tuple[Path, Path]) -> None:
     state, work = dirs
     # libpq ends the user info at the first `@`: `SENTINEL-pw@127.0.0.1` would be the host, in its error messages.
@@ -115,6 +116,7 @@ def test_a_url_whose_password_libpq_would_misread_is_refused_by_name(dirs: tuple
     assert SECRET not in str(caught.value)
 
 
+@pytest.mark.slow
 def test_a_secret_in_libpq_options_is_not_shown_nor_copied(dirs: tuple[Path, Path]) -> None:
     state, work = dirs
     with fresh_schema() as url:

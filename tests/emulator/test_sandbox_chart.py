@@ -105,6 +105,7 @@ def test_a_pdf_that_inflates_without_limit_is_read_only_so_far():
     assert pdf_text(_pdf(bomb, bomb)) == 'x'
 
 
+@pytest.mark.slow
 def test_matplotlib_pdfs_are_read():
     figure = pytest.importorskip('matplotlib.figure')
     page = figure.Figure(figsize=(4, 3))

@@ -113,6 +113,7 @@ def test_only_regular_files_inside_the_folder_of_bounded_size_are_read(tmp_path:
         Emulator(corpus=empty)
 
 
+@pytest.mark.slow
 def test_the_variable_gives_every_emulator_the_folder_and_the_command_refuses_a_bad_one(tmp_path: Path):
     folder = _folder(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(('PERPLEXITY_', 'OTEL_', 'LOGFIRE_'))}

@@ -8,6 +8,8 @@ import base64
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from pydantic_ai_perplexity.emulator import Emulator
 from support.mcp_servers import RawServer, server_env, text_of
 
@@ -20,6 +22,7 @@ def _research(server: RawServer, *files: str) -> tuple[bool, str]:
     return result.get('isError') is True, text_of(result)
 
 
+@pytest.mark.slow
 def test_a_stdio_server_reads_paths_only_inside_its_files_root(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:
@@ -47,6 +50,7 @@ def test_a_stdio_server_reads_paths_only_inside_its_files_root(
     assert b'Traceback' not in b''.join(server.stderr)
 
 
+@pytest.mark.slow
 def test_without_a_files_root_a_path_is_refused_and_urls_still_work(
     raw_server_factory: Callable[..., RawServer], emu: Emulator, tmp_path: Path
 ) -> None:

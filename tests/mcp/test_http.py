@@ -132,6 +132,7 @@ def test_a_non_loopback_bind_with_a_token_serves(emu: Emulator, tmp_path: Path) 
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_client_that_disconnects_mid_call_leaves_the_run_going_and_in_the_ledger(
     http_server: HttpServer, emu: Emulator, state_dir: Path
 ) -> None:
@@ -434,6 +435,7 @@ def test_each_named_caller_has_its_own_daily_budget_and_jobs_spend_shows_both(
     )
 
 
+@pytest.mark.slow
 def test_over_http_a_file_path_is_never_read_even_with_a_files_root(emu: Emulator, tmp_path: Path) -> None:
     """`PERPLEXITY_MCP_FILES_ROOT` is for a local stdio server: a remote HTTP caller's path reads nothing."""
     root = tmp_path / 'shared'

@@ -201,6 +201,7 @@ def test_batch_research_tabulates_refusals_spend_and_plots(executed: Executed):
     assert 'image/png' in plot[0]['data']
 
 
+@pytest.mark.compat  # executed by Jupyter kernels, one process per notebook
 def test_files_tools_functions_show_a_pdf_answer_a_sandbox_chart_and_a_function_call(executed: Executed):
     book = executed('04_files_tools_functions')
     no_errors(book)

@@ -59,6 +59,7 @@ async def test_a_cancel_notification_stops_the_run_upstream(
            outcome='cancelled upstream and in the ledger', lost=0)  # fmt: skip
 
 
+@pytest.mark.slow
 async def test_a_cancel_from_another_caller_with_the_same_id_changes_nothing(
     server: HttpServer, emu: Emulator, ledger: Ledger
 ) -> None:

@@ -43,6 +43,7 @@ def toolset_on(emu, ledger: Path, **settings) -> tuple[PerplexityToolset, EventS
     return PerplexityToolset(researcher=researcher), spy
 
 
+@pytest.mark.slow
 async def test_every_fault_through_the_toolset(tmp_path: Path) -> None:
     ledger_path = tmp_path / 'ledger.sqlite3'
     with logged_emulator() as (emu, log):
